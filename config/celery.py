@@ -1,0 +1,20 @@
+"""The Celery app. Periodic tasks are declared here, once, and django-celery-beat's
+DatabaseScheduler copies them into its tables when beat starts."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("canon")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+app.conf.beat_schedule = {
+    "outbox-relay": {
+        "task": "ingestion.tasks.relay_outbox",
+        "schedule": float(os.environ.get("CANON_RELAY_INTERVAL_SECONDS", "1.0")),
+        "options": {"expires": 10},
+    },
+}

@@ -1,0 +1,173 @@
+"""Canon settings: every knob is read from the environment here, and only here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = env_bool("DEBUG", True)
+# The development default is only for the embedded demo; production must set SECRET_KEY.
+SECRET_KEY = env_str("SECRET_KEY", "canon-insecure-development-key-change-me" if DEBUG else "")
+if not SECRET_KEY:
+    raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
+ALLOWED_HOSTS = env_str("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_celery_beat",
+    "kb",
+    "ingestion",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", "postgresql://postgres@127.0.0.1:54329/canon"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+        conn_health_checks=True,
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".data" / "static"
+
+# --- uploads and storage -------------------------------------------------------------------
+STORAGE_ROOT = Path(env_str("CANON_STORAGE_ROOT", str(BASE_DIR / ".data" / "storage")))
+UPLOAD_MAX_BYTES = env_int("CANON_UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
+UPLOAD_MAX_FILES = env_int("CANON_UPLOAD_MAX_FILES", 20)
+# Larger uploads stream to a temporary file instead of memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
+FILE_UPLOAD_HANDLERS = [
+    "kb.uploads.OversizedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
+
+# --- pipeline ------------------------------------------------------------------------------
+EMBEDDING_PROVIDER = env_str("CANON_EMBEDDING_PROVIDER", "hash")
+EMBEDDING_MODEL = env_str("CANON_EMBEDDING_MODEL", "canon-hash-v1")
+EMBEDDING_DIMENSIONS = env_int("CANON_EMBEDDING_DIMENSIONS", 384)
+EMBEDDING_BATCH_SIZE = env_int("CANON_EMBEDDING_BATCH_SIZE", 64)
+CHUNK_SIZE = env_int("CANON_CHUNK_SIZE", 800)  # characters
+CHUNK_OVERLAP = env_int("CANON_CHUNK_OVERLAP", 100)  # characters
+CHUNK_WRITE_BATCH = env_int("CANON_CHUNK_WRITE_BATCH", 200)
+PARSE_MAX_CHARS = env_int("CANON_PARSE_MAX_CHARS", 20_000_000)
+
+# --- leases, retries, relay ----------------------------------------------------------------
+LEASE_TTL_SECONDS = env_float("CANON_LEASE_TTL_SECONDS", 60.0)
+TASK_MAX_ATTEMPTS = env_int("CANON_TASK_MAX_ATTEMPTS", 5)
+RETRY_BASE_SECONDS = env_float("CANON_RETRY_BASE_SECONDS", 2.0)
+RETRY_MAX_SECONDS = env_float("CANON_RETRY_MAX_SECONDS", 300.0)
+RELAY_BATCH_SIZE = env_int("CANON_RELAY_BATCH_SIZE", 500)
+RELAY_INTERVAL_SECONDS = env_float("CANON_RELAY_INTERVAL_SECONDS", 1.0)
+RELAY_MAX_ATTEMPTS = env_int("CANON_RELAY_MAX_ATTEMPTS", 10)
+
+# --- Celery (see docs/ARCHITECTURE.md, "Celery settings") ----------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("CANON_QUEUE", "canon")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CANON_TASK_TIME_LIMIT", 1800)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
+# Longer than the hard time limit, so the broker never redelivers a task that is still running.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# --- API -------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "retrieval.auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["retrieval.auth.HasPrincipal"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "retrieval.api.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

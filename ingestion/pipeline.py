@@ -1,0 +1,298 @@
+"""Running one ingestion task: claim -> parse -> chunk -> embed -> write -> finalize (switch).
+
+Each stage records a StageResult keyed by task + stage + input fingerprint + pipeline version and
+reuses a succeeded one, so a redelivered or retried task redoes only unfinished work. No network
+call and no file parsing happens inside a database transaction; every write that matters is
+fenced by the task's lease (`ingestion.leases.fenced`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import F
+from django.db.models.functions import Now
+
+from ingestion import chunker, faults, parsers, providers, text
+from ingestion.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
+from ingestion.models import EmbeddingCache, IngestionTask, StageResult
+from ingestion.services import task_fail, task_retry_later, task_succeed
+from kb import storage
+from kb.models import Build, IndexVersion
+from kb.selectors import manifest_of
+from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish
+
+logger = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+
+
+class TerminalError(Exception):
+    """Retrying cannot help (bad file, shape mismatch): the build fails with this message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def task_execute(*, task_id: int, worker_id: str) -> str:
+    """Run a task if it can be claimed; return what happened (for logs and tests).
+
+    Idempotent: a duplicate or late message for a task that is done, or held by a live lease,
+    claims nothing and returns "not_claimed".
+    """
+    lease = task_claim(task_id=task_id, owner=worker_id)
+    if lease is None:
+        return "not_claimed"
+    task = IngestionTask.objects.get(pk=task_id)
+    log = {"task_id": task_id, "build_id": task.build_id, "lease_owner": worker_id}
+    try:
+        with Heartbeat(lease):
+            if task.kind == IngestionTask.Kind.BUILD:
+                outcome = build_run(task=task, lease=lease)
+            else:
+                raise TerminalError("unknown_kind", f"task kind {task.kind!r} is not runnable")
+        logger.info("task finished: %s", outcome, extra=log)
+        return outcome
+    except LeaseLost:
+        logger.warning("lease lost; stopping without writing", extra=log)
+        return "lease_lost"
+    except (TerminalError, IncompleteBuild, providers.EmbeddingShapeError) as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        logger.warning("task failed: %s", exc, extra=log)
+        _fail_quietly(lambda: task_fail(lease=lease, code=code, message=str(exc)))
+        return "failed"
+    except Exception as exc:
+        # Connection loss, serialization failure, deadlock, provider outage: try again later.
+        logger.exception("task will be retried", extra=log)
+        if connection.in_atomic_block is False:
+            connection.close_if_unusable_or_obsolete()
+        _fail_quietly(
+            lambda: task_retry_later(
+                lease=lease, code=type(exc).__name__, message=f"{type(exc).__name__}: {exc}"
+            )
+        )
+        return "retry"
+
+
+def _fail_quietly(record: Callable[[], None]) -> None:
+    """Record an outcome; if even that fails (lease lost, database gone) the sweeper requeues."""
+    try:
+        record()
+    except LeaseLost:
+        pass
+    except Exception:
+        logger.exception("could not record the task outcome")
+
+
+def stage_run(
+    *, lease: Lease, stage: str, fingerprint: str, compute: Callable[[], JsonDict]
+) -> JsonDict:
+    """Reuse a succeeded StageResult for this input, or compute and record it (fenced)."""
+    key = {
+        "task_id": lease.task_id,
+        "stage": stage,
+        "input_fingerprint": fingerprint,
+        "pipeline_version": PIPELINE_VERSION,
+    }
+    done = StageResult.objects.filter(**key, status=StageResult.Status.SUCCEEDED).first()
+    if done is not None:
+        return done.output
+    with fenced(lease):
+        _, created = StageResult.objects.get_or_create(**key)
+        if not created:
+            StageResult.objects.filter(**key).update(attempts=F("attempts") + 1)
+    output = compute()
+    with fenced(lease):
+        StageResult.objects.filter(**key).update(
+            status=StageResult.Status.SUCCEEDED, output=output, updated_at=Now()
+        )
+    return output
+
+
+def _sha(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def build_run(*, task: IngestionTask, lease: Lease) -> str:
+    build = Build.objects.select_related("revision", "index_version", "document").get(
+        pk=task.build_id
+    )
+    if build.state in (Build.State.LIVE, Build.State.SUPERSEDED, Build.State.FAILED):
+        with fenced(lease):
+            task_succeed(lease=lease)
+        return "already_done"
+    version = build.index_version
+    revision = build.revision
+    with fenced(lease):
+        Build.objects.filter(pk=build.pk, state=Build.State.PENDING).update(
+            state=Build.State.BUILDING
+        )
+
+    parsed = stage_run(
+        lease=lease,
+        stage=StageResult.Stage.PARSE,
+        fingerprint=_sha(revision.sha256, revision.media_type, settings.PARSE_MAX_CHARS),
+        compute=lambda: _parse(revision.storage_path, revision.media_type),
+    )
+    chunked = stage_run(
+        lease=lease,
+        stage=StageResult.Stage.CHUNK,
+        fingerprint=_sha(parsed["text_sha256"], version.chunk_size, version.chunk_overlap),
+        compute=lambda: _chunk(parsed["text_path"], version),
+    )
+    pieces: list[JsonDict] = chunked["chunks"]
+    with fenced(lease):
+        Build.objects.filter(pk=build.pk).update(
+            expected_chunk_count=len(pieces), manifest_sha256=chunked["manifest"]
+        )
+    if not pieces:
+        raise TerminalError("empty", "The document produced no text to index.")
+    stage_run(
+        lease=lease,
+        stage=StageResult.Stage.EMBED,
+        fingerprint=_sha(chunked["manifest"], version.model, version.dimensions),
+        compute=lambda: _embed(pieces, version),
+    )
+    stage_run(
+        lease=lease,
+        stage=StageResult.Stage.WRITE,
+        fingerprint=_sha(chunked["manifest"], version.model, version.dimensions),
+        compute=lambda: _write(build=build, pieces=pieces, lease=lease),
+    )
+    faults.before_switch()
+    with fenced(lease):
+        result = build_publish(build_id=build.pk, lease=lease)
+        task_succeed(lease=lease)
+    return result.outcome.value
+
+
+# --- stages --------------------------------------------------------------------------------
+
+
+def _parse(storage_path: str, media_type: str) -> JsonDict:
+    try:
+        content = parsers.parse_file(
+            storage.absolute_path(storage_path), media_type, max_chars=settings.PARSE_MAX_CHARS
+        )
+    except parsers.ParseError as exc:
+        raise TerminalError("unparseable", str(exc)) from exc
+    stored = storage.store_bytes(content.encode("utf-8"), kind="derived")
+    return {"text_path": stored.path, "text_sha256": stored.sha256, "chars": len(content)}
+
+
+def _chunk(text_path: str, version: IndexVersion) -> JsonDict:
+    pieces = chunker.chunk_text(
+        storage.read_text(text_path), size=version.chunk_size, overlap=version.chunk_overlap
+    )
+    return {
+        "chunks": [
+            {
+                "ordinal": p.ordinal,
+                "text": p.text,
+                "content_hash": p.content_hash,
+                "token_count": p.token_count,
+            }
+            for p in pieces
+        ],
+        "manifest": manifest_of([p.content_hash for p in pieces]),
+    }
+
+
+def _vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
+    """Embed the texts not yet in the EmbeddingCache, in batches, outside any transaction."""
+    provider = providers.get_provider(
+        provider=version.provider, model=version.model, dimensions=version.dimensions
+    )
+    by_hash = {p["content_hash"]: p["text"] for p in pieces}
+    cached = set(
+        EmbeddingCache.objects.filter(
+            model=version.model, dimensions=version.dimensions, content_hash__in=list(by_hash)
+        ).values_list("content_hash", flat=True)
+    )
+    missing = [h for h in by_hash if h not in cached]
+    batch_size = settings.EMBEDDING_BATCH_SIZE
+    for start in range(0, len(missing), batch_size):
+        hashes = missing[start : start + batch_size]
+        vectors = provider.embed([by_hash[h] for h in hashes])
+        providers.check_shape(vectors, expected_count=len(hashes), dimensions=version.dimensions)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO ingestion_embeddingcache
+                       (model, dimensions, content_hash, embedding, created_at)
+                SELECT %s, %s, h, v::vector, now()
+                FROM unnest(%s::text[], %s::text[]) AS x(h, v)
+                ON CONFLICT (model, dimensions, content_hash) DO NOTHING
+                """,
+                [version.model, version.dimensions, hashes, [_vector_literal(v) for v in vectors]],
+            )
+    return {"embedded": len(missing), "cached": len(cached)}
+
+
+def chunk_key(*, document_id: int, index_version_id: int, revision: int, ordinal: int, content_hash: str) -> str:
+    """Stable across retries of the same build, unique across builds."""
+    return _sha(document_id, index_version_id, revision, ordinal, content_hash)
+
+
+def _write(*, build: Build, pieces: list[JsonDict], lease: Lease) -> JsonDict:
+    """Upsert chunk rows on (build, ordinal) in fenced batches, joining cached embeddings."""
+    batch_size = settings.CHUNK_WRITE_BATCH
+    batches = 0
+    for start in range(0, len(pieces), batch_size):
+        batch = pieces[start : start + batch_size]
+        with fenced(lease), connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
+                                      chunk_key, text, content_hash, token_count, embedding,
+                                      lexical, created_at)
+                SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.content_hash,
+                       x.token_count, ec.embedding, to_tsvector('simple', x.lexical), now()
+                FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::int[], %s::text[])
+                     AS x(ordinal, chunk_key, text, content_hash, token_count, lexical)
+                LEFT JOIN ingestion_embeddingcache ec
+                       ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
+                ON CONFLICT (build_id, ordinal) DO UPDATE
+                   SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
+                       content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
+                       embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical
+                """,
+                [
+                    build.kb_id,
+                    build.pk,
+                    build.document_id,
+                    build.index_version_id,
+                    [p["ordinal"] for p in batch],
+                    [
+                        chunk_key(
+                            document_id=build.document_id,
+                            index_version_id=build.index_version_id,
+                            revision=build.revision.number,
+                            ordinal=p["ordinal"],
+                            content_hash=p["content_hash"],
+                        )
+                        for p in batch
+                    ],
+                    [p["text"] for p in batch],
+                    [p["content_hash"] for p in batch],
+                    [p["token_count"] for p in batch],
+                    [text.lexical_document(p["text"]) for p in batch],
+                    build.index_version.model,
+                    build.index_version.dimensions,
+                ],
+            )
+            Build.objects.filter(pk=build.pk).update(chunks_written=start + len(batch))
+        batches += 1
+        faults.after_chunk_batch(batches)
+    return {"batches": batches, "chunks": len(pieces)}
+

@@ -1,0 +1,27 @@
+"""Celery tasks: thin wrappers that take ids and call services. The database lease and attempt
+cap, not the broker, decide whether work is redone."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+from celery import shared_task
+
+from ingestion import pipeline, services
+
+
+def worker_identity() -> str:
+    """Unique per execution, so a redelivered message never inherits an old lease."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@shared_task(name="ingestion.tasks.run_task", acks_late=True, ignore_result=True)
+def run_task(task_id: int) -> str:
+    return pipeline.task_execute(task_id=task_id, worker_id=worker_identity())
+
+
+@shared_task(name="ingestion.tasks.relay_outbox", ignore_result=True)
+def relay_outbox() -> int:
+    return services.outbox_relay_batch()

@@ -1,0 +1,294 @@
+"""The admin for content managers: upload documents and revisions, watch their builds go live.
+
+Every queryset is scoped to the user's tenant (superusers see all). Saves call `kb.services`;
+nothing here writes model rows directly except plain metadata edits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.postgres.forms import SimpleArrayField
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from kb import selectors, services
+from kb.models import (
+    Build,
+    Document,
+    IndexVersion,
+    KnowledgeBase,
+    PublicationEvent,
+    Revision,
+    Tenant,
+    TenantMembership,
+)
+from kb.uploads import SKIPPED_ATTR, UploadRejected, upload_accept
+
+
+def user_tenant_id(request: HttpRequest) -> int | None:
+    membership = TenantMembership.objects.filter(user_id=request.user.pk).first()
+    return membership.tenant_id if membership else None
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    """Restricts rows to the user's tenant through `tenant_path` (a lookup to Tenant's id)."""
+
+    tenant_path = "tenant_id"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        qs = super().get_queryset(request)
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(**{self.tenant_path: user_tenant_id(request)})
+
+
+def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
+    if field in getattr(request, SKIPPED_ATTR, set()):
+        return "The file is larger than the upload limit and was not stored."
+    if upload is None:
+        return None
+    try:
+        upload._canon_accepted = upload_accept(upload)
+    except UploadRejected as exc:
+        return str(exc)
+    return None
+
+
+class DocumentCreateForm(forms.ModelForm):
+    file = forms.FileField(help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+
+    class Meta:
+        model = Document
+        fields = ["kb", "key", "title", "access_groups"]
+
+    request: HttpRequest
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        error = _file_error(self.request, "file", data.get("file"))
+        if error:
+            self.add_error("file", error)
+        return data
+
+
+class DocumentChangeForm(forms.ModelForm):
+    new_revision = forms.FileField(
+        required=False, help_text="Upload a new revision; the live one serves until it is ready."
+    )
+    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+
+    class Meta:
+        model = Document
+        fields = ["title", "access_groups"]
+
+    request: HttpRequest
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        error = _file_error(self.request, "new_revision", data.get("new_revision"))
+        if error:
+            self.add_error("new_revision", error)
+        return data
+
+
+class RevisionInline(admin.TabularInline):
+    model = Revision
+    extra = 0
+    can_delete = False
+    ordering = ["-number"]
+    fields = ["number", "original_name", "media_type", "size", "uploaded_by", "created_at", "builds"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="builds")
+    def builds(self, revision: Revision) -> str:
+        rows = [
+            (b.index_version.number, b.state, b.chunks_written, b.expected_chunk_count or "?",
+             f" — {b.error}" if b.error else "")
+            for b in revision.builds.select_related("index_version").order_by("index_version__number")
+        ]
+        return format_html_join(
+            "", "<div>v{}: <b>{}</b> ({}/{} chunks){}</div>", rows
+        ) or "—"
+
+
+@admin.register(Document)
+class DocumentAdmin(TenantScopedAdmin):
+    tenant_path = "kb__tenant_id"
+    list_display = ["key", "title", "kb", "status", "updated_at"]
+    list_filter = ["kb"]
+    search_fields = ["key", "title"]
+    inlines = [RevisionInline]
+    readonly_fields = ["kb", "key", "status", "desired_revision", "deleted_at", "created_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).select_related("kb__tenant")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return ["kb", "key", "title", "access_groups", "file"]
+        return ["kb", "key", "title", "access_groups", "status", "desired_revision",
+                "deleted_at", "created_at", "new_revision"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [] if obj is None else self.readonly_fields
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        kwargs["form"] = DocumentChangeForm if obj is not None else DocumentCreateForm
+        kwargs["fields"] = None
+        form = super().get_form(request, obj, change, **kwargs)
+        form.request = request
+        return form
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "kb" and not request.user.is_superuser:
+            kwargs["queryset"] = KnowledgeBase.objects.filter(tenant_id=user_tenant_id(request))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="status")
+    def status(self, document: Document) -> str:
+        return selectors.document_status(document=document)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        if not change:
+            accepted = form.cleaned_data["file"]._canon_accepted
+            revision = services.document_create(
+                kb=form.cleaned_data["kb"],
+                key=form.cleaned_data["key"],
+                title=form.cleaned_data["title"],
+                access_groups=form.cleaned_data.get("access_groups") or [],
+                stored=accepted.stored,
+                media_type=accepted.media_type,
+                original_name=accepted.original_name,
+                actor=request.user,
+            )
+            obj.pk = revision.document_id
+            obj.created_at = revision.document.created_at
+            return
+        services.document_update(
+            document=obj,
+            title=form.cleaned_data["title"],
+            access_groups=form.cleaned_data.get("access_groups") or [],
+        )
+        upload = form.cleaned_data.get("new_revision")
+        if upload is not None:
+            accepted = upload._canon_accepted
+            revision = services.revision_create(
+                document=obj,
+                stored=accepted.stored,
+                media_type=accepted.media_type,
+                original_name=accepted.original_name,
+                actor=request.user,
+            )
+            messages.info(request, f"Revision {revision.number} uploaded; it goes live when built.")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deletes go through the delete protocol, not a cascade
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(TenantScopedAdmin):
+    list_display = ["slug", "name", "tenant", "active_index_version", "require_approval"]
+    fields = ["tenant", "name", "slug", "description", "require_approval", "retention_days",
+              "active_index_version"]
+    readonly_fields = ["active_index_version"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["active_index_version"] if obj is None else ["tenant", "slug", "active_index_version"]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk=user_tenant_id(request))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: KnowledgeBase, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created = services.knowledge_base_create(
+            tenant=obj.tenant,
+            name=obj.name,
+            slug=obj.slug,
+            require_approval=obj.require_approval,
+        )
+        obj.pk = created.pk
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(IndexVersion)
+class IndexVersionAdmin(TenantScopedAdmin):
+    tenant_path = "kb__tenant_id"
+    list_display = ["kb", "number", "state", "provider", "model", "dimensions", "created_at"]
+    readonly_fields = [f.name for f in IndexVersion._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Build)
+class BuildAdmin(TenantScopedAdmin):
+    tenant_path = "kb__tenant_id"
+    list_display = ["id", "document", "revision_number", "index_version", "state", "progress",
+                    "updated_at"]
+    list_filter = ["state"]
+    list_select_related = ["document", "revision", "index_version__kb__tenant"]
+    readonly_fields = [f.name for f in Build._meta.fields]
+
+    @admin.display(description="revision")
+    def revision_number(self, build: Build) -> int:
+        return build.revision.number
+
+    @admin.display(description="chunks")
+    def progress(self, build: Build) -> str:
+        return format_html("{}/{}", build.chunks_written, build.expected_chunk_count or "?")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(PublicationEvent)
+class PublicationEventAdmin(TenantScopedAdmin):
+    tenant_path = "kb__tenant_id"
+    list_display = ["created_at", "action", "document", "revision_number", "build", "actor"]
+    list_filter = ["action"]
+    readonly_fields = [f.name for f in PublicationEvent._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+
+@admin.register(TenantMembership)
+class TenantMembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "access_groups"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser

@@ -1,0 +1,73 @@
+"""Idempotently create the demo tenant, knowledge base, admin login and API key, and print them.
+
+The generated password and key are kept in .data/bootstrap.json (git-ignored, local only) so a
+second run prints the same credentials instead of silently replacing them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from kb.models import KnowledgeBase, Tenant, TenantMembership
+from kb.services import knowledge_base_create
+from retrieval.models import ApiKey
+from retrieval.principals import api_key_create
+
+
+class Command(BaseCommand):
+    help = "Create the demo tenant, knowledge base, admin user and API key (idempotent)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        state_path = Path(settings.BASE_DIR) / ".data" / "bootstrap.json"
+        state: dict[str, Any] = json.loads(state_path.read_text()) if state_path.exists() else {}
+        with transaction.atomic():
+            tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
+            kb = KnowledgeBase.objects.filter(tenant=tenant, slug="handbook").first()
+            if kb is None:
+                kb = knowledge_base_create(tenant=tenant, name="Handbook", slug="handbook")
+            user_model = get_user_model()
+            username = os.environ.get("CANON_ADMIN_USER", "admin")
+            user = user_model.objects.filter(username=username).first()
+            if user is None or "password" not in state:
+                state["password"] = os.environ.get("CANON_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+                if user is None:
+                    user = user_model.objects.create_superuser(username, "", state["password"])
+                else:
+                    user.set_password(state["password"])
+                    user.save()
+            TenantMembership.objects.get_or_create(user=user, defaults={"tenant": tenant})
+            key_ok = "api_key" in state and ApiKey.objects.filter(
+                prefix=state["api_key"].split("_")[1], revoked_at__isnull=True
+            ).exists()
+            if not key_ok:
+                _, state["api_key"] = api_key_create(tenant=tenant, name="demo key")
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+        state_path.write_text(json.dumps(state))
+        state_path.chmod(0o600)
+        port = os.environ.get("CANON_WEB_PORT", "8000")
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "Canon is ready.",
+                    f"  admin:    http://127.0.0.1:{port}/admin/   user {username}  "
+                    f"password {state['password']}",
+                    f"  search:   POST http://127.0.0.1:{port}/api/v1/search",
+                    f"  API key:  {state['api_key']}",
+                    f"  example:  curl -s -H 'Authorization: Bearer {state['api_key']}' "
+                    f"-H 'Content-Type: application/json' "
+                    f"-d '{{\"kb\": \"{kb.slug}\", \"query\": \"hello\"}}' "
+                    f"http://127.0.0.1:{port}/api/v1/search",
+                    "",
+                ]
+            )
+        )

@@ -1,0 +1,266 @@
+"""Knowledge and its visibility: tenants, knowledge bases, index versions, documents, revisions,
+builds, chunks and the live pointer (Publication).
+
+The visibility rule (docs/ARCHITECTURE.md, "Visibility"): a chunk is searchable iff its build is
+the Publication of its document in the knowledge base's active index version, the document is not
+deleted, and the caller may read the document's access groups. Only `kb.services` moves pointers.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import Q
+from pgvector.django import VectorField
+
+
+class Tenant(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TenantMembership(models.Model):
+    """Which tenant an admin user works in. Superusers see every tenant."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_membership"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant}"
+
+
+class KnowledgeBase(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="knowledge_bases")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100)
+    description = models.TextField(blank=True)
+    active_index_version = models.ForeignKey(
+        "IndexVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    require_approval = models.BooleanField(default=False)
+    retention_days = models.PositiveIntegerField(default=30)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="kb_unique_slug_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+
+class IndexVersion(models.Model):
+    """One embedding space and pipeline configuration of a knowledge base."""
+
+    class State(models.TextChoices):
+        BUILDING = "building"
+        READY = "ready"
+        ACTIVE = "active"
+        RETIRED = "retired"
+        FAILED = "failed"
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="index_versions")
+    number = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
+    provider = models.CharField(max_length=50, default="hash")
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    metric = models.CharField(max_length=16, default="cosine")
+    chunk_size = models.PositiveIntegerField()
+    chunk_overlap = models.PositiveIntegerField()
+    pipeline_version = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "number"], name="iv_unique_number_per_kb"),
+            models.UniqueConstraint(
+                fields=["kb"], condition=Q(state="active"), name="iv_one_active_per_kb"
+            ),
+            models.CheckConstraint(
+                condition=Q(dimensions__gte=1) & Q(dimensions__lte=16000), name="iv_dimensions_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kb} v{self.number} ({self.model}, {self.dimensions}d, {self.state})"
+
+
+class Document(models.Model):
+    """A stable identity. `desired_revision` is the CAS target of the switch: only a build of
+    that revision may become live, so late events for older revisions can never win."""
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="documents")
+    key = models.CharField(max_length=255)
+    title = models.CharField(max_length=500)
+    access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    desired_revision = models.PositiveIntegerField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "key"], name="doc_unique_key_per_kb")
+        ]
+        indexes = [models.Index(fields=["kb", "id"], name="doc_kb_id")]
+
+    def __str__(self) -> str:
+        return self.title or self.key
+
+
+class Revision(models.Model):
+    """An immutable uploaded source. The file lives under a content-addressed path."""
+
+    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="revisions")
+    number = models.PositiveIntegerField()
+    storage_path = models.CharField(max_length=300)
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    media_type = models.CharField(max_length=100)
+    original_name = models.CharField(max_length=255, blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document", "number"], name="rev_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} r{self.number}"
+
+
+class Build(models.Model):
+    """The chunks of one revision under one index version: the candidate until switched live."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        BUILDING = "building"
+        READY = "ready"
+        LIVE = "live"
+        SUPERSEDED = "superseded"
+        FAILED = "failed"
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="builds")
+    revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="builds")
+    index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="builds")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    expected_chunk_count = models.PositiveIntegerField(null=True, blank=True)
+    chunks_written = models.PositiveIntegerField(default=0)
+    dimensions = models.PositiveIntegerField()
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["revision", "index_version"], name="build_one_per_revision_and_version"
+            )
+        ]
+        indexes = [models.Index(fields=["kb", "state"], name="build_kb_state")]
+
+    def __str__(self) -> str:
+        return f"build {self.pk} ({self.revision}, v{self.index_version.number}, {self.state})"
+
+
+class Chunk(models.Model):
+    """One piece of a build. `embedding` is an untyped vector so each index version may have its
+    own dimensions; the per-version HNSW index casts it to vector(D)."""
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    build = models.ForeignKey(Build, on_delete=models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="+")
+    index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="+")
+    ordinal = models.PositiveIntegerField()
+    chunk_key = models.CharField(max_length=64, unique=True)
+    text = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    token_count = models.PositiveIntegerField()
+    embedding = VectorField(null=True, blank=True)
+    lexical = SearchVectorField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["build", "ordinal"], name="chunk_unique_ordinal")
+        ]
+
+    def __str__(self) -> str:
+        return f"chunk {self.ordinal} of build {self.build_id}"
+
+
+class Publication(models.Model):
+    """The live pointer: (document, index version) -> build. The only thing search trusts."""
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="publications")
+    index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="+")
+    build = models.ForeignKey(Build, on_delete=models.PROTECT, related_name="+")
+    published_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["document", "index_version"], name="pub_one_per_document_and_version"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["build"], name="pub_build"),
+            models.Index(fields=["index_version", "document"], name="pub_version_document"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} v{self.index_version_id} -> build {self.build_id}"
+
+
+class PublicationEvent(models.Model):
+    """Append-only history of every pointer change."""
+
+    class Action(models.TextChoices):
+        PUBLISH = "publish"
+        APPROVE = "approve"
+        ROLLBACK = "rollback"
+        DELETE = "delete"
+        RESTORE = "restore"
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="events")
+    index_version = models.ForeignKey(
+        IndexVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(max_length=16, choices=Action.choices)
+    build = models.ForeignKey(
+        Build, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    previous_build = models.ForeignKey(
+        Build, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revision_number = models.PositiveIntegerField(null=True, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.document} at {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,55 @@
+"""API keys: the plaintext is shown once, at creation; only its hash is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.postgres.forms import SimpleArrayField
+from django.http import HttpRequest
+from django.utils import timezone
+
+from kb.admin import TenantScopedAdmin
+from retrieval.models import ApiKey
+from retrieval.principals import api_key_create
+
+
+class ApiKeyForm(forms.ModelForm):
+    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+
+    class Meta:
+        model = ApiKey
+        fields = ["tenant", "name", "knowledge_bases", "access_groups", "expires_at"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(TenantScopedAdmin):
+    form = ApiKeyForm
+    list_display = ["name", "prefix", "tenant", "created_at", "expires_at", "revoked_at",
+                    "last_used_at"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, plaintext = api_key_create(
+            tenant=form.cleaned_data["tenant"],
+            name=form.cleaned_data["name"],
+            access_groups=form.cleaned_data.get("access_groups") or [],
+            expires_at=form.cleaned_data.get("expires_at"),
+        )
+        obj.pk = key.pk
+        obj.prefix = key.prefix
+        messages.warning(request, f"Copy this key now; it is not shown again: {plaintext}")
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        form.instance = ApiKey.objects.get(pk=form.instance.pk)
+        super().save_related(request, form, formsets, change)
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        messages.success(request, f"Revoked {count} key(s).")

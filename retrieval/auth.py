@@ -1,0 +1,45 @@
+"""DRF authentication: `Authorization: Bearer <key>` or an admin session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from retrieval.principals import InvalidKey, Principal, principal_from_key, principal_from_user
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[Any, Principal] | None:
+        header = get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != b"bearer":
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <API key>'.")
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
+        try:
+            principal = principal_from_key(header[1].decode("ascii"))
+        except (InvalidKey, UnicodeDecodeError) as exc:
+            raise exceptions.AuthenticationFailed(f"Invalid API key: {exc}.") from exc
+        return (None, principal)
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="canon"'
+
+
+def request_principal(request: Request) -> Principal | None:
+    """The principal of an API-key request, or of an admin session user with a tenant."""
+    if isinstance(request.auth, Principal):
+        return request.auth
+    return principal_from_user(request.user) if request.user is not None else None
+
+
+class HasPrincipal(BasePermission):
+    message = "Authentication credentials were not provided."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return request_principal(request) is not None

@@ -1,0 +1,102 @@
+"""Who is asking: API keys (hashed at rest) and admin session users, reduced to a Principal that
+every read is scoped by. Nothing a client sends can widen a principal."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from kb.models import KnowledgeBase, Tenant, TenantMembership
+from retrieval.models import ApiKey
+
+KEY_PREFIX = "canon"
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: int
+    kb_ids: frozenset[int] | None  # None: every knowledge base of the tenant
+    access_groups: frozenset[str]
+    all_groups: bool = False  # tenant admins read every access group
+    api_key_id: int | None = None
+    user_id: int | None = None
+
+    def may_read_kb(self, kb_id: int) -> bool:
+        return self.kb_ids is None or kb_id in self.kb_ids
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def api_key_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    knowledge_bases: Iterable[KnowledgeBase] = (),
+    access_groups: Iterable[str] = (),
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key; return the row and the plaintext, which is never stored or shown again."""
+    prefix = secrets.token_hex(4)
+    plaintext = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey.objects.create(
+        tenant=tenant,
+        name=name,
+        prefix=prefix,
+        key_hash=_hash(plaintext),
+        access_groups=sorted(set(access_groups)),
+        expires_at=expires_at,
+    )
+    key.knowledge_bases.set(list(knowledge_bases))
+    return key, plaintext
+
+
+class InvalidKey(Exception):
+    pass
+
+
+def principal_from_key(plaintext: str) -> Principal:
+    """Resolve a presented key; raises InvalidKey for unknown, malformed, expired or revoked."""
+    parts = plaintext.split("_", 2)
+    if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
+        raise InvalidKey("malformed API key")
+    key = ApiKey.objects.filter(prefix=parts[1]).first()
+    if key is None or not hmac.compare_digest(key.key_hash, _hash(plaintext)):
+        raise InvalidKey("unknown API key")
+    if key.revoked_at is not None:
+        raise InvalidKey("this API key was revoked")
+    if key.expires_at is not None and key.expires_at <= timezone.now():
+        raise InvalidKey("this API key has expired")
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=Now())
+    kb_ids = frozenset(key.knowledge_bases.values_list("id", flat=True))
+    return Principal(
+        tenant_id=key.tenant_id,
+        kb_ids=kb_ids or None,
+        access_groups=frozenset(key.access_groups),
+        api_key_id=key.pk,
+    )
+
+
+def principal_from_user(user: AbstractBaseUser | AnonymousUser) -> Principal | None:
+    """Admin session users act within their tenant; staff read every access group."""
+    if not user.is_authenticated:
+        return None
+    membership = TenantMembership.objects.filter(user_id=user.pk).first()
+    if membership is None:
+        return None
+    return Principal(
+        tenant_id=membership.tenant_id,
+        kb_ids=None,
+        access_groups=frozenset(membership.access_groups),
+        all_groups=bool(getattr(user, "is_superuser", False)),
+        user_id=user.pk,
+    )

@@ -1,0 +1,7 @@
+from django.urls import path
+
+from retrieval.api import SearchView
+
+urlpatterns = [
+    path("search", SearchView.as_view(), name="search"),
+]

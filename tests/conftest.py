@@ -1,0 +1,156 @@
+"""Shared fixtures. Integration tests run real Celery worker processes against the same
+PostgreSQL test database and Redis the test process uses, on a queue of their own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+
+from config.celery import app as celery_app
+from ingestion.services import outbox_relay_batch
+from kb.models import KnowledgeBase, Tenant, TenantMembership
+from kb.services import knowledge_base_create
+from retrieval.principals import api_key_create
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test session stores files under its own temporary root."""
+    settings.STORAGE_ROOT = tmp_path_factory.getbasetemp() / "storage"
+
+
+@pytest.fixture
+def tenant(db: None) -> Tenant:
+    return Tenant.objects.create(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def kb(tenant: Tenant) -> KnowledgeBase:
+    return knowledge_base_create(tenant=tenant, name="Handbook", slug="handbook")
+
+
+@pytest.fixture
+def admin_user(tenant: Tenant) -> User:
+    user = User.objects.create_superuser("root", "", "a-long-test-password")
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
+
+
+@pytest.fixture
+def api_key(tenant: Tenant) -> str:
+    _, plaintext = api_key_create(tenant=tenant, name="test key")
+    return plaintext
+
+
+def database_url() -> str:
+    """The URL of the database this test process uses (the test database)."""
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgresql://{auth}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+class Worker:
+    """A real `celery worker` process on a private queue."""
+
+    def __init__(self, queue: str, log_path: Path, env: dict[str, str]) -> None:
+        self.queue = queue
+        self.log_path = log_path
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "-Q", queue, "--pool", "prefork", "--concurrency", "1",
+                "--without-gossip", "--without-mingle", "--without-heartbeat",
+                "-l", "info", "-n", f"{queue}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while "ready." not in self.log():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{self.log()}")
+            time.sleep(0.1)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the worker and its pool children."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def worker_factory(
+    transactional_db: None, tmp_path: Path
+) -> Iterator[Callable[..., Worker]]:
+    """Start real worker processes; every message this test sends goes to their queue."""
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    previous_queue = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = queue
+    workers: list[Worker] = []
+
+    def start(**extra_env: str) -> Worker:
+        env = dict(os.environ)
+        env.update(
+            DATABASE_URL=database_url(),
+            REDIS_URL=settings.CELERY_BROKER_URL,
+            CANON_QUEUE=queue,
+            CANON_STORAGE_ROOT=str(settings.STORAGE_ROOT),
+            CANON_LEASE_TTL_SECONDS=str(settings.LEASE_TTL_SECONDS),
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(extra_env)
+        worker = Worker(queue, tmp_path / f"worker-{len(workers)}.log", env)
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    celery_app.conf.task_default_queue = previous_queue
+    with celery_app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(queue)
+
+
+def wait_for(
+    condition: Callable[[], Any], *, timeout: float = 60.0, relay: bool = True, what: str = ""
+) -> Any:
+    """Poll until `condition()` is truthy, running the outbox relay in between (the beat's job
+    in production); fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or condition}")
+        if relay:
+            outbox_relay_batch()
+        time.sleep(0.2)

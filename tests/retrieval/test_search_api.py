@@ -1,0 +1,134 @@
+"""The search API: authentication, scoping, access groups and bad input (always a 4xx)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from ingestion.models import IngestionTask
+from ingestion.pipeline import task_execute
+from kb import services, storage
+from kb.models import KnowledgeBase, Tenant
+from retrieval.models import ApiKey
+from retrieval.principals import api_key_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def publish(kb: KnowledgeBase, key: str, text: str, groups: tuple[str, ...] = ()) -> None:
+    revision = services.document_create(
+        kb=kb, key=key, title=key.title(), stored=storage.store_bytes(text.encode()),
+        media_type="text/plain", original_name=f"{key}.txt", access_groups=groups,
+    )
+    task = IngestionTask.objects.get(build__revision=revision)
+    assert task_execute(task_id=task.pk, worker_id="test") == "published"
+
+
+def post(key: str | None, body: Any, *, raw: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return Client().post(
+        "/api/v1/search",
+        raw if raw is not None else body,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+@pytest.fixture
+def published(kb: KnowledgeBase) -> KnowledgeBase:
+    publish(kb, "open", "The cafeteria opens at eight in the morning.")
+    publish(kb, "secret", "The cafeteria secret recipe is salt.", groups=("finance",))
+    return kb
+
+
+def test_a_key_sees_only_documents_of_its_groups(published: KnowledgeBase, tenant: Tenant) -> None:
+    _, plain = api_key_create(tenant=tenant, name="plain")
+    _, finance = api_key_create(tenant=tenant, name="finance", access_groups=["finance"])
+    body = {"kb": "handbook", "query": "cafeteria", "mode": "keyword"}
+
+    plain_keys = {h["document_key"] for h in post(plain, body).json()["hits"]}
+    finance_keys = {h["document_key"] for h in post(finance, body).json()["hits"]}
+
+    assert plain_keys == {"open"}
+    assert finance_keys == {"open", "secret"}
+
+
+def test_another_tenants_knowledge_base_is_not_found(published: KnowledgeBase) -> None:
+    other = Tenant.objects.create(name="Other", slug="other")
+    _, other_key = api_key_create(tenant=other, name="other")
+    response = post(other_key, {"kb": "handbook", "query": "cafeteria"})
+    assert response.status_code == 404
+    assert "cafeteria" not in response.content.decode()
+    response = post(other_key, {"kb": str(published.pk), "query": "cafeteria"})
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("header_key", "status"),
+    [(None, 401), ("canon_nope_nope", 401), ("garbage", 401)],
+)
+def test_missing_or_invalid_keys_are_refused(
+    published: KnowledgeBase, header_key: str | None, status: int
+) -> None:
+    response = post(header_key, {"kb": "handbook", "query": "cafeteria"})
+    assert response.status_code == status
+    assert response.json()["detail"]
+
+
+def test_expired_and_revoked_keys_are_refused(published: KnowledgeBase, api_key: str) -> None:
+    body = {"kb": "handbook", "query": "cafeteria"}
+    assert post(api_key, body).status_code == 200
+    ApiKey.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert post(api_key, body).status_code == 401
+    ApiKey.objects.update(expires_at=None, revoked_at=timezone.now())
+    response = post(api_key, body)
+    assert response.status_code == 401
+    assert "revoked" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"query": "x"},
+        {"kb": "handbook"},
+        {"kb": "handbook", "query": ""},
+        {"kb": "handbook", "query": "   "},
+        {"kb": "handbook", "query": "x" * 100_000},
+        {"kb": "handbook", "query": "x", "top_k": 0},
+        {"kb": "handbook", "query": "x", "top_k": -3},
+        {"kb": "handbook", "query": "x", "top_k": 10**9},
+        {"kb": "handbook", "query": "x", "top_k": "many"},
+        {"kb": "handbook", "query": "x", "mode": "psychic"},
+        {"kb": ["handbook"], "query": "x"},
+        ["not", "an", "object"],
+    ],
+)
+def test_bad_input_is_a_400_with_a_message(
+    published: KnowledgeBase, api_key: str, body: Any
+) -> None:
+    response = post(api_key, body)
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"]
+
+
+def test_malformed_json_is_a_400(published: KnowledgeBase, api_key: str) -> None:
+    response = post(api_key, None, raw='{"kb": "handbook", "query": ')
+    assert response.status_code == 400
+    assert "JSON" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["!!!???", "'; DROP TABLE kb_chunk; --", '{"$ne": null}', "食堂", "🍕🍕", "a & b | !c:*"],
+)
+def test_odd_queries_are_answered_not_crashed(
+    published: KnowledgeBase, api_key: str, query: str
+) -> None:
+    for mode in ("vector", "keyword", "hybrid"):
+        response = post(api_key, {"kb": "handbook", "query": query, "mode": mode})
+        assert response.status_code == 200, (mode, response.content)
+        assert isinstance(response.json()["hits"], list)
