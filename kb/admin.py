@@ -30,8 +30,15 @@ from kb.uploads import SKIPPED_ATTR, UploadRejected, upload_accept
 
 
 def user_tenant_id(request: HttpRequest) -> int | None:
-    membership = TenantMembership.objects.filter(user_id=request.user.pk).first()
+    if not request.user.is_authenticated:
+        return None
+    membership = TenantMembership.objects.filter(user=request.user).first()
     return membership.tenant_id if membership else None
+
+
+def user_tenant_ids(request: HttpRequest) -> list[int]:
+    tenant_id = user_tenant_id(request)
+    return [tenant_id] if tenant_id else []
 
 
 class TenantScopedAdmin(admin.ModelAdmin):
@@ -43,7 +50,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         qs = super().get_queryset(request)
         if request.user.is_superuser:
             return qs
-        return qs.filter(**{self.tenant_path: user_tenant_id(request)})
+        return qs.filter(**{f"{self.tenant_path}__in": user_tenant_ids(request)})
 
 
 def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
@@ -101,8 +108,15 @@ class RevisionInline(admin.TabularInline):
     extra = 0
     can_delete = False
     ordering = ["-number"]
-    fields = ["number", "original_name", "media_type", "size", "uploaded_by", "created_at", "builds"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "number",
+        "original_name",
+        "media_type",
+        "size",
+        "uploaded_by",
+        "created_at",
+        "builds",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -110,13 +124,18 @@ class RevisionInline(admin.TabularInline):
     @admin.display(description="builds")
     def builds(self, revision: Revision) -> str:
         rows = [
-            (b.index_version.number, b.state, b.chunks_written, b.expected_chunk_count or "?",
-             f" — {b.error}" if b.error else "")
-            for b in revision.builds.select_related("index_version").order_by("index_version__number")
+            (
+                b.index_version.number,
+                b.state,
+                b.chunks_written,
+                b.expected_chunk_count or "?",
+                f" — {b.error}" if b.error else "",
+            )
+            for b in revision.builds.select_related("index_version").order_by(
+                "index_version__number"
+            )
         ]
-        return format_html_join(
-            "", "<div>v{}: <b>{}</b> ({}/{} chunks){}</div>", rows
-        ) or "—"
+        return format_html_join("", "<div>v{}: <b>{}</b> ({}/{} chunks){}</div>", rows) or "—"
 
 
 @admin.register(Document)
@@ -131,25 +150,38 @@ class DocumentAdmin(TenantScopedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).select_related("kb__tenant")
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return ["kb", "key", "title", "access_groups", "file"]
-        return ["kb", "key", "title", "access_groups", "status", "desired_revision",
-                "deleted_at", "created_at", "new_revision"]
+        return [
+            "kb",
+            "key",
+            "title",
+            "access_groups",
+            "status",
+            "desired_revision",
+            "deleted_at",
+            "created_at",
+            "new_revision",
+        ]
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [] if obj is None else self.readonly_fields
 
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
         kwargs["form"] = DocumentChangeForm if obj is not None else DocumentCreateForm
         kwargs["fields"] = None
         form = super().get_form(request, obj, change, **kwargs)
-        form.request = request
-        return form
+        # A subclass per request: a class attribute would be shared across threads.
+        return type(form.__name__, (form,), {"request": request})
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "kb" and not request.user.is_superuser:
-            kwargs["queryset"] = KnowledgeBase.objects.filter(tenant_id=user_tenant_id(request))
+            kwargs["queryset"] = KnowledgeBase.objects.filter(
+                tenant_id__in=user_tenant_ids(request)
+            )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="status")
@@ -196,16 +228,25 @@ class DocumentAdmin(TenantScopedAdmin):
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(TenantScopedAdmin):
     list_display = ["slug", "name", "tenant", "active_index_version", "require_approval"]
-    fields = ["tenant", "name", "slug", "description", "require_approval", "retention_days",
-              "active_index_version"]
+    fields = [
+        "tenant",
+        "name",
+        "slug",
+        "description",
+        "require_approval",
+        "retention_days",
+        "active_index_version",
+    ]
     readonly_fields = ["active_index_version"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["active_index_version"] if obj is None else ["tenant", "slug", "active_index_version"]
+        return (
+            ["active_index_version"] if obj is None else ["tenant", "slug", "active_index_version"]
+        )
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant" and not request.user.is_superuser:
-            kwargs["queryset"] = Tenant.objects.filter(pk=user_tenant_id(request))
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=user_tenant_ids(request))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: KnowledgeBase, form: Any, change: bool) -> None:
@@ -240,8 +281,15 @@ class IndexVersionAdmin(TenantScopedAdmin):
 @admin.register(Build)
 class BuildAdmin(TenantScopedAdmin):
     tenant_path = "kb__tenant_id"
-    list_display = ["id", "document", "revision_number", "index_version", "state", "progress",
-                    "updated_at"]
+    list_display = [
+        "id",
+        "document",
+        "revision_number",
+        "index_version",
+        "state",
+        "progress",
+        "updated_at",
+    ]
     list_filter = ["state"]
     list_select_related = ["document", "revision", "index_version__kb__tenant"]
     readonly_fields = [f.name for f in Build._meta.fields]

@@ -90,7 +90,8 @@ class IndexVersion(models.Model):
                 fields=["kb"], condition=Q(state="active"), name="iv_one_active_per_kb"
             ),
             models.CheckConstraint(
-                condition=Q(dimensions__gte=1) & Q(dimensions__lte=16000), name="iv_dimensions_range"
+                condition=Q(dimensions__gte=1) & Q(dimensions__lte=16000),
+                name="iv_dimensions_range",
             ),
         ]
 
@@ -113,9 +114,7 @@ class Document(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["kb", "key"], name="doc_unique_key_per_kb")
-        ]
+        constraints = [models.UniqueConstraint(fields=["kb", "key"], name="doc_unique_key_per_kb")]
         indexes = [models.Index(fields=["kb", "id"], name="doc_kb_id")]
 
     def __str__(self) -> str:

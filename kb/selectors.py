@@ -64,7 +64,9 @@ class Completeness:
             self.chunk_count and (self.min_ordinal != 0 or self.max_ordinal != self.chunk_count - 1)
         ):
             problems.append("chunk ordinals are not exactly 0..n-1")
-        if self.chunk_count and (self.min_dimensions != dimensions or self.max_dimensions != dimensions):
+        if self.chunk_count and (
+            self.min_dimensions != dimensions or self.max_dimensions != dimensions
+        ):
             problems.append(
                 f"embedding dimensions {self.min_dimensions}..{self.max_dimensions} "
                 f"differ from the index version's {dimensions}"
@@ -81,8 +83,8 @@ def build_completeness(*, build_id: int) -> Completeness:
             """
             SELECT count(*), count(embedding), count(DISTINCT ordinal), min(ordinal), max(ordinal),
                    min(vector_dims(embedding)), max(vector_dims(embedding)),
-                   encode(sha256(convert_to(
-                       coalesce(string_agg(content_hash, ',' ORDER BY ordinal), ''), 'UTF8')), 'hex')
+                   encode(sha256(convert_to(coalesce(
+                       string_agg(content_hash, ',' ORDER BY ordinal), ''), 'UTF8')), 'hex')
             FROM kb_chunk WHERE build_id = %s
             """,
             [build_id],
@@ -105,7 +107,9 @@ def document_status(*, document: Document) -> str:
         return "deleted"
     live = live_build(document=document)
     parts = [f"live r{live.revision.number}" if live else "not live"]
-    if document.desired_revision and (live is None or live.revision.number != document.desired_revision):
+    if document.desired_revision and (
+        live is None or live.revision.number != document.desired_revision
+    ):
         pending = (
             Build.objects.filter(
                 document=document,
@@ -117,6 +121,10 @@ def document_status(*, document: Document) -> str:
         )
         if pending is not None:
             state = {"ready": "awaiting approval"}.get(pending.state, pending.state)
-            detail = f": {pending.error}" if pending.state == Build.State.FAILED and pending.error else ""
+            detail = (
+                f": {pending.error}"
+                if pending.state == Build.State.FAILED and pending.error
+                else ""
+            )
             parts.append(f"r{document.desired_revision} {state}{detail}")
     return " · ".join(parts)

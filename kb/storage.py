@@ -43,7 +43,9 @@ def _content_path(kind: str, sha256: str) -> str:
     return f"{kind}/{sha256[:2]}/{sha256[2:4]}/{sha256}"
 
 
-def store_chunks(chunks: Iterable[bytes], *, kind: str = "sources", max_bytes: int | None = None) -> StoredFile:
+def store_chunks(
+    chunks: Iterable[bytes], *, kind: str = "sources", max_bytes: int | None = None
+) -> StoredFile:
     """Stream bytes to storage; idempotent for identical content.
 
     The bytes go to a temporary file first (fsynced), then are renamed into place atomically,

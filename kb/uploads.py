@@ -32,7 +32,7 @@ class OversizedUploadHandler(FileUploadHandler):
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
         self._received += len(raw_data)
         if self._received > settings.UPLOAD_MAX_BYTES:
-            skipped = getattr(self.request, SKIPPED_ATTR, set())
+            skipped: set[str] = getattr(self.request, SKIPPED_ATTR, set())
             skipped.add(self.field_name)
             setattr(self.request, SKIPPED_ATTR, skipped)
             raise SkipFile()

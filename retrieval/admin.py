@@ -26,8 +26,15 @@ class ApiKeyForm(forms.ModelForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
     form = ApiKeyForm
-    list_display = ["name", "prefix", "tenant", "created_at", "expires_at", "revoked_at",
-                    "last_used_at"]
+    list_display = [
+        "name",
+        "prefix",
+        "tenant",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 

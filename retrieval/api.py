@@ -22,6 +22,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data
+        if isinstance(detail, dict) and set(detail) == {"detail"}:
+            detail = detail["detail"]
         code = getattr(exc, "default_code", "error")
         response.data = {"error": code, "detail": detail}
     return response

@@ -132,9 +132,7 @@ def _fuse(ranked_lists: list[list[Hit]], top_k: int) -> list[Hit]:
             scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (RRF_K + rank + 1)
             hits.setdefault(hit.chunk_id, hit)
     order = sorted(scores, key=lambda cid: (-scores[cid], cid))[:top_k]
-    return [
-        Hit(**{**hits[cid].__dict__, "score": round(scores[cid], 6)}) for cid in order
-    ]
+    return [Hit(**{**hits[cid].__dict__, "score": round(scores[cid], 6)}) for cid in order]
 
 
 def _snapshot() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
@@ -71,10 +72,25 @@ class Worker:
         self.log_path = log_path
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "config", "worker",
-                "-Q", queue, "--pool", "prefork", "--concurrency", "1",
-                "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "-l", "info", "-n", f"{queue}@%h",
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                queue,
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "info",
+                "-n",
+                f"{queue}@%h",
             ],
             cwd=ROOT,
             env=env,
@@ -107,9 +123,7 @@ class Worker:
 
 
 @pytest.fixture
-def worker_factory(
-    transactional_db: None, tmp_path: Path
-) -> Iterator[Callable[..., Worker]]:
+def worker_factory(transactional_db: None, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     """Start real worker processes; every message this test sends goes to their queue."""
     queue = f"test-{uuid.uuid4().hex[:10]}"
     previous_queue = celery_app.conf.task_default_queue
@@ -135,8 +149,7 @@ def worker_factory(
     for worker in workers:
         worker.stop()
     celery_app.conf.task_default_queue = previous_queue
-    with celery_app.connection_for_write() as conn:
-        conn.default_channel.queue_purge(queue)
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(queue)
 
 
 def wait_for(

@@ -21,8 +21,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def publish(kb: KnowledgeBase, key: str, text: str, groups: tuple[str, ...] = ()) -> None:
     revision = services.document_create(
-        kb=kb, key=key, title=key.title(), stored=storage.store_bytes(text.encode()),
-        media_type="text/plain", original_name=f"{key}.txt", access_groups=groups,
+        kb=kb,
+        key=key,
+        title=key.title(),
+        stored=storage.store_bytes(text.encode()),
+        media_type="text/plain",
+        original_name=f"{key}.txt",
+        access_groups=groups,
     )
     task = IngestionTask.objects.get(build__revision=revision)
     assert task_execute(task_id=task.pk, worker_id="test") == "published"

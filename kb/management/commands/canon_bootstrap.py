@@ -38,16 +38,21 @@ class Command(BaseCommand):
             username = os.environ.get("CANON_ADMIN_USER", "admin")
             user = user_model.objects.filter(username=username).first()
             if user is None or "password" not in state:
-                state["password"] = os.environ.get("CANON_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+                state["password"] = os.environ.get("CANON_ADMIN_PASSWORD") or secrets.token_urlsafe(
+                    12
+                )
                 if user is None:
                     user = user_model.objects.create_superuser(username, "", state["password"])
                 else:
                     user.set_password(state["password"])
                     user.save()
             TenantMembership.objects.get_or_create(user=user, defaults={"tenant": tenant})
-            key_ok = "api_key" in state and ApiKey.objects.filter(
-                prefix=state["api_key"].split("_")[1], revoked_at__isnull=True
-            ).exists()
+            key_ok = (
+                "api_key" in state
+                and ApiKey.objects.filter(
+                    prefix=state["api_key"].split("_")[1], revoked_at__isnull=True
+                ).exists()
+            )
             if not key_ok:
                 _, state["api_key"] = api_key_create(tenant=tenant, name="demo key")
         state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +70,7 @@ class Command(BaseCommand):
                     f"  API key:  {state['api_key']}",
                     f"  example:  curl -s -H 'Authorization: Bearer {state['api_key']}' "
                     f"-H 'Content-Type: application/json' "
-                    f"-d '{{\"kb\": \"{kb.slug}\", \"query\": \"hello\"}}' "
+                    f'-d \'{{"kb": "{kb.slug}", "query": "hello"}}\' '
                     f"http://127.0.0.1:{port}/api/v1/search",
                     "",
                 ]
