@@ -17,4 +17,9 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("CANON_RELAY_INTERVAL_SECONDS", "1.0")),
         "options": {"expires": 10},
     },
+    "lease-sweeper": {
+        "task": "ingestion.tasks.sweep_leases",
+        "schedule": float(os.environ.get("CANON_SWEEP_INTERVAL_SECONDS", "15.0")),
+        "options": {"expires": 60},
+    },
 }

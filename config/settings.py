@@ -84,6 +84,10 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Named per process so operators (and crash tests) can find a process's backends.
+DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
+    "CANON_DB_APPLICATION_NAME", f"canon-{os.getpid()}"
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -120,6 +124,12 @@ CHUNK_SIZE = env_int("CANON_CHUNK_SIZE", 800)  # characters
 CHUNK_OVERLAP = env_int("CANON_CHUNK_OVERLAP", 100)  # characters
 CHUNK_WRITE_BATCH = env_int("CANON_CHUNK_WRITE_BATCH", 200)
 PARSE_MAX_CHARS = env_int("CANON_PARSE_MAX_CHARS", 20_000_000)
+# Seconds from a delete to physical cleanup; unset means the knowledge base's retention window.
+DELETE_PURGE_DELAY_SECONDS = (
+    env_float("CANON_DELETE_PURGE_DELAY_SECONDS", 0.0)
+    if "CANON_DELETE_PURGE_DELAY_SECONDS" in os.environ
+    else None
+)
 
 # --- leases, retries, relay ----------------------------------------------------------------
 LEASE_TTL_SECONDS = env_float("CANON_LEASE_TTL_SECONDS", 60.0)

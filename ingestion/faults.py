@@ -1,14 +1,26 @@
-"""Fault-injection switches for crash tests. All are off unless their environment variable is
-set, and each ends the process with `os._exit` (no cleanup, no exception handlers, no acks), the
-way a kill -9 or a power loss would.
+"""Fault-injection switches for crash tests, off unless their environment variable is set.
 
-Before dying, a switch writes a marker file to CANON_FAULT_MARKER_DIR (when set) so a test can
-assert that the crash really happened at that point.
+A crash switch ends the process with `os._exit` (no cleanup, no exception handlers, no acks),
+the way a kill -9 or a power loss would. A pause switch stops the process with SIGSTOP, so a test
+can act while it is frozen (let its lease expire, delete the document, kill its database
+connection) and then resume it with SIGCONT.
+
+Before acting, a switch writes a marker file to CANON_FAULT_MARKER_DIR (when set) so the test can
+assert that the fault really happened at that point.
+
+    CANON_FAULT_AFTER_OUTBOX_COMMIT=1   die after an upload committed, before any send
+    CANON_FAULT_AFTER_CHUNK_BATCH=N     die after chunk batch N (1-based) committed
+    CANON_FAULT_BEFORE_SWITCH=1         die after every stage succeeded, before the switch
+    CANON_FAULT_RELAY_AFTER_SEND=1      die after the relay sent a message, before marking it
+    CANON_FAULT_DROP_HEARTBEATS=1       never renew leases
+    CANON_FAULT_POISON=TEXT             die while parsing any file that contains TEXT
+    CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT: before_switch | in_switch
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -17,14 +29,25 @@ def _enabled(name: str) -> str | None:
     return os.environ.get(f"CANON_FAULT_{name}") or None
 
 
-def _die(point: str) -> None:
+def _mark(point: str) -> None:
     marker_dir = os.environ.get("CANON_FAULT_MARKER_DIR")
     if marker_dir:
         Path(marker_dir).mkdir(parents=True, exist_ok=True)
         (Path(marker_dir) / f"{point}.{os.getpid()}").write_text(point)
-    sys.stderr.write(f"canon fault injection: dying at {point}\n")
+    sys.stderr.write(f"canon fault injection: {point} in process {os.getpid()}\n")
     sys.stderr.flush()
+
+
+def _die(point: str) -> None:
+    _mark(point)
     os._exit(137)
+
+
+def pause_point(point: str) -> None:
+    """Freeze this process at `point` when CANON_FAULT_PAUSE_AT names it."""
+    if _enabled("PAUSE_AT") == point:
+        _mark(f"paused_{point}")
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def after_outbox_commit() -> None:
@@ -33,7 +56,6 @@ def after_outbox_commit() -> None:
 
 
 def after_chunk_batch(batch_number: int) -> None:
-    """Dies after chunk batch N (1-based) has committed."""
     target = _enabled("AFTER_CHUNK_BATCH")
     if target and int(target) == batch_number:
         _die(f"after_chunk_batch_{batch_number}")
@@ -42,6 +64,7 @@ def after_chunk_batch(batch_number: int) -> None:
 def before_switch() -> None:
     if _enabled("BEFORE_SWITCH"):
         _die("before_switch")
+    pause_point("before_switch")
 
 
 def relay_after_send() -> None:
@@ -51,3 +74,10 @@ def relay_after_send() -> None:
 
 def heartbeat_dropped() -> bool:
     return _enabled("DROP_HEARTBEATS") is not None
+
+
+def poison(content: bytes) -> None:
+    """Stands in for a parser that crashes the process on a particular file."""
+    needle = _enabled("POISON")
+    if needle and needle.encode() in content:
+        _die("poison")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
@@ -25,7 +25,8 @@ from ingestion.services import task_fail, task_retry_later, task_succeed
 from kb import storage
 from kb.models import Build, IndexVersion
 from kb.selectors import manifest_of
-from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish
+from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish, document_purge
+from kb.transactions import retry_conflicts
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ def task_execute(*, task_id: int, worker_id: str) -> str:
         with Heartbeat(lease):
             if task.kind == IngestionTask.Kind.BUILD:
                 outcome = build_run(task=task, lease=lease)
+            elif task.kind == IngestionTask.Kind.DELETE:
+                outcome = purge_run(task=task, lease=lease)
             else:
                 raise TerminalError("unknown_kind", f"task kind {task.kind!r} is not runnable")
         logger.info("task finished: %s", outcome, extra=log)
@@ -63,6 +66,9 @@ def task_execute(*, task_id: int, worker_id: str) -> str:
         logger.warning("lease lost; stopping without writing", extra=log)
         return "lease_lost"
     except Exception as exc:
+        if isinstance(exc, InterfaceError | OperationalError):
+            # The connection may be dead (killed backend, failover): reconnect to record.
+            connection.close()
         retryable, code = classify(exc)
         message = str(exc) if not retryable else f"{type(exc).__name__}: {exc}"
         if retryable:
@@ -174,16 +180,31 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         compute=lambda: _write(build=build, pieces=pieces, lease=lease),
     )
     faults.before_switch()
-    with fenced(lease):
-        result = build_publish(build_id=build.pk, lease=lease)
+    return _switch(build_id=build.pk, lease=lease)
+
+
+@retry_conflicts
+def _switch(*, build_id: int, lease: Lease) -> str:
+    """The switch and the task's success commit together, or neither does."""
+    with transaction.atomic():
+        result = build_publish(build_id=build_id, lease=lease)
         task_succeed(lease=lease)
     return result.outcome.value
+
+
+def purge_run(*, task: IngestionTask, lease: Lease) -> str:
+    assert task.document_id is not None, "a delete task always names its document"
+    removed = document_purge(document_id=task.document_id, lease=lease)
+    with fenced(lease):
+        task_succeed(lease=lease)
+    return f"purged {removed} chunks"
 
 
 # --- stages --------------------------------------------------------------------------------
 
 
 def _parse(storage_path: str, media_type: str) -> JsonDict:
+    faults.poison(storage.absolute_path(storage_path).read_bytes()[:1_000_000])
     try:
         content = parsers.parse_file(
             storage.absolute_path(storage_path), media_type, max_chars=settings.PARSE_MAX_CHARS

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from ingestion import faults
 from ingestion.leases import Lease, lease_check
-from ingestion.models import IngestionTask, OutboxEvent
+from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
+from kb import locks
 from kb.models import Build
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ def task_create(
     kb_id: int,
     document_id: int | None = None,
     build_id: int | None = None,
+    delay: float = 0.0,
 ) -> IngestionTask:
     """Create a queued task and its outbox event. Call inside the transaction that writes the fact
     the task acts on, so both commit or neither does."""
@@ -41,9 +43,9 @@ def task_create(
         document_id=document_id,
         build_id=build_id,
         max_attempts=settings.TASK_MAX_ATTEMPTS,
-        available_at=timezone.now(),
+        available_at=timezone.now() + timedelta(seconds=delay),
     )
-    outbox_add(task=task)
+    outbox_add(task=task, delay=delay)
     return task
 
 
@@ -63,6 +65,7 @@ def relay_nudge() -> None:
     is down the beat relay delivers the events later."""
     from ingestion.tasks import relay_outbox
 
+    faults.after_outbox_commit()
     try:
         relay_outbox.apply_async(retry=False, expires=30)
     except Exception as exc:  # the broker is down; the outbox keeps the intent
@@ -136,16 +139,14 @@ def task_fail(*, lease: Lease, code: str, message: str) -> None:
     """Terminal failure: the task fails and its build fails with a readable reason; whatever is
     live keeps serving. Fenced: a worker that lost its lease changes nothing."""
     with transaction.atomic():
-        lease_check(lease)
-        task = IngestionTask.objects.get(pk=lease.task_id)
+        task = _lock_build_then_task(lease)
         _task_close(task, status=IngestionTask.Status.FAILED, code=code, message=message)
 
 
 def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
     """Retryable failure: back off with jitter and try again, or dead-letter past the cap."""
     with transaction.atomic():
-        lease_check(lease)
-        task = IngestionTask.objects.get(pk=lease.task_id)
+        task = _lock_build_then_task(lease)
         if task.attempt >= task.max_attempts:
             _task_close(
                 task,
@@ -157,17 +158,34 @@ def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
         delay = backoff_seconds(
             task.attempt, base=settings.RETRY_BASE_SECONDS, cap=settings.RETRY_MAX_SECONDS
         )
-        task.status = IngestionTask.Status.RETRY_WAIT
-        task.available_at = timezone.now() + timedelta(seconds=delay)
-        task.lease_owner = ""
-        task.lease_expires_at = None
+        _task_requeue(task, status=IngestionTask.Status.RETRY_WAIT, delay=delay)
         task.last_error_code = code
         task.last_error = message[:4000]
-        task.save()
-        outbox_add(task=task, delay=delay)
+        task.save(update_fields=["last_error_code", "last_error"])
+
+
+def _lock_build_then_task(lease: Lease) -> IngestionTask:
+    """Lock in the one order (build, then task) and check the lease; raises LeaseLost."""
+    build_id = IngestionTask.objects.values_list("build_id", flat=True).get(pk=lease.task_id)
+    if build_id is not None:
+        locks.lock_build(build_id)
+    lease_check(lease)
+    return IngestionTask.objects.get(pk=lease.task_id)
+
+
+def _task_requeue(task: IngestionTask, *, status: str, delay: float = 0.0) -> None:
+    task.status = status
+    task.available_at = timezone.now() + timedelta(seconds=delay)
+    task.lease_owner = ""
+    task.lease_expires_at = None
+    task.save(
+        update_fields=["status", "available_at", "lease_owner", "lease_expires_at", "updated_at"]
+    )
+    outbox_add(task=task, delay=delay)
 
 
 def _task_close(task: IngestionTask, *, status: str, code: str, message: str) -> None:
+    """Close a task; its build, unless already decided, fails. Caller holds build and task."""
     task.status = status
     task.last_error_code = code
     task.last_error = message[:4000]
@@ -176,5 +194,72 @@ def _task_close(task: IngestionTask, *, status: str, code: str, message: str) ->
     task.save()
     if task.build_id:
         Build.objects.filter(pk=task.build_id).exclude(
-            state__in=[Build.State.LIVE, Build.State.SUPERSEDED]
+            state__in=[Build.State.LIVE, Build.State.SUPERSEDED, Build.State.READY]
         ).update(state=Build.State.FAILED, error=message[:4000], finished_at=Now())
+
+
+SWEEPER_LOCK_KEY = 0x43616E6F6E01  # "Canon" 1
+
+
+def lease_sweep(*, limit: int = 200) -> int:
+    """Return tasks whose lease expired to the queue (new outbox event, AuditEvent
+    `lease_expired`), or dead-letter them past the attempt cap (the build fails with the reason;
+    the live version keeps serving). Returns how many tasks it handled.
+
+    Singleton: holds an advisory lock, so a second sweeper (a second beat) does nothing. Each task
+    is handled in its own short transaction that locks build then task and re-checks expiry, so a
+    worker renewing at the last moment wins.
+    """
+    handled = 0
+    with locks.singleton(SWEEPER_LOCK_KEY) as held:
+        if not held:
+            return 0
+        expired = list(
+            IngestionTask.objects.filter(
+                status=IngestionTask.Status.RUNNING, lease_expires_at__lt=Now()
+            )
+            .order_by("lease_expires_at")
+            .values_list("pk", "build_id")[:limit]
+        )
+        for task_id, build_id in expired:
+            with transaction.atomic():
+                if build_id is not None:
+                    locks.lock_build(build_id)
+                task = (
+                    IngestionTask.objects.select_for_update(skip_locked=True)
+                    .filter(
+                        pk=task_id, status=IngestionTask.Status.RUNNING, lease_expires_at__lt=Now()
+                    )
+                    .first()
+                )
+                if task is None:
+                    continue
+                _lease_expired(task)
+                handled += 1
+    return handled
+
+
+def _lease_expired(task: IngestionTask) -> None:
+    dead = task.attempt >= task.max_attempts
+    AuditEvent.objects.create(
+        kind="lease_expired",
+        kb_id=task.kb_id,
+        subject_type="task",
+        subject_id=task.pk,
+        action="dead-lettered" if dead else "requeued",
+        attempts=task.attempt,
+        escalated=dead,
+        details={"lease_owner": task.lease_owner, "build_id": task.build_id},
+    )
+    if dead:
+        _task_close(
+            task,
+            status=IngestionTask.Status.DEAD,
+            code="lease_expired",
+            message=(
+                f"The worker stopped (crash, kill or timeout) on all {task.attempt} attempts; "
+                "giving up."
+            ),
+        )
+    else:
+        _task_requeue(task, status=IngestionTask.Status.QUEUED)

@@ -25,3 +25,8 @@ def run_task(task_id: int) -> str:
 @shared_task(name="ingestion.tasks.relay_outbox", ignore_result=True)
 def relay_outbox() -> int:
     return services.outbox_relay_batch()
+
+
+@shared_task(name="ingestion.tasks.sweep_leases", ignore_result=True)
+def sweep_leases() -> int:
+    return services.lease_sweep()

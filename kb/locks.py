@@ -8,6 +8,12 @@ chunk rows take on their build.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import connection
+
 from kb.models import Build, Document, KnowledgeBase
 
 
@@ -25,3 +31,26 @@ def lock_build(build_id: int) -> Build:
         .select_related("revision", "index_version", "kb")
         .get(pk=build_id)
     )
+
+
+def lock_task(task_id: int) -> Any:
+    from ingestion.models import IngestionTask
+
+    return IngestionTask.objects.select_for_update(no_key=True).filter(pk=task_id).first()
+
+
+@contextlib.contextmanager
+def singleton(key: int) -> Iterator[bool]:
+    """A session-level advisory lock for singleton jobs (sweeper, reconciler): yields False to a
+    second runner, which should do nothing. The job may run many short transactions inside; the
+    lock goes with the connection if the process dies."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        row = cursor.fetchone()
+    held = bool(row and row[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])

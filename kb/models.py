@@ -110,6 +110,7 @@ class Document(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     desired_revision = models.PositiveIntegerField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    purged_at = models.DateTimeField(null=True, blank=True)  # chunks physically removed
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

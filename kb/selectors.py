@@ -27,6 +27,14 @@ def knowledge_bases_for_tenant(*, tenant_id: int) -> QuerySet[KnowledgeBase]:
     return KnowledgeBase.objects.filter(tenant_id=tenant_id).order_by("slug")
 
 
+def live_build_id(*, document: Document, index_version_id: int | None) -> int | None:
+    return (
+        Publication.objects.filter(document=document, index_version_id=index_version_id)
+        .values_list("build_id", flat=True)
+        .first()
+    )
+
+
 def live_build(*, document: Document) -> Build | None:
     """The build search serves for this document now (None if nothing is live or deleted)."""
     if document.deleted_at is not None:

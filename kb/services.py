@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -33,6 +33,7 @@ from kb.models import (
     Tenant,
 )
 from kb.storage import StoredFile
+from kb.transactions import retry_conflicts
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,6 @@ def document_create(
             original_name=original_name,
             actor=actor,
         )
-    faults.after_outbox_commit()
     return revision
 
 
@@ -178,7 +178,6 @@ def revision_create(
             original_name=original_name,
             actor=actor,
         )
-    faults.after_outbox_commit()
     return revision
 
 
@@ -211,8 +210,14 @@ class PublishResult:
     previous_build_id: int | None = None
 
 
+@retry_conflicts
 def build_publish(
-    *, build_id: int, lease: Lease | None = None, actor: Actor = None, approve: bool = False
+    *,
+    build_id: int,
+    lease: Lease | None = None,
+    actor: Actor = None,
+    approve: bool = False,
+    reason: str = "",
 ) -> PublishResult:
     """The switch: make a complete build of the desired revision the live one, or change nothing.
 
@@ -233,6 +238,7 @@ def build_publish(
         build = locks.lock_build(build_id)
         if lease is not None:
             lease_check(lease)
+        faults.pause_point("in_switch")
         if build.state in (Build.State.LIVE, Build.State.SUPERSEDED, Build.State.FAILED):
             return PublishResult(PublishOutcome.ALREADY_DONE, build.pk)
         if document.deleted_at is not None or build.revision.number != document.desired_revision:
@@ -258,11 +264,19 @@ def build_publish(
                 build.finished_at = timezone.now()
                 build.save(update_fields=["state", "finished_at", "updated_at"])
             return PublishResult(PublishOutcome.AWAITING_APPROVAL, build.pk)
-        return _pointer_move(document=document, build=build, actor=actor, approve=approve)
+        return _pointer_move(
+            document=document, build=build, actor=actor, approve=approve, reason=reason
+        )
 
 
 def _pointer_move(
-    *, document: Document, build: Build, actor: Actor, approve: bool, reason: str = ""
+    *,
+    document: Document,
+    build: Build,
+    actor: Actor,
+    approve: bool = False,
+    reason: str = "",
+    action: str | None = None,
 ) -> PublishResult:
     """Point (document, index version) at `build`. Caller holds the document and build locks."""
     now = timezone.now()
@@ -293,7 +307,8 @@ def _pointer_move(
         kb_id=build.kb_id,
         document=document,
         index_version_id=build.index_version_id,
-        action=PublicationEvent.Action.APPROVE if approve else PublicationEvent.Action.PUBLISH,
+        action=action
+        or (PublicationEvent.Action.APPROVE if approve else PublicationEvent.Action.PUBLISH),
         build=build,
         previous_build_id=previous_build_id,
         revision_number=build.revision.number,
@@ -301,3 +316,183 @@ def _pointer_move(
         reason=reason,
     )
     return PublishResult(PublishOutcome.PUBLISHED, build.pk, previous_build_id)
+
+
+# --- approve, rollback, delete, restore ----------------------------------------------------
+
+
+class ActionRefused(Exception):
+    """An admin action that would change nothing or act on a stale view; the message says why."""
+
+
+def _check_live(
+    document: Document, index_version_id: int, expected_live_build_id: int | None
+) -> None:
+    """Optimistic check for admin actions: refuse if the live build changed since the page the
+    admin confirmed was rendered (`expected_live_build_id`; None = do not check)."""
+    if expected_live_build_id is None:
+        return
+    live_id = selectors.live_build_id(document=document, index_version_id=index_version_id)
+    if live_id != expected_live_build_id:
+        raise ActionRefused("The live version changed since you opened this page; review it again.")
+
+
+@retry_conflicts
+def build_approve(
+    *,
+    build_id: int,
+    actor: Actor,
+    reason: str = "",
+    expected_live_build_id: int | None = None,
+) -> PublishResult:
+    """Approve a ready build: the switch, by an admin. Raises ActionRefused when the build is not
+    waiting for approval any more, is not of the desired revision, or the live build moved."""
+    with transaction.atomic():
+        build_row = Build.objects.only("document_id").get(pk=build_id)
+        document = locks.lock_document(build_row.document_id)
+        build = locks.lock_build(build_id)
+        _check_live(document, build.index_version_id, expected_live_build_id)
+        if build.state != Build.State.READY:
+            raise ActionRefused(f"Build {build.pk} is {build.state}, not waiting for approval.")
+        result = build_publish(build_id=build_id, actor=actor, approve=True, reason=reason)
+        if result.outcome is not PublishOutcome.PUBLISHED:
+            raise ActionRefused(
+                f"Build {build.pk} was not published: a newer revision is desired or the "
+                "document was deleted."
+            )
+        return result
+
+
+@retry_conflicts
+def document_rollback(
+    *,
+    document_id: int,
+    build_id: int,
+    actor: Actor,
+    reason: str = "",
+    expected_live_build_id: int | None = None,
+) -> PublishResult:
+    """Point the document back at a retained earlier build and make its revision the desired
+    one, so no late event for a newer revision can undo the rollback. Raises ActionRefused."""
+    with transaction.atomic():
+        document = locks.lock_document(document_id)
+        build = locks.lock_build(build_id)
+        if build.document_id != document.pk:
+            raise ActionRefused("That build belongs to another document.")
+        if document.deleted_at is not None:
+            raise ActionRefused("The document is deleted; restore it first.")
+        _check_live(document, build.index_version_id, expected_live_build_id)
+        if build.state == Build.State.LIVE:
+            raise ActionRefused(f"Build {build.pk} is already live.")
+        if build.state != Build.State.SUPERSEDED:
+            raise ActionRefused(
+                f"Build {build.pk} is {build.state}, not a retained earlier version."
+            )
+        problems = selectors.build_completeness(build_id=build.pk).problems(
+            expected_count=build.expected_chunk_count,
+            dimensions=build.index_version.dimensions,
+            manifest=build.manifest_sha256,
+        )
+        if problems or not build.expected_chunk_count:
+            raise ActionRefused(f"Build {build.pk} is not retained complete: {'; '.join(problems)}")
+        document.desired_revision = build.revision.number
+        document.save(update_fields=["desired_revision", "updated_at"])
+        return _pointer_move(
+            document=document,
+            build=build,
+            actor=actor,
+            reason=reason,
+            action=PublicationEvent.Action.ROLLBACK,
+        )
+
+
+def _purge_delay_seconds(kb: KnowledgeBase) -> float:
+    configured = settings.DELETE_PURGE_DELAY_SECONDS
+    return float(configured) if configured is not None else kb.retention_days * 86400.0
+
+
+def document_delete(*, document_id: int, actor: Actor = None, reason: str = "") -> Document:
+    """Soft delete: invisible to search when this transaction commits. Writes a
+    PublicationEvent and schedules physical cleanup after the retention window. Idempotent."""
+    with transaction.atomic():
+        document = locks.lock_document(document_id)
+        if document.deleted_at is not None:
+            return document
+        document.deleted_at = timezone.now()
+        document.save(update_fields=["deleted_at", "updated_at"])
+        kb = KnowledgeBase.objects.get(pk=document.kb_id)
+        PublicationEvent.objects.create(
+            kb_id=kb.pk,
+            document=document,
+            index_version_id=kb.active_index_version_id,
+            action=PublicationEvent.Action.DELETE,
+            build_id=selectors.live_build_id(
+                document=document, index_version_id=kb.active_index_version_id
+            ),
+            actor_id=_actor_id(actor),
+            reason=reason,
+        )
+        task_create(
+            kind=IngestionTask.Kind.DELETE,
+            kb_id=kb.pk,
+            document_id=document.pk,
+            delay=_purge_delay_seconds(kb),
+        )
+    return document
+
+
+def document_restore(*, document_id: int, actor: Actor = None, reason: str = "") -> Document:
+    """Undo a soft delete while the chunks are retained: the pointer serves again at commit."""
+    with transaction.atomic():
+        document = locks.lock_document(document_id)
+        if document.deleted_at is None:
+            raise ActionRefused("The document is not deleted.")
+        if document.purged_at is not None:
+            raise ActionRefused("The retention window has passed; the document was purged.")
+        document.deleted_at = None
+        document.save(update_fields=["deleted_at", "updated_at"])
+        kb = KnowledgeBase.objects.get(pk=document.kb_id)
+        PublicationEvent.objects.create(
+            kb_id=kb.pk,
+            document=document,
+            index_version_id=kb.active_index_version_id,
+            action=PublicationEvent.Action.RESTORE,
+            build_id=selectors.live_build_id(
+                document=document, index_version_id=kb.active_index_version_id
+            ),
+            actor_id=_actor_id(actor),
+            reason=reason,
+        )
+    return document
+
+
+PURGE_BATCH = 5000
+
+
+def document_purge(*, document_id: int, lease: Lease) -> int:
+    """Physically remove a deleted document's chunks and pointers in fenced batches, then mark
+    it purged. Returns the number of chunks removed. A no-op if the document was restored
+    meanwhile; idempotent. Rows of Document, Revision and Build stay as history."""
+    removed = 0
+    while True:
+        with transaction.atomic():
+            document = locks.lock_document(document_id)
+            lease_check(lease)
+            if document.deleted_at is None:
+                return removed
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "DELETE FROM kb_chunk WHERE id IN "
+                    "(SELECT id FROM kb_chunk WHERE document_id = %s LIMIT %s)",
+                    [document_id, PURGE_BATCH],
+                )
+                batch = cursor.rowcount
+            removed += batch
+            if batch < PURGE_BATCH:
+                Publication.objects.filter(document_id=document_id).delete()
+                Build.objects.filter(document_id=document_id, state=Build.State.LIVE).update(
+                    state=Build.State.SUPERSEDED
+                )
+                document.purged_at = timezone.now()
+                document.save(update_fields=["purged_at", "updated_at"])
+                return removed

@@ -1,0 +1,32 @@
+"""Run the outbox relay outside beat: once, or in a loop (an extra relay process)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from ingestion.services import outbox_relay_batch
+
+
+class Command(BaseCommand):
+    help = "Deliver unpublished outbox events (once, or every --interval seconds with --loop)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--loop", action="store_true")
+        parser.add_argument("--interval", type=float, default=0.2)
+        parser.add_argument("--seconds", type=float, default=0.0, help="stop after (with --loop)")
+
+    def handle(
+        self, *args: Any, loop: bool, interval: float, seconds: float, **options: Any
+    ) -> None:
+        deadline = time.monotonic() + seconds if seconds else None
+        while True:
+            sent = outbox_relay_batch()
+            if sent:
+                self.stdout.write(f"sent {sent}")
+                self.stdout.flush()
+            if not loop or (deadline is not None and time.monotonic() > deadline):
+                return
+            time.sleep(interval)
