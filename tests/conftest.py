@@ -67,7 +67,7 @@ def database_url() -> str:
 class Worker:
     """A real `celery worker` process on a private queue."""
 
-    def __init__(self, queue: str, log_path: Path, env: dict[str, str]) -> None:
+    def __init__(self, queue: str, log_path: Path, env: dict[str, str], pool: str) -> None:
         self.queue = queue
         self.log_path = log_path
         self.proc = subprocess.Popen(
@@ -81,7 +81,7 @@ class Worker:
                 "-Q",
                 queue,
                 "--pool",
-                "prefork",
+                pool,
                 "--concurrency",
                 "1",
                 "--without-gossip",
@@ -113,6 +113,14 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
+    def wait_exit(self, timeout: float = 60.0) -> int:
+        """Wait for the worker to die on its own (a crash switch); return its exit code."""
+        return self.proc.wait(timeout)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -130,7 +138,9 @@ def worker_factory(transactional_db: None, tmp_path: Path) -> Iterator[Callable[
     celery_app.conf.task_default_queue = queue
     workers: list[Worker] = []
 
-    def start(**extra_env: str) -> Worker:
+    def start(pool: str = "prefork", **extra_env: str) -> Worker:
+        """`pool="solo"` runs tasks in the worker process itself, so a crash switch kills the
+        whole worker (as a lost machine would); prefork restarts a crashed child."""
         env = dict(os.environ)
         env.update(
             DATABASE_URL=database_url(),
@@ -141,7 +151,7 @@ def worker_factory(transactional_db: None, tmp_path: Path) -> Iterator[Callable[
             PYTHONUNBUFFERED="1",
         )
         env.update(extra_env)
-        worker = Worker(queue, tmp_path / f"worker-{len(workers)}.log", env)
+        worker = Worker(queue, tmp_path / f"worker-{len(workers)}.log", env, pool)
         workers.append(worker)
         return worker
 
