@@ -1,0 +1,210 @@
+"""Service-level reliability: the sweeper, relay backoff and dead-letters, the embedding cache,
+delete/restore, error classification and kb_verify's reports. Crash tests with real processes
+live in tests/fault/."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.utils import timezone
+
+from ingestion import providers
+from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.pipeline import TerminalError, classify, task_execute
+from ingestion.services import lease_sweep, outbox_relay_batch
+from kb import services, storage
+from kb.models import Build, Chunk, Document, KnowledgeBase, Publication
+from retrieval.principals import Principal
+from retrieval.selectors import search
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def upload(kb: KnowledgeBase, key: str, text: str) -> IngestionTask:
+    stored = storage.store_bytes(text.encode())
+    document = Document.objects.filter(kb=kb, key=key).first()
+    if document is None:
+        revision = services.document_create(
+            kb=kb,
+            key=key,
+            title=key,
+            stored=stored,
+            media_type="text/plain",
+            original_name="x.txt",
+        )
+    else:
+        revision = services.revision_create(
+            document=document, stored=stored, media_type="text/plain", original_name="x.txt"
+        )
+    return IngestionTask.objects.get(build__revision=revision)
+
+
+def expire(task: IngestionTask, *, attempt: int) -> None:
+    """Leave the task as a crashed worker would: running, lease expired."""
+    IngestionTask.objects.filter(pk=task.pk).update(
+        status="running",
+        lease_owner="dead-worker",
+        lease_expires_at=timezone.now() - timedelta(seconds=5),
+        attempt=attempt,
+    )
+
+
+def test_sweeper_requeues_an_expired_lease_with_an_event_and_an_audit(kb: KnowledgeBase) -> None:
+    task = upload(kb, "doc", "Some text to build.")
+    OutboxEvent.objects.update(published_at=timezone.now())
+    expire(task, attempt=1)
+
+    assert lease_sweep() == 1
+
+    task.refresh_from_db()
+    assert task.status == "queued" and task.lease_owner == "" and task.lease_expires_at is None
+    assert OutboxEvent.objects.filter(task=task, published_at__isnull=True).count() == 1
+    audit = AuditEvent.objects.get(kind="lease_expired", subject_id=task.pk)
+    assert audit.action == "requeued" and audit.details["lease_owner"] == "dead-worker"
+    # a second pass finds nothing to do
+    assert lease_sweep() == 0
+    assert OutboxEvent.objects.filter(task=task).count() == 2
+
+
+def test_sweeper_dead_letters_past_the_attempt_cap_and_the_live_version_serves(
+    kb: KnowledgeBase,
+) -> None:
+    first = upload(kb, "doc", "The live text about lighthouses.")
+    assert task_execute(task_id=first.pk, worker_id="w") == "published"
+    second = upload(kb, "doc", "A revision that keeps crashing its worker.")
+    expire(second, attempt=second.max_attempts)
+
+    assert lease_sweep() == 1
+
+    second.refresh_from_db()
+    assert second.status == "dead"
+    assert "giving up" in second.last_error
+    build = Build.objects.get(pk=second.build_id)
+    assert build.state == "failed" and "giving up" in build.error
+    assert AuditEvent.objects.get(subject_id=second.pk).escalated
+    principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
+    hits = search(principal=principal, kb=kb, query="lighthouses").hits
+    assert hits and {h.revision for h in hits} == {1}
+    call_command("kb_verify")
+
+
+def test_a_failing_send_backs_off_and_dead_letters_visibly(kb: KnowledgeBase, settings) -> None:
+    settings.RELAY_MAX_ATTEMPTS = 3
+    upload(kb, "doc", "text")
+
+    def broken(event: OutboxEvent) -> None:
+        raise ConnectionError("broker unreachable")
+
+    for _ in range(3):
+        OutboxEvent.objects.update(available_at=timezone.now())
+        assert outbox_relay_batch(send=broken) == 0
+    event = OutboxEvent.objects.get()
+    assert event.attempts == 3
+    assert event.dead_at is not None and event.published_at is None
+    assert "broker unreachable" in event.last_error
+    # a dead event is not retried
+    assert outbox_relay_batch(send=broken) == 0
+    assert OutboxEvent.objects.get().attempts == 3
+
+
+def test_a_one_paragraph_edit_embeds_only_the_changed_chunks(kb: KnowledgeBase) -> None:
+    paragraphs = [
+        f"Paragraph {i} about topic {i}. " + " ".join(f"w{i}x{j}" for j in range(80))
+        for i in range(200)
+    ]
+    first = upload(kb, "long", "\n\n".join(paragraphs))
+    task_execute(task_id=first.pk, worker_id="w")
+    paragraphs[100] = "Paragraph 100 was rewritten entirely with new words."
+    second = upload(kb, "long", "\n\n".join(paragraphs))
+    task_execute(task_id=second.pk, worker_id="w")
+
+    embed = StageResult.objects.get(task=second, stage="embed").output
+    total = embed["embedded"] + embed["cached"]
+    assert total >= 190
+    assert embed["embedded"] / total <= 0.02, embed
+    assert Build.objects.get(pk=second.build_id).state == "live"
+
+
+def test_delete_is_invisible_at_commit_and_restore_brings_it_back(
+    kb: KnowledgeBase, settings
+) -> None:
+    settings.DELETE_PURGE_DELAY_SECONDS = 3600
+    task = upload(kb, "doc", "Text about penguins.")
+    task_execute(task_id=task.pk, worker_id="w")
+    principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
+    document = Document.objects.get(key="doc")
+
+    services.document_delete(document_id=document.pk, reason="outdated")
+    assert search(principal=principal, kb=kb, query="penguins").hits == []
+    purge = IngestionTask.objects.get(kind="delete")
+    assert purge.available_at > timezone.now() + timedelta(minutes=59)
+    assert task_execute(task_id=purge.pk, worker_id="w") == "not_claimed"  # not yet due
+
+    services.document_restore(document_id=document.pk, reason="still needed")
+    assert [h.document_key for h in search(principal=principal, kb=kb, query="penguins").hits]
+    actions = list(document.events.order_by("id").values_list("action", flat=True))
+    assert actions == ["publish", "delete", "restore"]
+    call_command("kb_verify")
+
+
+def test_purge_removes_chunks_and_pointers_and_is_idempotent(kb: KnowledgeBase, settings) -> None:
+    settings.DELETE_PURGE_DELAY_SECONDS = 0
+    task = upload(kb, "doc", "Text about walruses. " * 100)
+    task_execute(task_id=task.pk, worker_id="w")
+    document = Document.objects.get(key="doc")
+    services.document_delete(document_id=document.pk)
+    purge = IngestionTask.objects.get(kind="delete")
+
+    assert task_execute(task_id=purge.pk, worker_id="w").startswith("purged")
+
+    document.refresh_from_db()
+    assert document.purged_at is not None
+    assert not Chunk.objects.filter(document=document).exists()
+    assert not Publication.objects.filter(document=document).exists()
+    with pytest.raises(services.ActionRefused, match="purged"):
+        services.document_restore(document_id=document.pk)
+    assert task_execute(task_id=purge.pk, worker_id="w") == "not_claimed"
+    call_command("kb_verify")
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        (TerminalError("unparseable", "bad file"), False),
+        (services.IncompleteBuild("missing chunks"), False),
+        (providers.EmbeddingShapeError("wrong dimensions"), False),
+        (providers.ProviderUnavailable("503"), True),
+        (ConnectionError("reset"), True),
+        (RuntimeError("unexpected"), True),
+    ],
+)
+def test_errors_are_classified(error: Exception, retryable: bool) -> None:
+    assert classify(error)[0] is retryable
+
+
+def test_kb_verify_reports_planted_violations(kb: KnowledgeBase) -> None:
+    task = upload(kb, "doc", "Some text. " * 200)
+    task_execute(task_id=task.pk, worker_id="w")
+    call_command("kb_verify")
+    build = Build.objects.get()
+
+    # a live build loses a chunk, and a queued task loses its way to run
+    Chunk.objects.filter(build=build, ordinal=0).delete()
+    stuck = upload(kb, "other", "More text.")
+    OutboxEvent.objects.filter(task=stuck).update(dead_at=timezone.now())
+
+    with pytest.raises(CommandError) as failure:
+        call_command("kb_verify")
+    report = str(failure.value)
+    assert f"[live-build-complete] build {build.pk}" in report
+    assert f"[task-can-run] task {stuck.pk}" in report
+
+
+def test_kb_verify_reports_an_active_pointer_at_a_retired_version(kb: KnowledgeBase) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE kb_indexversion SET state = 'retired' WHERE kb_id = %s", [kb.pk])
+    with pytest.raises(CommandError, match="active-index-version"):
+        call_command("kb_verify")
