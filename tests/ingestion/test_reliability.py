@@ -82,7 +82,7 @@ def test_sweeper_dead_letters_past_the_attempt_cap_and_the_live_version_serves(
     second.refresh_from_db()
     assert second.status == "dead"
     assert "giving up" in second.last_error
-    build = Build.objects.get(pk=second.build_id)
+    build = Build.objects.get(tasks=second)
     assert build.state == "failed" and "giving up" in build.error
     assert AuditEvent.objects.get(subject_id=second.pk).escalated
     principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
@@ -125,7 +125,7 @@ def test_a_one_paragraph_edit_embeds_only_the_changed_chunks(kb: KnowledgeBase) 
     total = embed["embedded"] + embed["cached"]
     assert total >= 190
     assert embed["embedded"] / total <= 0.02, embed
-    assert Build.objects.get(pk=second.build_id).state == "live"
+    assert Build.objects.get(tasks=second).state == "live"
 
 
 def test_delete_is_invisible_at_commit_and_restore_brings_it_back(
@@ -140,6 +140,7 @@ def test_delete_is_invisible_at_commit_and_restore_brings_it_back(
     services.document_delete(document_id=document.pk, reason="outdated")
     assert search(principal=principal, kb=kb, query="penguins").hits == []
     purge = IngestionTask.objects.get(kind="delete")
+    assert purge.available_at is not None
     assert purge.available_at > timezone.now() + timedelta(minutes=59)
     assert task_execute(task_id=purge.pk, worker_id="w") == "not_claimed"  # not yet due
 
