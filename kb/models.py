@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
@@ -204,6 +205,8 @@ class Chunk(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["build", "ordinal"], name="chunk_unique_ordinal")
         ]
+        # Vector indexes are per index version (kb.ann), created when the version is.
+        indexes = [GinIndex(fields=["lexical"], name="chunk_lexical_gin")]
 
     def __str__(self) -> str:
         return f"chunk {self.ordinal} of build {self.build_id}"

@@ -32,6 +32,7 @@ from kb.models import (
     Revision,
     Tenant,
 )
+from kb.ann import ann_index_ensure
 from kb.storage import StoredFile
 from kb.transactions import retry_conflicts
 
@@ -82,6 +83,7 @@ def knowledge_base_create(
     )
     kb.active_index_version = version
     kb.save(update_fields=["active_index_version"])
+    transaction.on_commit(lambda: ann_index_ensure(version_id=version.pk))
     return kb
 
 
