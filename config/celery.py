@@ -22,4 +22,9 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("CANON_SWEEP_INTERVAL_SECONDS", "15.0")),
         "options": {"expires": 60},
     },
+    "retention-gc": {
+        "task": "ingestion.tasks.collect_garbage",
+        "schedule": float(os.environ.get("CANON_GC_INTERVAL_SECONDS", "300.0")),
+        "options": {"expires": 600},
+    },
 }

@@ -30,3 +30,10 @@ def relay_outbox() -> int:
 @shared_task(name="ingestion.tasks.sweep_leases", ignore_result=True)
 def sweep_leases() -> int:
     return services.lease_sweep()
+
+
+@shared_task(name="ingestion.tasks.collect_garbage", ignore_result=True)
+def collect_garbage() -> int:
+    from kb.services import retention_collect
+
+    return retention_collect()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication
 
@@ -17,9 +19,18 @@ LIVE_INDEX_VERSION_STATES = (
 
 
 def live_index_versions(*, kb_id: int) -> QuerySet[IndexVersion]:
-    """Index versions that must receive a build of every new revision."""
-    return IndexVersion.objects.filter(kb_id=kb_id, state__in=LIVE_INDEX_VERSION_STATES).order_by(
-        "number"
+    """Index versions that must receive a build of every new revision: the active one, the
+    candidates, and retired ones still retained (so rolling back to them never serves stale
+    text)."""
+    retention_days = KnowledgeBase.objects.values_list("retention_days", flat=True).get(pk=kb_id)
+    cutoff = timezone.now() - timedelta(days=retention_days)
+    return (
+        IndexVersion.objects.filter(kb_id=kb_id)
+        .filter(
+            Q(state__in=LIVE_INDEX_VERSION_STATES)
+            | Q(state=IndexVersion.State.RETIRED, retired_at__gte=cutoff, collected_at__isnull=True)
+        )
+        .order_by("number")
     )
 
 

@@ -10,18 +10,20 @@ import enum
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from ingestion import faults
 from ingestion.leases import Lease, lease_check
-from ingestion.models import IngestionTask
-from ingestion.services import task_create
+from ingestion.models import AuditEvent, IngestionTask
+from ingestion.services import outbox_add, task_create
 from kb import locks, selectors
+from kb.ann import ann_index_drop, ann_index_ensure
 from kb.models import (
     Build,
     Document,
@@ -32,7 +34,6 @@ from kb.models import (
     Revision,
     Tenant,
 )
-from kb.ann import ann_index_ensure
 from kb.storage import StoredFile
 from kb.transactions import retry_conflicts
 
@@ -301,7 +302,10 @@ def _pointer_move(
         publication.published_at = now
         publication.save(update_fields=["build", "published_at"])
     if previous_build_id is not None and previous_build_id != build.pk:
-        Build.objects.filter(pk=previous_build_id).update(state=Build.State.SUPERSEDED)
+        # updated_at marks the start of the retention window (update() skips auto_now)
+        Build.objects.filter(pk=previous_build_id).update(
+            state=Build.State.SUPERSEDED, updated_at=now
+        )
     build.state = Build.State.LIVE
     build.finished_at = build.finished_at or now
     build.save(update_fields=["state", "finished_at", "updated_at"])
@@ -498,3 +502,281 @@ def document_purge(*, document_id: int, lease: Lease) -> int:
                 document.purged_at = timezone.now()
                 document.save(update_fields=["purged_at", "updated_at"])
                 return removed
+
+
+# --- index versions ------------------------------------------------------------------------
+
+
+def index_version_create(
+    *,
+    kb_id: int,
+    provider: str,
+    model: str,
+    dimensions: int,
+    chunk_size: int,
+    chunk_overlap: int,
+    actor: Actor = None,
+) -> IndexVersion:
+    """A new embedding space / pipeline for a knowledge base. It starts *building*: every
+    non-deleted document's desired revision is built into it as a candidate while the active
+    version keeps serving. Its HNSW index is created concurrently after commit."""
+    with transaction.atomic():
+        kb = locks.lock_knowledge_base(kb_id)
+        number = (kb.index_versions.aggregate(n=Max("number"))["n"] or 0) + 1
+        version = IndexVersion.objects.create(
+            kb=kb,
+            number=number,
+            state=IndexVersion.State.BUILDING,
+            provider=provider,
+            model=model,
+            dimensions=dimensions,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            pipeline_version=PIPELINE_VERSION,
+        )
+        revisions = Revision.objects.filter(
+            document__kb=kb,
+            document__deleted_at__isnull=True,
+            document__desired_revision=F("number"),
+        )
+        for revision in revisions:
+            build = Build.objects.create(
+                kb=kb,
+                document_id=revision.document_id,
+                revision=revision,
+                index_version=version,
+                dimensions=dimensions,
+            )
+            task_create(
+                kind=IngestionTask.Kind.BUILD,
+                kb_id=kb.pk,
+                document_id=revision.document_id,
+                build_id=build.pk,
+            )
+        AuditEvent.objects.create(
+            kind="index_version_created",
+            kb=kb,
+            subject_type="index_version",
+            subject_id=version.pk,
+            action=f"building {revisions.count()} documents with {model} ({dimensions}d)",
+            actor_id=_actor_id(actor),
+        )
+    transaction.on_commit(lambda: ann_index_ensure(version_id=version.pk))
+    return version
+
+
+def index_version_coverage_gaps(*, version: IndexVersion) -> list[str]:
+    """What keeps `version` from serving the whole knowledge base: every non-deleted document
+    with a desired revision needs a live, complete build of exactly that revision in it."""
+    gaps = []
+    documents = Document.objects.filter(
+        kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
+    ).order_by("key")
+    live = {
+        p.document_id: p.build
+        for p in Publication.objects.filter(index_version=version).select_related("build__revision")
+    }
+    for document in documents:
+        build = live.get(document.pk)
+        if build is None:
+            gaps.append(f"{document.key}: no live build yet")
+        elif build.revision.number != document.desired_revision:
+            live_number, desired = build.revision.number, document.desired_revision
+            gaps.append(f"{document.key}: live r{live_number}, desired r{desired}")
+    return gaps
+
+
+@retry_conflicts
+def index_version_activate(
+    *,
+    version_id: int,
+    actor: Actor,
+    reason: str = "",
+    expected_active_id: int | None = None,
+    action: str = "swap",
+) -> IndexVersion:
+    """Swap the knowledge base's active index version in one transaction, after the coverage
+    check. The previous active version is retired (kept for rollback during retention).
+
+    Locks the knowledge base row first, so concurrent swaps serialize; with
+    `expected_active_id` the loser is refused instead of swapping twice. Raises ActionRefused.
+    """
+    with transaction.atomic():
+        version = IndexVersion.objects.get(pk=version_id)
+        kb = locks.lock_knowledge_base(version.kb_id)
+        if expected_active_id is not None and kb.active_index_version_id != expected_active_id:
+            raise ActionRefused(
+                "The active index version changed since you opened this page; review it again."
+            )
+        if kb.active_index_version_id == version.pk:
+            raise ActionRefused(f"Index version {version.number} is already active.")
+        if version.state == IndexVersion.State.FAILED:
+            raise ActionRefused(f"Index version {version.number} failed; it cannot serve.")
+        if version.state == IndexVersion.State.RETIRED and not index_version_retained(version):
+            raise ActionRefused(f"Index version {version.number} is past its retention window.")
+        gaps = index_version_coverage_gaps(version=version)
+        if gaps:
+            raise ActionRefused(
+                f"Index version {version.number} does not cover the knowledge base yet: "
+                + "; ".join(gaps[:20])
+                + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else "")
+            )
+        now = timezone.now()
+        previous_id = kb.active_index_version_id
+        if previous_id is not None:
+            IndexVersion.objects.filter(pk=previous_id).update(
+                state=IndexVersion.State.RETIRED, retired_at=now
+            )
+        IndexVersion.objects.filter(pk=version.pk).update(
+            state=IndexVersion.State.ACTIVE, activated_at=now, retired_at=None
+        )
+        kb.active_index_version_id = version.pk
+        kb.save(update_fields=["active_index_version"])
+        AuditEvent.objects.create(
+            kind=f"index_version_{action}",
+            kb=kb,
+            subject_type="index_version",
+            subject_id=version.pk,
+            action=f"active v{version.number} (was {previous_id and f'id {previous_id}'})",
+            actor_id=_actor_id(actor),
+            details={"previous_id": previous_id, "reason": reason},
+        )
+        version.refresh_from_db()
+        return version
+
+
+def index_version_retained(version: IndexVersion) -> bool:
+    if version.state != IndexVersion.State.RETIRED or version.retired_at is None:
+        return version.state != IndexVersion.State.RETIRED
+    kb = KnowledgeBase.objects.get(pk=version.kb_id)
+    return version.retired_at >= timezone.now() - timedelta(days=kb.retention_days)
+
+
+def index_version_rollback(*, kb_id: int, actor: Actor, reason: str = "") -> IndexVersion:
+    """Re-activate the most recently retired version (still retained). Uploads made since the
+    swap were built into it too, so a rollback never serves stale text."""
+    previous = (
+        IndexVersion.objects.filter(kb_id=kb_id, state=IndexVersion.State.RETIRED)
+        .order_by("-retired_at")
+        .first()
+    )
+    if previous is None:
+        raise ActionRefused("There is no retired index version to roll back to.")
+    kb = KnowledgeBase.objects.get(pk=kb_id)
+    return index_version_activate(
+        version_id=previous.pk,
+        actor=actor,
+        reason=reason,
+        expected_active_id=kb.active_index_version_id,
+        action="rollback",
+    )
+
+
+# --- retry -----------------------------------------------------------------------------------
+
+
+def build_retry(*, build_id: int, actor: Actor = None) -> IngestionTask:
+    """Run a failed build again (after a provider outage, a parser fix, …): the build goes back
+    to pending and its task to queued with a fresh attempt budget. Raises ActionRefused."""
+    with transaction.atomic():
+        build = locks.lock_build(build_id)
+        if build.state != Build.State.FAILED:
+            raise ActionRefused(f"Build {build.pk} is {build.state}; only failed builds retry.")
+        task = locks.lock_task(build.tasks.order_by("-id").values_list("id", flat=True)[0])
+        build.state = Build.State.PENDING
+        build.error = ""
+        build.finished_at = None
+        build.save(update_fields=["state", "error", "finished_at", "updated_at"])
+        task.status = IngestionTask.Status.QUEUED
+        task.attempt = 0
+        task.last_error = ""
+        task.last_error_code = ""
+        task.finished_at = None
+        task.available_at = timezone.now()
+        task.save()
+        outbox_add(task=task)
+        AuditEvent.objects.create(
+            kind="build_retry",
+            kb_id=build.kb_id,
+            subject_type="build",
+            subject_id=build.pk,
+            action="requeued",
+            actor_id=_actor_id(actor),
+        )
+        return task
+
+
+# --- retention -----------------------------------------------------------------------------
+
+GC_LOCK_KEY = 0x43616E6F6E03
+GC_BATCH = 5000
+
+
+def retention_collect(*, max_batches: int = 20) -> int:
+    """Garbage-collect what the retention window no longer protects, in bounded batches:
+    chunks of superseded builds and of retired index versions (whose HNSW index is dropped).
+
+    Never touches a build that a Publication points at, that an open task references, or that
+    waits for approval (state ready). Singleton via an advisory lock; idempotent. Returns the
+    number of chunk rows deleted.
+    """
+    from ingestion.models import IngestionTask as Task
+
+    deleted = 0
+    with locks.singleton(GC_LOCK_KEY) as held:
+        if not held:
+            return 0
+        now = timezone.now()
+        open_statuses = [Task.Status.QUEUED, Task.Status.RUNNING, Task.Status.RETRY_WAIT]
+        for kb in KnowledgeBase.objects.all():
+            cutoff = now - timedelta(days=kb.retention_days)
+            for version in IndexVersion.objects.filter(
+                kb=kb,
+                state=IndexVersion.State.RETIRED,
+                retired_at__lt=cutoff,
+                collected_at__isnull=True,
+            ):
+                with transaction.atomic():
+                    locks.lock_knowledge_base(kb.pk)
+                    if KnowledgeBase.objects.filter(active_index_version=version).exists():
+                        continue
+                    Publication.objects.filter(index_version=version).delete()
+                    Build.objects.filter(index_version=version).update(
+                        state=Build.State.SUPERSEDED, updated_at=now
+                    )
+                    IndexVersion.objects.filter(pk=version.pk).update(collected_at=now)
+            builds = (
+                Build.objects.filter(kb=kb, collected_at__isnull=True)
+                .filter(
+                    Q(state=Build.State.SUPERSEDED, updated_at__lt=cutoff)
+                    | Q(state=Build.State.FAILED, updated_at__lt=cutoff)
+                    | Q(index_version__collected_at__isnull=False)
+                )
+                .exclude(pk__in=Publication.objects.values("build_id"))
+                .exclude(tasks__status__in=open_statuses)
+                .values_list("pk", flat=True)
+            )
+            for build_id in builds[:1000]:
+                while max_batches > 0:
+                    max_batches -= 1
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            "DELETE FROM kb_chunk WHERE id IN "
+                            "(SELECT id FROM kb_chunk WHERE build_id = %s LIMIT %s)",
+                            [build_id, GC_BATCH],
+                        )
+                        batch = cursor.rowcount
+                    deleted += batch
+                    if batch < GC_BATCH:
+                        Build.objects.filter(pk=build_id).update(collected_at=now)
+                        break
+                if max_batches <= 0:
+                    return deleted
+        for version_id in IndexVersion.objects.filter(collected_at__isnull=False).values_list(
+            "pk", flat=True
+        ):
+            if not Build.objects.filter(
+                index_version_id=version_id, collected_at__isnull=True
+            ).exists():
+                ann_index_drop(version_id=version_id)
+    return deleted
