@@ -6,6 +6,7 @@ nothing here writes model rows directly except plain metadata edits.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django import forms
@@ -13,9 +14,10 @@ from django.contrib import admin, messages
 from django.contrib.postgres.forms import SimpleArrayField
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import path
 from django.utils.html import format_html, format_html_join
 
-from kb import selectors, services
+from kb import admin_views, selectors, services
 from kb.models import (
     Build,
     Document,
@@ -224,6 +226,64 @@ class DocumentAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # deletes go through the delete protocol, not a cascade
 
+    def get_urls(self) -> list[Any]:
+        def wrap(view: Any) -> Any:
+            return self.admin_site.admin_view(partial(view, self))
+
+        return [
+            path("upload/", wrap(admin_views.upload_many_view), name="kb_document_upload"),
+            path(
+                "<path:pk>/approve/<int:build_id>/",
+                wrap(admin_views.approve_view),
+                name="kb_document_approve",
+            ),
+            path(
+                "<path:pk>/rollback/<int:build_id>/",
+                wrap(admin_views.rollback_view),
+                name="kb_document_rollback",
+            ),
+            path(
+                "<path:pk>/retry/<int:build_id>/",
+                wrap(admin_views.retry_view),
+                name="kb_document_retry",
+            ),
+            path(
+                "<path:pk>/soft-delete/",
+                wrap(admin_views.delete_view),
+                name="kb_document_soft_delete",
+            ),
+            path("<path:pk>/restore/", wrap(admin_views.restore_view), name="kb_document_restore"),
+            path(
+                "<path:pk>/progress/", wrap(admin_views.progress_view), name="kb_document_progress"
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        document = self.get_queryset(request).filter(pk=object_id).first()
+        extra = dict(extra_context or {})
+        if document is not None:
+            live = selectors.live_build(document=document)
+            extra.update(
+                builds=selectors.document_builds(document=document),
+                live_build=live,
+                history=document.events.select_related("actor", "build__revision").order_by("-id")[
+                    :50
+                ],
+                can_approve=request.user.has_perm("kb.approve_build"),
+                can_rollback=request.user.has_perm("kb.rollback_document"),
+                can_retry=request.user.has_perm("kb.retry_build"),
+                can_delete=request.user.has_perm("kb.soft_delete_document"),
+                can_restore=request.user.has_perm("kb.restore_document"),
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
 
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(TenantScopedAdmin):
@@ -263,6 +323,50 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_urls(self) -> list[Any]:
+        def wrap(view: Any) -> Any:
+            return self.admin_site.admin_view(partial(view, self))
+
+        return [
+            path(
+                "<path:pk>/index-versions/new/",
+                wrap(admin_views.index_version_create_view),
+                name="kb_indexversion_new",
+            ),
+            path(
+                "<path:pk>/index-versions/<int:version_id>/activate/",
+                wrap(admin_views.index_version_swap_view),
+                name="kb_indexversion_activate",
+            ),
+            path(
+                "<path:pk>/index-versions/rollback/",
+                wrap(admin_views.index_version_rollback_view),
+                name="kb_indexversion_rollback",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        kb = self.get_queryset(request).filter(pk=object_id).first()
+        extra = dict(extra_context or {})
+        if kb is not None:
+            versions = [
+                (v, selectors.index_version_progress(version=v))
+                for v in kb.index_versions.order_by("-number")
+            ]
+            extra.update(
+                versions=versions,
+                can_manage_versions=request.user.has_perm("kb.manage_index_versions"),
+                has_retired=any(v.state == IndexVersion.State.RETIRED for v, _ in versions),
+            )
+        return super().change_view(request, object_id, form_url, extra)
 
 
 @admin.register(IndexVersion)

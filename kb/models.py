@@ -86,6 +86,9 @@ class IndexVersion(models.Model):
     collected_at = models.DateTimeField(null=True, blank=True)  # chunks and index dropped
 
     class Meta:
+        permissions = [
+            ("manage_index_versions", "Can create, swap and roll back index versions"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["kb", "number"], name="iv_unique_number_per_kb"),
             models.UniqueConstraint(
@@ -119,6 +122,13 @@ class Document(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["kb", "key"], name="doc_unique_key_per_kb")]
         indexes = [models.Index(fields=["kb", "id"], name="doc_kb_id")]
+        permissions = [
+            ("approve_build", "Can approve a ready build"),
+            ("rollback_document", "Can roll a document back to an earlier build"),
+            ("retry_build", "Can retry a failed build"),
+            ("soft_delete_document", "Can delete a document (restorable)"),
+            ("restore_document", "Can restore a deleted document"),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.key

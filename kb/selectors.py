@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection
+from django.db.models import F as models_F
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -147,3 +148,106 @@ def document_status(*, document: Document) -> str:
             )
             parts.append(f"r{document.desired_revision} {state}{detail}")
     return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class BuildDiff:
+    """What approving `candidate` would change compared with what is live."""
+
+    live: Build | None
+    candidate: Build
+    added: int
+    removed: int
+    unchanged: int
+    text_diff: list[str]
+
+
+def _chunk_texts(build_id: int) -> list[tuple[str, str]]:
+    from kb.models import Chunk
+
+    return list(
+        Chunk.objects.filter(build_id=build_id)
+        .order_by("ordinal")
+        .values_list("content_hash", "text")
+    )
+
+
+def build_diff(*, candidate: Build, live: Build | None, max_lines: int = 200) -> BuildDiff:
+    """Chunk-level counts (by content hash) and a unified text diff preview."""
+    import difflib
+
+    new = _chunk_texts(candidate.pk)
+    old = _chunk_texts(live.pk) if live else []
+    new_hashes = [h for h, _ in new]
+    old_hashes = [h for h, _ in old]
+    unchanged = len(set(new_hashes) & set(old_hashes))
+    diff = list(
+        difflib.unified_diff(
+            "\n".join(t for _, t in old).splitlines(),
+            "\n".join(t for _, t in new).splitlines(),
+            fromfile=f"live r{live.revision.number}" if live else "nothing live",
+            tofile=f"r{candidate.revision.number}",
+            lineterm="",
+            n=1,
+        )
+    )
+    return BuildDiff(
+        live=live,
+        candidate=candidate,
+        added=len(set(new_hashes) - set(old_hashes)),
+        removed=len(set(old_hashes) - set(new_hashes)),
+        unchanged=unchanged,
+        text_diff=diff[:max_lines],
+    )
+
+
+def document_builds(*, document: Document) -> QuerySet[Build]:
+    return (
+        Build.objects.filter(document=document)
+        .select_related("revision", "index_version")
+        .order_by("-revision__number", "index_version__number")
+    )
+
+
+def build_progress(*, document: Document) -> list[dict[str, object]]:
+    """Per build: state and chunks written / expected, for the admin's progress bars."""
+    return [
+        {
+            "id": b.pk,
+            "revision": b.revision.number,
+            "index_version": b.index_version.number,
+            "state": b.state,
+            "written": b.chunks_written,
+            "expected": b.expected_chunk_count,
+            "error": b.error,
+        }
+        for b in document_builds(document=document)
+    ]
+
+
+@dataclass(frozen=True)
+class VersionProgress:
+    total: int
+    live: int
+    building: int
+    failed: list[str]
+
+
+def index_version_progress(*, version: IndexVersion) -> VersionProgress:
+    """Documents built (live in this version at their desired revision) out of all documents."""
+    documents = Document.objects.filter(
+        kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
+    )
+    total = documents.count()
+    live = Publication.objects.filter(
+        index_version=version,
+        document__in=documents,
+        build__revision__number=models_F("document__desired_revision"),
+    ).count()
+    builds = Build.objects.filter(index_version=version, document__in=documents)
+    failed = [
+        f"{b.document.key} r{b.revision.number}: {b.error}"
+        for b in builds.filter(state=Build.State.FAILED).select_related("document", "revision")
+    ]
+    building = builds.filter(state__in=[Build.State.PENDING, Build.State.BUILDING]).count()
+    return VersionProgress(total=total, live=live, building=building, failed=failed)

@@ -1,0 +1,419 @@
+"""Admin pages that change what search serves. Each is a confirmation page (GET shows what will
+change, POST with a reason does it), checks its permission, and finds its objects through the
+tenant-scoped admin queryset, so another tenant's ids are 404s. The work is done by kb.services."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from kb import selectors, services
+from kb.models import Build, Document, IndexVersion, KnowledgeBase
+from kb.uploads import UploadRejected, upload_accept
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        help_text="Why? Kept in the document's history.",
+    )
+    expected = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+
+def _require(request: HttpRequest, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied(f"You need the permission {perm}.")
+
+
+def _document(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> Document:
+    return get_object_or_404(model_admin.get_queryset(request), pk=pk)
+
+
+def _confirm(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    *,
+    title: str,
+    summary: dict[str, Any],
+    expected: int | None,
+    perform: Callable[[str, int | None], str],
+    back: str,
+    template: str = "admin/kb/confirm_action.html",
+    danger: bool = False,
+) -> HttpResponse:
+    """GET: the confirmation page. POST: validate the reason, perform, report, redirect back."""
+    form = ReasonForm(request.POST or None, initial={"expected": expected})
+    if request.method == "POST" and form.is_valid():
+        try:
+            message = perform(form.cleaned_data["reason"], form.cleaned_data.get("expected"))
+        except services.ActionRefused as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, message)
+        return HttpResponseRedirect(back)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "summary": summary,
+        "form": form,
+        "back": back,
+        "danger": danger,
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, template, context)
+
+
+def _change_url(document: Document) -> str:
+    return reverse("admin:kb_document_change", args=[document.pk])
+
+
+def approve_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, build_id: str
+) -> HttpResponse:
+    _require(request, "kb.approve_build")
+    document = _document(model_admin, request, pk)
+    candidate = get_object_or_404(
+        Build.objects.select_related("revision"), pk=build_id, document=document
+    )
+    live = selectors.live_build(document=document)
+    diff = selectors.build_diff(candidate=candidate, live=live)
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.build_approve(
+            build_id=candidate.pk,
+            actor=request.user,
+            reason=reason,
+            expected_live_build_id=expected,
+        )
+        return f"Revision {candidate.revision.number} is live."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Approve revision {candidate.revision.number} of {document}",
+        summary={"document": document, "diff": diff, "candidate": candidate, "live": live},
+        expected=live.pk if live else None,
+        perform=perform,
+        back=_change_url(document),
+        template="admin/kb/confirm_approve.html",
+    )
+
+
+def rollback_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, build_id: str
+) -> HttpResponse:
+    _require(request, "kb.rollback_document")
+    document = _document(model_admin, request, pk)
+    target = get_object_or_404(
+        Build.objects.select_related("revision"), pk=build_id, document=document
+    )
+    live = selectors.live_build(document=document)
+    diff = selectors.build_diff(candidate=target, live=live)
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.document_rollback(
+            document_id=document.pk,
+            build_id=target.pk,
+            actor=request.user,
+            reason=reason,
+            expected_live_build_id=expected,
+        )
+        return f"Rolled back to revision {target.revision.number}."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Roll {document} back to revision {target.revision.number}",
+        summary={"document": document, "diff": diff, "candidate": target, "live": live},
+        expected=live.pk if live else None,
+        perform=perform,
+        back=_change_url(document),
+        template="admin/kb/confirm_approve.html",
+        danger=True,
+    )
+
+
+def retry_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, build_id: str
+) -> HttpResponse:
+    _require(request, "kb.retry_build")
+    document = _document(model_admin, request, pk)
+    build = get_object_or_404(
+        Build.objects.select_related("revision"), pk=build_id, document=document
+    )
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.build_retry(build_id=build.pk, actor=request.user)
+        return f"Build {build.pk} queued again."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Retry the build of revision {build.revision.number} of {document}",
+        summary={"facts": [("state", build.state), ("error", build.error or "—")]},
+        expected=None,
+        perform=perform,
+        back=_change_url(document),
+    )
+
+
+def delete_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> HttpResponse:
+    _require(request, "kb.soft_delete_document")
+    document = _document(model_admin, request, pk)
+    live = selectors.live_build(document=document)
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.document_delete(document_id=document.pk, actor=request.user, reason=reason)
+        return f"{document} is deleted; search no longer returns it."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Delete {document}",
+        summary={
+            "facts": [
+                ("live now", f"revision {live.revision.number}" if live else "nothing"),
+                ("after", "invisible to search at once; restorable during the retention window"),
+            ]
+        },
+        expected=None,
+        perform=perform,
+        back=_change_url(document),
+        danger=True,
+    )
+
+
+def restore_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> HttpResponse:
+    _require(request, "kb.restore_document")
+    document = _document(model_admin, request, pk)
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.document_restore(document_id=document.pk, actor=request.user, reason=reason)
+        return f"{document} is restored."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Restore {document}",
+        summary={"facts": [("deleted at", document.deleted_at)]},
+        expected=None,
+        perform=perform,
+        back=_change_url(document),
+    )
+
+
+def progress_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> JsonResponse:
+    document = _document(model_admin, request, pk)
+    return JsonResponse(
+        {
+            "status": selectors.document_status(document=document),
+            "builds": selectors.build_progress(document=document),
+        }
+    )
+
+
+class UploadManyForm(forms.Form):
+    kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none())
+    access_groups = forms.CharField(required=False, help_text="Comma-separated, for new documents.")
+
+    def __init__(self, *args: Any, kbs: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["kb"].queryset = kbs  # type: ignore[attr-defined]
+
+
+def upload_many_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """Many files at once: a file whose name (without extension) matches a document key becomes
+    a new revision of it; any other file a new document."""
+    _require(request, "kb.add_document")
+    from kb.admin import user_tenant_ids
+
+    kbs = KnowledgeBase.objects.all()
+    if not request.user.is_superuser:
+        kbs = kbs.filter(tenant_id__in=user_tenant_ids(request))
+    form = UploadManyForm(request.POST or None, kbs=kbs)
+    if request.method == "POST" and form.is_valid():
+        files = request.FILES.getlist("files")
+        if not files:
+            messages.error(request, "Choose at least one file.")
+        kb = form.cleaned_data["kb"]
+        groups = [g.strip() for g in form.cleaned_data["access_groups"].split(",") if g.strip()]
+        for upload in files:
+            try:
+                accepted = upload_accept(upload)
+            except UploadRejected as exc:
+                messages.error(request, str(exc))
+                continue
+            key = accepted.original_name.rsplit(".", 1)[0][:255] or "upload"
+            document = Document.objects.filter(kb=kb, key=key).first()
+            try:
+                if document is None:
+                    services.document_create(
+                        kb=kb,
+                        key=key,
+                        title=key,
+                        stored=accepted.stored,
+                        media_type=accepted.media_type,
+                        original_name=accepted.original_name,
+                        access_groups=groups,
+                        actor=request.user,
+                    )
+                    messages.success(request, f"{accepted.original_name}: new document {key}.")
+                else:
+                    revision = services.revision_create(
+                        document=document,
+                        stored=accepted.stored,
+                        media_type=accepted.media_type,
+                        original_name=accepted.original_name,
+                        actor=request.user,
+                    )
+                    messages.success(
+                        request, f"{accepted.original_name}: revision {revision.number} of {key}."
+                    )
+            except services.InvalidUpload as exc:
+                messages.error(request, f"{accepted.original_name}: {exc}")
+        if files:
+            return HttpResponseRedirect(reverse("admin:kb_document_changelist"))
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Upload files",
+        "form": form,
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, "admin/kb/document/upload_many.html", context)
+
+
+# --- index versions ------------------------------------------------------------------------
+
+
+class IndexVersionForm(forms.Form):
+    provider = forms.ChoiceField(choices=[("hash", "hash"), ("openai", "openai")])
+    model = forms.CharField(max_length=200)
+    dimensions = forms.IntegerField(min_value=1, max_value=16000)
+    chunk_size = forms.IntegerField(min_value=50, max_value=20000)
+    chunk_overlap = forms.IntegerField(min_value=0, max_value=5000)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("chunk_overlap", 0) * 2 >= data.get("chunk_size", 0):
+            raise forms.ValidationError("The overlap must be less than half the chunk size.")
+        return data
+
+
+def _kb(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> KnowledgeBase:
+    _require(request, "kb.manage_index_versions")
+    return get_object_or_404(model_admin.get_queryset(request), pk=pk)
+
+
+def _kb_url(kb: KnowledgeBase) -> str:
+    return reverse("admin:kb_knowledgebase_change", args=[kb.pk])
+
+
+def index_version_create_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str
+) -> HttpResponse:
+    kb = _kb(model_admin, request, pk)
+    active = kb.active_index_version
+    initial = {
+        "provider": active.provider if active else "hash",
+        "model": active.model if active else "",
+        "dimensions": active.dimensions if active else 384,
+        "chunk_size": active.chunk_size if active else 800,
+        "chunk_overlap": active.chunk_overlap if active else 100,
+    }
+    form = IndexVersionForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        version = services.index_version_create(
+            kb_id=kb.pk, actor=request.user, **form.cleaned_data
+        )
+        messages.success(
+            request,
+            f"Index version {version.number} is building; the active version keeps serving.",
+        )
+        return HttpResponseRedirect(_kb_url(kb))
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"New index version for {kb}",
+        "form": form,
+        "kb": kb,
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, "admin/kb/knowledgebase/index_version_form.html", context)
+
+
+def index_version_swap_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, version_id: str
+) -> HttpResponse:
+    kb = _kb(model_admin, request, pk)
+    version = get_object_or_404(IndexVersion, pk=version_id, kb=kb)
+    progress = selectors.index_version_progress(version=version)
+    gaps = services.index_version_coverage_gaps(version=version)
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.index_version_activate(
+            version_id=version.pk,
+            actor=request.user,
+            reason=reason,
+            expected_active_id=expected,
+        )
+        return f"Index version {version.number} is active."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Make index version {version.number} active for {kb}",
+        summary={
+            "facts": [
+                ("now active", kb.active_index_version),
+                ("candidate", version),
+                ("documents built", f"{progress.live} of {progress.total}"),
+                ("coverage", "complete" if not gaps else f"{len(gaps)} missing"),
+            ],
+            "problems": gaps[:50] + progress.failed[:50],
+        },
+        expected=kb.active_index_version_id,
+        perform=perform,
+        back=_kb_url(kb),
+        danger=bool(gaps),
+    )
+
+
+def index_version_rollback_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str
+) -> HttpResponse:
+    kb = _kb(model_admin, request, pk)
+    previous = (
+        IndexVersion.objects.filter(kb=kb, state=IndexVersion.State.RETIRED)
+        .order_by("-retired_at")
+        .first()
+    )
+    if previous is None:
+        raise Http404("There is no retired index version to roll back to.")
+
+    def perform(reason: str, expected: int | None) -> str:
+        services.index_version_activate(
+            version_id=previous.pk,
+            actor=request.user,
+            reason=reason,
+            expected_active_id=expected,
+            action="rollback",
+        )
+        return f"Index version {previous.number} is active again."
+
+    return _confirm(
+        model_admin,
+        request,
+        title=f"Roll {kb} back to index version {previous.number}",
+        summary={"facts": [("now active", kb.active_index_version), ("roll back to", previous)]},
+        expected=kb.active_index_version_id,
+        perform=perform,
+        back=_kb_url(kb),
+        danger=True,
+    )

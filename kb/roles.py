@@ -1,0 +1,51 @@
+"""The two admin roles, as Django groups: content managers publish, index admins approve and
+undo. Created by migration kb.0006 and re-asserted by `canon_bootstrap`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CONTENT_MANAGERS = "Content managers"
+INDEX_ADMINS = "Index admins"
+
+CONTENT_MANAGER_PERMISSIONS = [
+    ("kb", "view_knowledgebase"),
+    ("kb", "view_indexversion"),
+    ("kb", "add_document"),
+    ("kb", "change_document"),
+    ("kb", "view_document"),
+    ("kb", "view_revision"),
+    ("kb", "view_build"),
+    ("kb", "view_publicationevent"),
+    ("kb", "retry_build"),
+    ("kb", "soft_delete_document"),
+    ("kb", "restore_document"),
+    ("ingestion", "view_ingestiontask"),
+]
+INDEX_ADMIN_PERMISSIONS = [
+    *CONTENT_MANAGER_PERMISSIONS,
+    ("kb", "change_knowledgebase"),
+    ("kb", "approve_build"),
+    ("kb", "rollback_document"),
+    ("kb", "manage_index_versions"),
+    ("ingestion", "view_outboxevent"),
+    ("ingestion", "view_auditevent"),
+    ("ingestion", "view_stageresult"),
+    ("retrieval", "view_apikey"),
+    ("retrieval", "add_apikey"),
+    ("retrieval", "change_apikey"),
+]
+ROLES = {CONTENT_MANAGERS: CONTENT_MANAGER_PERMISSIONS, INDEX_ADMINS: INDEX_ADMIN_PERMISSIONS}
+
+
+def ensure_roles(group_model: Any, permission_model: Any) -> None:
+    """Create or update the groups (idempotent). Takes the models so a migration can pass its
+    historical ones; the permissions must exist already."""
+    for name, codes in ROLES.items():
+        group, _ = group_model.objects.get_or_create(name=name)
+        group.permissions.set(
+            [
+                permission_model.objects.get(content_type__app_label=app, codename=codename)
+                for app, codename in codes
+            ]
+        )

@@ -1,0 +1,293 @@
+"""Approve, rollback, index-version swaps, retention GC and the admin's role checks."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from ingestion.models import IngestionTask
+from ingestion.pipeline import task_execute
+from kb import services, storage
+from kb.models import (
+    Build,
+    Chunk,
+    Document,
+    IndexVersion,
+    KnowledgeBase,
+    Publication,
+    Tenant,
+    TenantMembership,
+)
+from kb.roles import ensure_roles
+from retrieval.principals import Principal
+from retrieval.selectors import search
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def publish(kb: KnowledgeBase, key: str, text: str) -> Build:
+    """Upload and run every task this upload created (one per live index version)."""
+    stored = storage.store_bytes(text.encode())
+    document = Document.objects.filter(kb=kb, key=key).first()
+    if document is None:
+        revision = services.document_create(
+            kb=kb,
+            key=key,
+            title=key,
+            stored=stored,
+            media_type="text/plain",
+            original_name="x.txt",
+        )
+    else:
+        revision = services.revision_create(
+            document=document, stored=stored, media_type="text/plain", original_name="x.txt"
+        )
+    run_pending()
+    return Build.objects.get(revision=revision, index_version=kb.active_index_version_id)
+
+
+def run_pending() -> None:
+    for task_id in IngestionTask.objects.filter(status="queued").values_list("id", flat=True):
+        task_execute(task_id=task_id, worker_id="test")
+
+
+def live_revision(document: Document) -> int | None:
+    kb = KnowledgeBase.objects.get(pk=document.kb_id)
+    pub = (
+        Publication.objects.filter(document=document, index_version_id=kb.active_index_version_id)
+        .select_related("build__revision")
+        .first()
+    )
+    return pub.build.revision.number if pub else None
+
+
+def race(**calls: Any) -> dict[str, str]:
+    """Run the calls in threads released together; report "won" or "refused: <message>"."""
+    outcomes: dict[str, str] = {}
+    barrier = threading.Barrier(len(calls))
+
+    def act(name: str, call: Any) -> None:
+        barrier.wait()
+        try:
+            call()
+            outcomes[name] = "won"
+        except services.ActionRefused as exc:
+            outcomes[name] = f"refused: {exc}"
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=act, args=item) for item in calls.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return outcomes
+
+
+@pytest.fixture
+def approval_kb(kb: KnowledgeBase) -> KnowledgeBase:
+    kb.require_approval = True
+    kb.save()
+    return kb
+
+
+def test_approve_then_rollback_with_history(approval_kb: KnowledgeBase, admin_user: User) -> None:
+    r1 = publish(approval_kb, "doc", "First text about owls.")
+    services.build_approve(build_id=r1.pk, actor=admin_user, reason="first")
+    r2 = publish(approval_kb, "doc", "Second text about owls and bats.")
+    document = Document.objects.get(key="doc")
+    assert live_revision(document) == 1  # r2 waits for approval
+    services.build_approve(
+        build_id=r2.pk, actor=admin_user, reason="looks right", expected_live_build_id=r1.pk
+    )
+    assert live_revision(document) == 2
+
+    services.document_rollback(
+        document_id=document.pk,
+        build_id=r1.pk,
+        actor=admin_user,
+        reason="bats are wrong",
+        expected_live_build_id=r2.pk,
+    )
+
+    document.refresh_from_db()
+    assert live_revision(document) == 1 and document.desired_revision == 1
+    events = list(document.events.order_by("id").values_list("action", "reason", "actor"))
+    assert events == [
+        ("approve", "first", admin_user.pk),
+        ("approve", "looks right", admin_user.pk),
+        ("rollback", "bats are wrong", admin_user.pk),
+    ]
+    call_command("kb_verify")
+
+
+def test_a_stale_confirmation_page_is_refused(approval_kb: KnowledgeBase) -> None:
+    r1 = publish(approval_kb, "doc", "One.")
+    services.build_approve(build_id=r1.pk, actor=None)
+    r2 = publish(approval_kb, "doc", "Two.")
+    with pytest.raises(services.ActionRefused, match="changed since you opened"):
+        services.build_approve(build_id=r2.pk, actor=None, expected_live_build_id=r2.pk + 999)
+    assert live_revision(Document.objects.get()) == 1
+
+
+def test_concurrent_approve_and_rollback_have_one_winner(approval_kb: KnowledgeBase) -> None:
+    for round_number in range(3):
+        key = f"doc{round_number}"
+        r1 = publish(approval_kb, key, f"{key} one.")
+        services.build_approve(build_id=r1.pk, actor=None)
+        r2 = publish(approval_kb, key, f"{key} two.")
+        services.build_approve(build_id=r2.pk, actor=None)
+        r3 = publish(approval_kb, key, f"{key} three.")
+        document = Document.objects.get(key=key)
+        outcomes = race(
+            approve=partial(
+                services.build_approve, build_id=r3.pk, actor=None, expected_live_build_id=r2.pk
+            ),
+            rollback=partial(
+                services.document_rollback,
+                document_id=document.pk,
+                build_id=r1.pk,
+                actor=None,
+                expected_live_build_id=r2.pk,
+            ),
+        )
+        assert sorted(o.split(":")[0] for o in outcomes.values()) == ["refused", "won"], outcomes
+        winner = next(name for name, o in outcomes.items() if o == "won")
+        assert live_revision(document) == (3 if winner == "approve" else 1)
+    call_command("kb_verify")
+
+
+def test_index_version_swap_coverage_and_rollback(kb: KnowledgeBase, admin_user: User) -> None:
+    publish(kb, "a", "Alpha text about rivers.")
+    publish(kb, "b", "Beta text about mountains.")
+    v1 = kb.active_index_version
+    assert v1 is not None
+    v2 = services.index_version_create(
+        kb_id=kb.pk,
+        provider="hash",
+        model="canon-hash-v2",
+        dimensions=128,
+        chunk_size=400,
+        chunk_overlap=50,
+        actor=admin_user,
+    )
+    # not built yet: the swap is refused with the list of what is missing
+    with pytest.raises(services.ActionRefused, match="a: no live build yet"):
+        services.index_version_activate(version_id=v2.pk, actor=admin_user)
+
+    run_pending()
+    services.index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
+    kb.refresh_from_db()
+    assert kb.active_index_version_id == v2.pk
+    principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
+    result = search(principal=principal, kb=kb, query="rivers")
+    assert result.index_version == 2 and result.hits[0].document_key == "a"
+
+    # an upload after the swap is built into the retained v1 too, so rollback is not stale
+    publish(kb, "a", "Alpha text rewritten about lakes.")
+    services.index_version_rollback(kb_id=kb.pk, actor=admin_user)
+    kb.refresh_from_db()
+    assert kb.active_index_version_id == v1.pk
+    hits = search(principal=principal, kb=kb, query="lakes").hits
+    assert hits and hits[0].revision == 2 and "lakes" in hits[0].text
+    call_command("kb_verify")
+
+
+def test_concurrent_swaps_have_one_winner(kb: KnowledgeBase) -> None:
+    publish(kb, "a", "Some text.")
+    v1 = kb.active_index_version
+    assert v1 is not None
+    candidates = [
+        services.index_version_create(
+            kb_id=kb.pk,
+            provider="hash",
+            model=f"m{i}",
+            dimensions=64,
+            chunk_size=400,
+            chunk_overlap=0,
+        )
+        for i in range(2)
+    ]
+    run_pending()
+    outcomes = race(
+        **{
+            f"swap{v.number}": (
+                lambda v=v: services.index_version_activate(
+                    version_id=v.pk, actor=None, expected_active_id=v1.pk
+                )
+            )
+            for v in candidates
+        }
+    )
+    assert sorted(o.split(":")[0] for o in outcomes.values()) == ["refused", "won"], outcomes
+    assert IndexVersion.objects.filter(kb=kb, state="active").count() == 1
+    call_command("kb_verify")
+
+
+def test_gc_collects_only_unreferenced_builds_past_retention(kb: KnowledgeBase) -> None:
+    old = publish(kb, "doc", "Old text. " * 50)
+    live = publish(kb, "doc", "New text. " * 50)
+    kb.require_approval = True
+    kb.save()
+    pending = publish(kb, "doc", "Waiting text. " * 50)  # ready, awaiting approval
+    long_ago = timezone.now() - timedelta(days=kb.retention_days + 1)
+    Build.objects.filter(pk__in=[old.pk, live.pk, pending.pk]).update(updated_at=long_ago)
+
+    assert services.retention_collect() > 0
+
+    old.refresh_from_db()
+    assert old.collected_at is not None and not Chunk.objects.filter(build=old).exists()
+    for kept in (live, pending):
+        kept.refresh_from_db()
+        assert kept.collected_at is None
+        assert Chunk.objects.filter(build=kept).count() == kept.expected_chunk_count
+    assert services.retention_collect() == 0
+    with pytest.raises(services.ActionRefused):
+        services.document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
+    call_command("kb_verify")
+
+
+def role_user(name: str, group: str, tenant: Tenant) -> Client:
+    ensure_roles(Group, Permission)  # the test database is flushed between tests
+    user = User.objects.create_user(name, password="a-long-test-password", is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_admin_actions_check_roles_and_tenants(approval_kb: KnowledgeBase) -> None:
+    r1 = publish(approval_kb, "doc", "Text.")
+    document = Document.objects.get()
+    content = role_user("carol", "Content managers", approval_kb.tenant)
+    index_admin = role_user("ian", "Index admins", approval_kb.tenant)
+    other_tenant = Tenant.objects.create(name="Other", slug="other")
+    outsider = role_user("otto", "Index admins", other_tenant)
+    approve = f"/admin/kb/document/{document.pk}/approve/{r1.pk}/"
+
+    assert content.get(approve).status_code == 403
+    assert outsider.get(approve).status_code == 404
+    assert outsider.get(f"/admin/kb/document/{document.pk}/change/").status_code == 302
+    page = index_admin.get(approve)
+    assert page.status_code == 200 and b"1 added, 0 removed" in page.content
+    assert index_admin.post(approve, {"reason": "ok"}).status_code == 302
+    assert live_revision(document) == 1
+    # content managers may delete and restore, but not manage index versions
+    delete = f"/admin/kb/document/{document.pk}/soft-delete/"
+    assert content.post(delete, {"reason": "obsolete"}).status_code == 302
+    document.refresh_from_db()
+    assert document.deleted_at is not None
+    assert (
+        content.get(f"/admin/kb/knowledgebase/{approval_kb.pk}/index-versions/new/").status_code
+        == 403
+    )
