@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from functools import partial
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
