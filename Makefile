@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: run test check lint bench clean
+.PHONY: run test check lint bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,16 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(PY) -m config.devstack run
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m config.devstack exec -- $(MAKE) --no-print-directory check
+
+# The admin's browser tests drive Debian's Chromium; install it where we may (root with apt).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	       chromium chromium-driver >/dev/null) ; } || \
+	  echo "chromium is not installed: the browser tests will be skipped"
 
 # Runs inside `make test`, with DATABASE_URL and REDIS_URL pointing at the stack.
 check:

@@ -186,6 +186,17 @@ class DocumentAdmin(TenantScopedAdmin):
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """Preselect the knowledge base when the user has only one."""
+        initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
+        kbs = KnowledgeBase.objects.all()
+        if not request.user.is_superuser:
+            kbs = kbs.filter(tenant_id__in=user_tenant_ids(request))
+        only = list(kbs.values_list("pk", flat=True)[:2])
+        if len(only) == 1:
+            initial.setdefault("kb", only[0])
+        return initial
+
     @admin.display(description="status")
     def status(self, document: Document) -> str:
         return selectors.document_status(document=document)

@@ -261,7 +261,7 @@ def build_publish(
         )
         if problems:
             raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
-        if build.kb.require_approval and not approve:
+        if build.kb.require_approval and not approve and not _revision_approved(build):
             if build.state != Build.State.READY:
                 build.state = Build.State.READY
                 build.finished_at = timezone.now()
@@ -366,7 +366,26 @@ def build_approve(
                 f"Build {build.pk} was not published: a newer revision is desired or the "
                 "document was deleted."
             )
+        # Approval is of the revision: its ready builds in other index versions follow.
+        for other in Build.objects.filter(
+            revision_id=build.revision_id, state=Build.State.READY
+        ).exclude(pk=build.pk):
+            build_publish(build_id=other.pk, actor=actor, approve=True, reason=reason)
         return result
+
+
+def _revision_approved(build: Build) -> bool:
+    """Whether this build's revision was already published or approved in some index version
+    (then a build of it in another version, e.g. a re-index candidate, needs no new approval)."""
+    return PublicationEvent.objects.filter(
+        document_id=build.document_id,
+        revision_number=build.revision.number,
+        action__in=[
+            PublicationEvent.Action.PUBLISH,
+            PublicationEvent.Action.APPROVE,
+            PublicationEvent.Action.ROLLBACK,
+        ],
+    ).exists()
 
 
 @retry_conflicts
