@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.postgres.forms import SimpleArrayField
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.urls import path
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from kb import admin_views, selectors, services
@@ -143,7 +143,7 @@ class RevisionInline(admin.TabularInline):
 @admin.register(Document)
 class DocumentAdmin(TenantScopedAdmin):
     tenant_path = "kb__tenant_id"
-    list_display = ["key", "title", "kb", "status", "updated_at"]
+    list_display = ["key", "title", "kb", "status", "progress", "updated_at"]
     list_filter = ["kb"]
     search_fields = ["key", "title"]
     inlines = [RevisionInline]
@@ -196,6 +196,36 @@ class DocumentAdmin(TenantScopedAdmin):
         if len(only) == 1:
             initial.setdefault("kb", only[0])
         return initial
+
+    @admin.display(description="running builds")
+    def progress(self, document: Document) -> str:
+        """A progress bar per running build; the change list's script keeps them current."""
+        running = [
+            b
+            for b in selectors.build_progress(document=document)
+            if b["state"] in (Build.State.PENDING, Build.State.BUILDING)
+        ]
+        bars = format_html_join(
+            "",
+            '<div>r{} v{}: <progress max="{}" value="{}"></progress> {}/{}</div>',
+            (
+                (
+                    b["revision"],
+                    b["index_version"],
+                    b["expected"] or 1,
+                    b["written"],
+                    b["written"],
+                    b["expected"] if b["expected"] is not None else "?",
+                )
+                for b in running
+            ),
+        )
+        return format_html(
+            '<span class="canon-progress" data-url="{}" data-running="{}">{}</span>',
+            reverse("admin:kb_document_progress", args=[document.pk]),
+            len(running),
+            bars or "—",
+        )
 
     @admin.display(description="status")
     def status(self, document: Document) -> str:

@@ -152,7 +152,12 @@ def test_content_manager_and_index_admin_in_a_real_browser(
     kb.save()
     browser.find_element(By.ID, "id_new_revision").send_keys(str(second))
     carol.click("input[name=_continue]")
-    carol.wait_for_text("r2 awaiting approval", reload=True)
+    # the document list follows the build without a reload
+    carol.visit("/admin/kb/document/")
+    carol.wait_for_text("r2 awaiting approval")
+    carol.screenshot("list-awaiting-approval")
+    carol.visit(f"/admin/kb/document/{document.pk}/change/")
+    carol.wait_for_text("r2 awaiting approval")
     carol.screenshot("awaiting-approval")
     assert "Approve" not in browser.find_element(By.ID, "builds").text  # not her role
 
