@@ -22,6 +22,11 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("CANON_SWEEP_INTERVAL_SECONDS", "15.0")),
         "options": {"expires": 60},
     },
+    "reconciler": {
+        "task": "ingestion.tasks.reconcile",
+        "schedule": float(os.environ.get("CANON_RECONCILE_INTERVAL_SECONDS", "60.0")),
+        "options": {"expires": 120},
+    },
     "retention-gc": {
         "task": "ingestion.tasks.collect_garbage",
         "schedule": float(os.environ.get("CANON_GC_INTERVAL_SECONDS", "300.0")),

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "kb",
     "ingestion",
@@ -139,6 +141,38 @@ RETRY_MAX_SECONDS = env_float("CANON_RETRY_MAX_SECONDS", 300.0)
 RELAY_BATCH_SIZE = env_int("CANON_RELAY_BATCH_SIZE", 500)
 RELAY_INTERVAL_SECONDS = env_float("CANON_RELAY_INTERVAL_SECONDS", 1.0)
 RELAY_MAX_ATTEMPTS = env_int("CANON_RELAY_MAX_ATTEMPTS", 10)
+# The reconciler reports outbox events unpublished this long, and removes stored files that no
+# revision names once they are this old (an upload that crashed before its commit).
+RECONCILER_OUTBOX_LAG_SECONDS = env_float("CANON_RECONCILER_OUTBOX_LAG_SECONDS", 60.0)
+RECONCILER_ORPHAN_GRACE_SECONDS = env_float("CANON_RECONCILER_ORPHAN_GRACE_SECONDS", 3600.0)
+
+# --- embedding providers (README: "Pointing Canon at a real embedding service") ------------
+# An IndexVersion pins provider, model and dimensions; these say how to reach the service.
+# The API key comes from the environment only: it is never written to the database or logged.
+OPENAI_BASE_URL = env_str("CANON_OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = env_str("CANON_OPENAI_API_KEY", "")
+# Send `dimensions` in the request (OpenAI text-embedding-3-* can shorten its vectors).
+OPENAI_SEND_DIMENSIONS = env_bool("CANON_OPENAI_SEND_DIMENSIONS", False)
+PROVIDER_CONNECT_TIMEOUT_SECONDS = env_float("CANON_PROVIDER_CONNECT_TIMEOUT_SECONDS", 5.0)
+PROVIDER_READ_TIMEOUT_SECONDS = env_float("CANON_PROVIDER_READ_TIMEOUT_SECONDS", 30.0)
+PROVIDER_TOTAL_TIMEOUT_SECONDS = env_float("CANON_PROVIDER_TOTAL_TIMEOUT_SECONDS", 40.0)
+PROVIDER_MAX_ATTEMPTS = max(1, env_int("CANON_PROVIDER_MAX_ATTEMPTS", 4))
+PROVIDER_BACKOFF_BASE_SECONDS = env_float("CANON_PROVIDER_BACKOFF_BASE_SECONDS", 0.5)
+PROVIDER_BACKOFF_MAX_SECONDS = env_float("CANON_PROVIDER_BACKOFF_MAX_SECONDS", 8.0)
+# All attempts of one batch, waits included, end well inside the lease (clipped to 3/4 of it).
+PROVIDER_BUDGET_SECONDS = min(
+    env_float("CANON_PROVIDER_BUDGET_SECONDS", 45.0), 0.75 * LEASE_TTL_SECONDS
+)
+assert 0 < PROVIDER_BUDGET_SECONDS < LEASE_TTL_SECONDS, "provider budget must be below the lease"
+# The circuit breaker, shared by all workers through Redis: opens after THRESHOLD consecutive
+# failures, then lets one probe through every COOLDOWN seconds.
+BREAKER_THRESHOLD = max(1, env_int("CANON_BREAKER_THRESHOLD", 5))
+BREAKER_COOLDOWN_SECONDS = env_float("CANON_BREAKER_COOLDOWN_SECONDS", 30.0)
+BREAKER_KEY_PREFIX = env_str("CANON_BREAKER_KEY_PREFIX", "canon:breaker")
+# sentence-transformers (optional extra `local-models`): models are loaded from here, never
+# downloaded.
+LOCAL_MODELS_DIR = env_str("CANON_LOCAL_MODELS_DIR", str(BASE_DIR / ".data" / "models"))
+LOCAL_MODEL_DEVICE = env_str("CANON_LOCAL_MODEL_DEVICE", "cpu")
 
 # --- Celery (see docs/ARCHITECTURE.md, "Celery settings") ----------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -170,8 +204,38 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "retrieval.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": ["retrieval.throttling.PrincipalRateThrottle"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
+# Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
+CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
+# The shared cache (rate-limit counters only): losing it loses no fact. Keys are prefixed with
+# the database name, so deployments (and test runs) sharing one Redis never count together.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env_str("CANON_CACHE_URL", REDIS_URL),
+        "KEY_PREFIX": env_str(
+            "CANON_CACHE_KEY_PREFIX", f"canon-cache:{DATABASES['default'].get('NAME', '')}"
+        ),
+        "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
+    }
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Canon API",
+    "DESCRIPTION": "Search, explain and manage the documents of Canon's knowledge bases. "
+    "Authenticate with `Authorization: Bearer <API key>`.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's files come from the drf-spectacular-sidecar package, never from the internet.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No badge from the online validator either.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+}
 
 LOGGING = {
     "version": 1,

@@ -1,14 +1,22 @@
-"""Read-only views of the machinery: tasks, outbox events, stage results, audit events."""
+"""Read-only views of the machinery: tasks, outbox events, stage results, audit events, and the
+embedding providers' circuit breakers on top of the task list."""
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 
+from ingestion.breaker import breaker_states
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.services import PROVIDER_UNAVAILABLE
 from kb.admin import TenantScopedAdmin
+
+logger = logging.getLogger(__name__)
 
 
 class ReadOnlyAdmin(TenantScopedAdmin):
@@ -24,8 +32,74 @@ class ReadOnlyAdmin(TenantScopedAdmin):
         return False
 
 
+class WaitReasonFilter(admin.SimpleListFilter):
+    """Tasks waiting on the embedding provider apart from tasks that failed or retry for other
+    reasons (a bad file, a crash, a conflict)."""
+
+    title = "why"
+    parameter_name = "why"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("provider", "Waiting on the embedding provider"),
+            ("retrying", "Retrying for another reason"),
+            ("failed", "Failed or dead"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return tasks_by_reason(queryset).get(self.value() or "", queryset)
+
+
+def tasks_by_reason(queryset: QuerySet[Any]) -> dict[str, QuerySet[Any]]:
+    status = IngestionTask.Status
+    waiting = queryset.filter(status=status.RETRY_WAIT)
+    return {
+        "provider": waiting.filter(last_error_code=PROVIDER_UNAVAILABLE),
+        "retrying": waiting.exclude(last_error_code=PROVIDER_UNAVAILABLE),
+        "failed": queryset.filter(status__in=[status.FAILED, status.DEAD]),
+    }
+
+
+def _when(timestamp: float | None) -> datetime | None:
+    return datetime.fromtimestamp(timestamp, tz=UTC) if timestamp else None
+
+
+def provider_panel(queryset: QuerySet[Any]) -> dict[str, Any]:
+    """What the task list shows above its rows: each breaker's state and the tasks waiting on
+    providers, counted within `queryset` (already scoped to the user's tenant)."""
+    try:
+        breakers: list[dict[str, Any]] | None = [
+            {
+                "label": state.label,
+                "state": state.display_state,
+                "failures": state.failures,
+                "last_error": state.last_error,
+                "last_error_at": _when(state.last_error_at),
+                "next_probe_at": _when(state.next_probe_at),
+                "probe_in_flight": state.probe_in_flight,
+                "opens": state.opens,
+                "rejected": state.rejected,
+            }
+            for state in breaker_states()
+        ]
+    except Exception as exc:  # Redis down: say so, never break the page
+        logger.warning("cannot read circuit breakers: %s", exc)
+        breakers = None
+    by_reason = tasks_by_reason(queryset)
+    return {
+        "breakers": breakers,
+        "waiting_on_provider": list(
+            by_reason["provider"]
+            .order_by("available_at")
+            .values("id", "kb__slug", "document__key", "available_at", "last_error")[:20]
+        ),
+        "counts": {reason: qs.count() for reason, qs in by_reason.items()},
+    }
+
+
 @admin.register(IngestionTask)
 class IngestionTaskAdmin(ReadOnlyAdmin):
+    change_list_template = "admin/ingestion/ingestiontask/change_list.html"
     list_display = [
         "id",
         "kind",
@@ -36,10 +110,17 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
         "lease_owner",
         "lease_expires_at",
         "last_error_code",
+        "available_at",
         "updated_at",
     ]
-    list_filter = ["status", "kind"]
+    list_filter = [WaitReasonFilter, "status", "kind", "last_error_code"]
     list_select_related = ["document", "build"]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra_context = {**(extra_context or {}), **provider_panel(self.get_queryset(request))}
+        return super().changelist_view(request, extra_context=extra_context)
 
 
 @admin.register(OutboxEvent)

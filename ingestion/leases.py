@@ -39,7 +39,8 @@ class Lease:
 def task_claim(*, task_id: int, owner: str, ttl: float | None = None) -> Lease | None:
     """Claim a task with one conditional UPDATE; None when it is not claimable.
 
-    Claimable: queued or retry_wait and available, or running with an expired lease. Uses the
+    Claimable: queued or retry_wait and available, or running with an expired lease and attempts
+    left (past the cap the sweeper dead-letters it). Uses the
     database clock. Runs in its own transaction (autocommit); idempotent for duplicate messages:
     a second claim of a task held under a valid lease updates zero rows.
     """
@@ -54,7 +55,8 @@ def task_claim(*, task_id: int, owner: str, ttl: float | None = None) -> Lease |
              WHERE id = %s
                AND ((status IN ('queued', 'retry_wait')
                      AND (available_at IS NULL OR available_at <= now()))
-                    OR (status = 'running' AND lease_expires_at < now()))
+                    OR (status = 'running' AND lease_expires_at < now()
+                        AND attempt < max_attempts))
             RETURNING attempt
             """,
             [owner, ttl, task_id],
@@ -126,11 +128,14 @@ class Heartbeat:
                     continue
                 try:
                     if not lease_renew(self.lease):
-                        logger.warning("lease lost", extra={"task_id": self.lease.task_id})
+                        if not self._stop.is_set():  # after success the row is simply closed
+                            logger.warning("lease lost", extra={"task_id": self.lease.task_id})
                         return
                 except Exception:
-                    # A failed renewal is not yet a lost lease; the next beat tries again.
+                    # A failed renewal is not yet a lost lease; the next beat tries again, on a
+                    # new connection: Django never replaces a broken one by itself.
                     logger.exception("lease renewal failed", extra={"task_id": self.lease.task_id})
+                    connection.close()
         finally:
             connection.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +22,14 @@ from django.db.models.functions import Now
 from ingestion import chunker, faults, parsers, providers, text
 from ingestion.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
 from ingestion.models import EmbeddingCache, IngestionTask, StageResult
-from ingestion.services import task_fail, task_retry_later, task_succeed
+from ingestion.services import (
+    PROVIDER_UNAVAILABLE,
+    backoff_seconds,
+    task_fail,
+    task_retry_later,
+    task_succeed,
+    task_wait_for_provider,
+)
 from kb import storage
 from kb.models import Build, IndexVersion
 from kb.selectors import manifest_of
@@ -65,6 +73,15 @@ def task_execute(*, task_id: int, worker_id: str) -> str:
     except LeaseLost:
         logger.warning("lease lost; stopping without writing", extra=log)
         return "lease_lost"
+    except providers.ProviderUnavailable as exc:
+        # The provider is down, slow or rate limiting (or its breaker is open): not this task's
+        # fault. Wait for the next probe without spending an attempt; the build keeps building.
+        until = _provider_retry_time(exc)
+        logger.warning(
+            "waiting for the embedding provider until %s: %s", until.isoformat(), exc, extra=log
+        )
+        _fail_quietly(task_wait_for_provider, lease=lease, until=until, message=str(exc))
+        return PROVIDER_UNAVAILABLE
     except Exception as exc:
         if isinstance(exc, InterfaceError | OperationalError):
             # The connection may be dead (killed backend, failover): reconnect to record.
@@ -91,6 +108,13 @@ def classify(exc: BaseException) -> tuple[bool, str]:
     if isinstance(exc, providers.EmbeddingError):
         return exc.retryable, type(exc).__name__
     return True, type(exc).__name__
+
+
+def _provider_retry_time(exc: providers.ProviderUnavailable) -> datetime:
+    if exc.retry_at is not None:
+        return datetime.fromtimestamp(exc.retry_at, tz=UTC)
+    delay = backoff_seconds(1, base=settings.RETRY_BASE_SECONDS, cap=settings.RETRY_MAX_SECONDS)
+    return datetime.now(tz=UTC) + timedelta(seconds=max(delay, settings.RETRY_BASE_SECONDS))
 
 
 def _fail_quietly(record: Callable[..., None], **kwargs: Any) -> None:
@@ -237,15 +261,29 @@ def _vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
+def cache_model(version: IndexVersion) -> str:
+    """The EmbeddingCache's model key for an index version. Other providers' vectors are kept
+    apart from the hash provider's (and from each other's) even under the same model name, so a
+    vector from one provider can never be written into an index version of another."""
+    if version.provider == providers.HASH_PROVIDER:
+        return version.model
+    return f"{version.provider}:{version.model}"[:200]
+
+
 def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
-    """Embed the texts not yet in the EmbeddingCache, in batches, outside any transaction."""
+    """Embed the texts not yet in the EmbeddingCache, in batches, outside any transaction.
+
+    Each batch is cached as soon as it is embedded, so a task that waits for the provider halfway
+    resumes where it stopped. ProviderUnavailable (breaker open, retries spent) propagates to
+    `task_execute`; a wrong count or dimension is EmbeddingShapeError, terminal."""
     provider = providers.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
+    model_key = cache_model(version)
     by_hash = {p["content_hash"]: p["text"] for p in pieces}
     cached = set(
         EmbeddingCache.objects.filter(
-            model=version.model, dimensions=version.dimensions, content_hash__in=list(by_hash)
+            model=model_key, dimensions=version.dimensions, content_hash__in=list(by_hash)
         ).values_list("content_hash", flat=True)
     )
     missing = [h for h in by_hash if h not in cached]
@@ -263,7 +301,7 @@ def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
                 FROM unnest(%s::text[], %s::text[]) AS x(h, v)
                 ON CONFLICT (model, dimensions, content_hash) DO NOTHING
                 """,
-                [version.model, version.dimensions, hashes, [_vector_literal(v) for v in vectors]],
+                [model_key, version.dimensions, hashes, [_vector_literal(v) for v in vectors]],
             )
     return {"embedded": len(missing), "cached": len(cached)}
 
@@ -318,7 +356,7 @@ def _write(*, build: Build, pieces: list[JsonDict], lease: Lease) -> JsonDict:
                     [p["content_hash"] for p in batch],
                     [p["token_count"] for p in batch],
                     [text.lexical_document(p["text"]) for p in batch],
-                    build.index_version.model,
+                    cache_model(build.index_version),
                     build.index_version.dimensions,
                 ],
             )

@@ -1,18 +1,54 @@
 """Embedding providers: the protocol every provider meets, the checks applied to what a provider
-returns, and a deterministic, dependency-free hash embedding."""
+returns, a deterministic dependency-free hash embedding, an OpenAI-compatible HTTP provider
+(bounded retries, timeouts, a circuit breaker shared by all workers) and an optional local
+sentence-transformers model.
+
+An IndexVersion names one provider, model and dimension; `get_provider` builds exactly that one.
+Nothing here ever falls back to another provider or model: a provider that cannot answer raises
+ProviderUnavailable and the task waits.
+"""
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
+import json
+import logging
 import math
+import os
+import random
+import re
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
+import httpx
+import redis
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
+
+from ingestion.breaker import BreakerOpen, CircuitBreaker, Permit
 from ingestion.text import is_cjk_term, lexical_terms
 
+logger = logging.getLogger(__name__)
+
 HASH_PROVIDER = "hash"
+OPENAI_PROVIDER = "openai"
+LOCAL_PROVIDER = "sentence-transformers"
+KNOWN_PROVIDERS = (HASH_PROVIDER, OPENAI_PROVIDER, LOCAL_PROVIDER)
+
+# Only these answers are worth trying again; any other error status is a refusal.
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
 # The trigrams of a word together weigh this much relative to the word itself.
 _TRIGRAM_WEIGHT = 0.75
@@ -25,9 +61,38 @@ class EmbeddingError(Exception):
 
 
 class ProviderUnavailable(EmbeddingError):
-    """The provider could not be reached, timed out or is rate limiting."""
+    """The provider could not be reached, timed out, is rate limiting or answered garbage.
+
+    `retry_at` (Unix seconds), when set, is the earliest time worth trying again (the breaker's
+    next probe, a Retry-After); `retry_after` is the server's Retry-After for this one answer.
+    """
 
     retryable = True
+
+    def __init__(
+        self, message: str, *, retry_at: float | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+        self.retry_after = retry_after
+
+
+class CircuitOpen(ProviderUnavailable):
+    """The shared circuit breaker is open: no call was made."""
+
+
+class ProviderRejected(EmbeddingError):
+    """The provider answered and refused the request (400, 401, 404, 500, ...): retrying the
+    same request cannot help."""
+
+    retryable = False
+
+
+class ProviderMisconfigured(EmbeddingError):
+    """The provider cannot be used as configured (optional package missing, no model at the
+    path, unknown settings)."""
+
+    retryable = False
 
 
 class EmbeddingShapeError(EmbeddingError):
@@ -93,11 +158,22 @@ def _feature_slot(feature: str, dimensions: int) -> tuple[int, float]:
     return value % dimensions, 1.0 if value >> 63 else -1.0
 
 
-def get_provider(*, provider: str, model: str, dimensions: int) -> EmbeddingProvider:
-    """Return the provider named `provider`; ValueError for a name this build does not know."""
+def get_provider(
+    *, provider: str, model: str, dimensions: int, base_url: str | None = None
+) -> EmbeddingProvider:
+    """Return the provider named `provider` for exactly this model and dimension; ValueError for
+    a name this build does not know. `base_url` overrides CANON_OPENAI_BASE_URL (openai only)."""
     if provider == HASH_PROVIDER:
         return HashEmbeddingProvider(model=model, dimensions=dimensions)
-    raise ValueError(f"unknown embedding provider {provider!r}; known providers: {HASH_PROVIDER}")
+    if provider == OPENAI_PROVIDER:
+        return OpenAIEmbeddingProvider(
+            model=model, dimensions=dimensions, config=HttpProviderConfig.from_settings(base_url)
+        )
+    if provider == LOCAL_PROVIDER:
+        return SentenceTransformersProvider(model=model, dimensions=dimensions)
+    raise ValueError(
+        f"unknown embedding provider {provider!r}; known providers: {', '.join(KNOWN_PROVIDERS)}"
+    )
 
 
 def check_shape(
@@ -126,3 +202,393 @@ def check_shape(
             raise EmbeddingShapeError(
                 f"Vector {index} is all zeros, so its cosine distance is undefined."
             )
+
+
+# --- OpenAI-compatible HTTP provider -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpProviderConfig:
+    """How to reach an OpenAI-compatible `/embeddings` endpoint and how hard to try."""
+
+    base_url: str
+    api_key: str = field(repr=False)  # from the environment only; never stored, never logged
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    total_timeout: float = 40.0
+    max_attempts: int = 4
+    budget: float = 45.0
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    breaker_threshold: int = 5
+    breaker_cooldown: float = 30.0
+    send_dimensions: bool = False
+
+    @classmethod
+    def from_settings(cls, base_url: str | None = None) -> HttpProviderConfig:
+        from django.conf import settings
+
+        return cls(
+            base_url=(base_url or settings.OPENAI_BASE_URL).rstrip("/"),
+            api_key=settings.OPENAI_API_KEY,
+            connect_timeout=settings.PROVIDER_CONNECT_TIMEOUT_SECONDS,
+            read_timeout=settings.PROVIDER_READ_TIMEOUT_SECONDS,
+            total_timeout=settings.PROVIDER_TOTAL_TIMEOUT_SECONDS,
+            max_attempts=settings.PROVIDER_MAX_ATTEMPTS,
+            budget=settings.PROVIDER_BUDGET_SECONDS,
+            backoff_base=settings.PROVIDER_BACKOFF_BASE_SECONDS,
+            backoff_max=settings.PROVIDER_BACKOFF_MAX_SECONDS,
+            breaker_threshold=settings.BREAKER_THRESHOLD,
+            breaker_cooldown=settings.BREAKER_COOLDOWN_SECONDS,
+            send_dimensions=settings.OPENAI_SEND_DIMENSIONS,
+        )
+
+
+class _TotalTimeout(Exception):
+    pass
+
+
+_clients: dict[tuple[int, str], httpx.Client] = {}
+
+
+def _http_client(base_url: str) -> httpx.Client:
+    """One pooled client per process and endpoint (rebuilt after a fork)."""
+    key = (os.getpid(), base_url)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = httpx.Client(
+            headers={"User-Agent": "canon-embeddings/1"}, follow_redirects=False
+        )
+    return client
+
+
+def breaker_name(provider: str, base_url: str) -> str:
+    """The breaker shared by every worker calling this endpoint."""
+    return f"{provider}:{base_url.rstrip('/')}"
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date), if present."""
+    if "retry-after-ms" in headers:
+        try:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _worth_retrying(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderUnavailable) and not isinstance(exc, CircuitOpen)
+
+
+def _parse_embeddings(body: bytes) -> list[list[float]]:
+    """The vectors of an OpenAI embeddings response, in input order; ValueError when the body is
+    not one; EmbeddingShapeError when its indices do not name each input once."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"the body is not JSON ({exc})") from None
+    data = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(data, list):
+        raise ValueError("the body has no 'data' list")
+    items: list[tuple[int, list[float]]] = []
+    for position, item in enumerate(data):
+        if not isinstance(item, dict) or not isinstance(item.get("embedding"), list):
+            raise ValueError(f"data[{position}] has no 'embedding' list")
+        index = item.get("index", position)
+        if not isinstance(index, int):
+            raise ValueError(f"data[{position}] has a non-integer index")
+        items.append((index, item["embedding"]))
+    items.sort(key=lambda pair: pair[0])
+    if [index for index, _ in items] != list(range(len(items))):
+        raise EmbeddingShapeError(
+            "The embedding provider's answer does not name each input exactly once "
+            f"(indices {[index for index, _ in items][:20]})."
+        )
+    return [vector for _, vector in items]
+
+
+class OpenAIEmbeddingProvider:
+    """Any OpenAI-compatible `POST {base_url}/embeddings` (OpenAI, Azure-style gateways, vLLM,
+    Ollama, text-embeddings-inference, LiteLLM...).
+
+    One `embed` call is one batch: it tries up to `max_attempts` times within `budget` seconds,
+    only after connection errors, timeouts, malformed bodies and 429/502/503/504, waiting a
+    full-jitter exponential backoff or the server's Retry-After, whichever is longer. Every call
+    first asks the shared circuit breaker: while it is open, no call is made and CircuitOpen says
+    when to come back. Redis trouble never stops embedding: the breaker then fails open.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dimensions: int,
+        config: HttpProviderConfig,
+        breaker: CircuitBreaker | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if dimensions < 1:
+            raise ValueError(f"embedding dimensions must be at least 1, got {dimensions}")
+        self.name = OPENAI_PROVIDER
+        self.model = model
+        self.dimensions = dimensions
+        self.config = config
+        self.url = f"{config.base_url}/embeddings"
+        self.label = f"openai {config.base_url}"
+        self.breaker = breaker or CircuitBreaker(
+            breaker_name(OPENAI_PROVIDER, config.base_url),
+            label=self.label,
+            threshold=config.breaker_threshold,
+            cooldown=config.breaker_cooldown,
+            probe_ttl=min(config.total_timeout, config.budget) + 5.0,
+        )
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"<OpenAIEmbeddingProvider {self.label} {self.model}/{self.dimensions}>"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        batch = list(texts)
+        deadline = time.monotonic() + self.config.budget
+        retrying = Retrying(
+            stop=stop_after_attempt(self.config.max_attempts)
+            | stop_before_delay(self.config.budget),
+            wait=self._wait,
+            retry=retry_if_exception(_worth_retrying),
+            before_sleep=self._log_retry,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            vectors: list[list[float]] = retrying(self._attempt, batch, deadline)
+        except CircuitOpen:
+            raise
+        except ProviderUnavailable as exc:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            raise ProviderUnavailable(
+                f"{self.label}: gave up after {attempts} attempt(s): {exc}",
+                retry_at=self._retry_at(exc),
+                retry_after=exc.retry_after,
+            ) from exc
+        return vectors
+
+    # one attempt -------------------------------------------------------------------------
+
+    def _attempt(self, texts: list[str], deadline: float) -> list[list[float]]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ProviderUnavailable(f"the retry budget of {self.config.budget}s is spent")
+        permit = self._acquire()
+        try:
+            status, headers, body = self._post(texts, min(self.config.total_timeout, remaining))
+        except (httpx.TimeoutException, _TotalTimeout) as exc:
+            message = f"no answer within the timeout ({type(exc).__name__})"
+            self._failed(permit, message)
+            raise ProviderUnavailable(message) from exc
+        except httpx.HTTPError as exc:
+            message = self._redact(f"{type(exc).__name__}: {exc}")
+            self._failed(permit, message)
+            raise ProviderUnavailable(message) from exc
+        if status in RETRYABLE_STATUS:
+            message = f"HTTP {status}: {self._snippet(body)}"
+            self._failed(permit, message)
+            raise ProviderUnavailable(message, retry_after=_retry_after(headers))
+        if not 200 <= status < 300:
+            self._succeeded(permit)  # it answered, so it is up; the request is what it refuses
+            raise ProviderRejected(
+                f"{self.label} refused the request: HTTP {status}: {self._snippet(body)}"
+            )
+        try:
+            vectors = _parse_embeddings(body)
+        except ValueError as exc:
+            message = f"malformed response: {self._redact(str(exc))}"
+            self._failed(permit, message)
+            raise ProviderUnavailable(message) from None
+        except EmbeddingShapeError:
+            self._succeeded(permit)
+            raise
+        self._succeeded(permit)
+        check_shape(vectors, expected_count=len(texts), dimensions=self.dimensions)
+        return vectors
+
+    def _post(self, texts: list[str], limit: float) -> tuple[int, httpx.Headers, bytes]:
+        """POST the batch; at most `limit` seconds in all, however slowly the body trickles."""
+        payload: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.config.send_dimensions:
+            payload["dimensions"] = self.dimensions
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        timeout = httpx.Timeout(
+            connect=min(self.config.connect_timeout, limit),
+            read=min(self.config.read_timeout, limit),
+            write=min(self.config.read_timeout, limit),
+            pool=min(self.config.connect_timeout, limit),
+        )
+        deadline = time.monotonic() + limit
+        client = _http_client(self.config.base_url)
+        with client.stream("POST", self.url, json=payload, headers=headers, timeout=timeout) as r:
+            chunks = []
+            for chunk in r.iter_bytes():
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise _TotalTimeout(f"the answer took longer than {limit:.1f}s")
+            return r.status_code, r.headers, b"".join(chunks)
+
+    # breaker ------------------------------------------------------------------------------
+
+    def _acquire(self) -> Permit | None:
+        try:
+            return self.breaker.acquire()
+        except BreakerOpen as exc:
+            jitter = random.uniform(0, min(1.0, 0.1 * self.config.breaker_cooldown))
+            raise CircuitOpen(
+                self._redact(f"{self.label}: {exc}"), retry_at=exc.retry_at + jitter
+            ) from None
+        except redis.RedisError as exc:
+            logger.warning("circuit breaker store unreachable (%s); calling without it", exc)
+            return None
+
+    def _succeeded(self, permit: Permit | None) -> None:
+        if permit is not None:
+            try:
+                self.breaker.success(permit)
+            except redis.RedisError as exc:
+                logger.warning("circuit breaker store unreachable: %s", exc)
+
+    def _failed(self, permit: Permit | None, message: str) -> None:
+        if permit is not None:
+            try:
+                self.breaker.failure(permit, self._redact(message))
+            except redis.RedisError as exc:
+                logger.warning("circuit breaker store unreachable: %s", exc)
+
+    # waiting ------------------------------------------------------------------------------
+
+    def _wait(self, retry_state: RetryCallState) -> float:
+        backoff = wait_random_exponential(
+            multiplier=self.config.backoff_base, max=self.config.backoff_max
+        )(retry_state)
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        retry_after = getattr(exc, "retry_after", None) or 0.0
+        return max(backoff, retry_after)
+
+    def _log_retry(self, retry_state: RetryCallState) -> None:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        logger.warning(
+            "embedding call to %s failed (attempt %d of %d), retrying in %.2fs: %s",
+            self.label,
+            retry_state.attempt_number,
+            self.config.max_attempts,
+            retry_state.upcoming_sleep,
+            exc,
+        )
+
+    def _retry_at(self, exc: ProviderUnavailable) -> float:
+        """When a task that gave up should come back: not before the breaker's next probe or the
+        server's Retry-After, and not sooner than about one cool-down."""
+        now = time.time()
+        candidates = [now + self.config.breaker_cooldown * random.uniform(0.5, 1.0)]
+        if exc.retry_after:
+            candidates.append(now + exc.retry_after)
+        try:
+            state = self.breaker.state()
+        except redis.RedisError:
+            state = None
+        if state is not None and state.next_probe_at is not None:
+            candidates.append(state.next_probe_at + random.uniform(0, 1.0))
+        return max(candidates)
+
+    # secrets ------------------------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        if self.config.api_key:
+            text = text.replace(self.config.api_key, "***")
+        return _BEARER.sub("Bearer ***", text)
+
+    def _snippet(self, body: bytes) -> str:
+        text = body[:2000].decode("utf-8", errors="replace")
+        try:
+            document = json.loads(text)
+            if isinstance(document, dict) and isinstance(document.get("error"), dict):
+                text = str(document["error"].get("message", text))
+        except json.JSONDecodeError:
+            pass
+        return self._redact(" ".join(text.split())[:300]) or "(empty body)"
+
+
+_BEARER = re.compile(r"Bearer\s+\S+")
+
+
+# --- local sentence-transformers model (optional extra `local-models`) ----------------------
+
+
+@lru_cache(maxsize=4)
+def _load_local_model(path: str, device: str) -> Any:
+    """Load a sentence-transformers model from a local directory, never from the network."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise ProviderMisconfigured(
+            "The sentence-transformers provider needs the optional extra: "
+            "pip install -e '.[local-models]'."
+        ) from exc
+    if not Path(path).is_dir():
+        raise ProviderMisconfigured(
+            f"No local model at {path}. Put the model directory there (Canon never downloads "
+            "models) or set CANON_LOCAL_MODELS_DIR."
+        )
+    return SentenceTransformer(path, device=device, local_files_only=True)
+
+
+class SentenceTransformersProvider:
+    """A sentence-transformers model loaded from a path (CANON_LOCAL_MODELS_DIR/<model>, or
+    `model` itself when absolute). Vectors are L2-normalised."""
+
+    def __init__(self, *, model: str, dimensions: int, models_dir: str | None = None) -> None:
+        from django.conf import settings
+
+        self.name = LOCAL_PROVIDER
+        self.model = model
+        self.dimensions = dimensions
+        path = Path(model)
+        if not path.is_absolute():
+            path = Path(models_dir or settings.LOCAL_MODELS_DIR) / model
+        self._encoder = _load_local_model(str(path), settings.LOCAL_MODEL_DEVICE)
+        get_dimension = getattr(self._encoder, "get_sentence_embedding_dimension", None) or getattr(
+            self._encoder, "get_embedding_dimension", None
+        )
+        actual = get_dimension() if get_dimension is not None else None
+        if actual is not None and actual != dimensions:
+            raise EmbeddingShapeError(
+                f"The local model {model} produces {actual} dimensions; the index version "
+                f"expects {dimensions}."
+            )
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        array = self._encoder.encode(
+            list(texts),
+            batch_size=max(1, len(texts)),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [[float(value) for value in row] for row in array]

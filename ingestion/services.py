@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -67,15 +68,28 @@ def relay_nudge() -> None:
 
     faults.after_outbox_commit()
     try:
-        relay_outbox.apply_async(retry=False, expires=30)
+        _publish(relay_outbox, expires=30)
     except Exception as exc:  # the broker is down; the outbox keeps the intent
         logger.warning("relay nudge not sent: %s", exc)
+
+
+def _publish(task: Any, *, args: tuple[Any, ...] = (), **options: Any) -> None:
+    """Publish one message, failing at once when the broker cannot be reached.
+
+    `retry=False` only stops Celery from retrying the publish; kombu still retries the
+    *connection* until `broker_connection_timeout` before raising (about 6 s per message when
+    Redis refuses connections). One connection attempt is enough here: the outbox keeps the
+    intent and the relay backs off.
+    """
+    with task.app.producer_or_acquire() as producer:
+        producer.connection.ensure_connection(max_retries=0)
+        task.apply_async(args=args, producer=producer, retry=False, **options)
 
 
 def send_run_task(event: OutboxEvent) -> None:
     from ingestion.tasks import run_task
 
-    run_task.apply_async(args=(event.payload["task_id"],), retry=False)
+    _publish(run_task, args=(event.payload["task_id"],))
 
 
 def outbox_relay_batch(
@@ -102,6 +116,9 @@ def outbox_relay_batch(
                 send(event)
             except Exception as exc:
                 _outbox_send_failed(event, exc)
+                if broker_unreachable(exc):
+                    # The rest would wait on the same dead broker; they keep their turn.
+                    break
                 continue
             faults.relay_after_send()
             published_ids.append(event.pk)
@@ -113,14 +130,22 @@ def outbox_relay_batch(
 
 
 def _outbox_send_failed(event: OutboxEvent, exc: Exception) -> None:
+    """Back off; dead-letter after RELAY_MAX_ATTEMPTS — unless the broker was unreachable, which
+    says nothing about the event: an outage must not dead-letter everything pending."""
     event.attempts += 1
     event.last_error = f"{type(exc).__name__}: {exc}"[:2000]
     delay = backoff_seconds(event.attempts, base=1.0, cap=60.0)
     event.available_at = timezone.now() + timedelta(seconds=delay)
-    if event.attempts >= settings.RELAY_MAX_ATTEMPTS:
+    if event.attempts >= settings.RELAY_MAX_ATTEMPTS and not broker_unreachable(exc):
         event.dead_at = timezone.now()
         logger.error("outbox event %s dead-lettered after %s attempts", event.pk, event.attempts)
     event.save(update_fields=["attempts", "last_error", "available_at", "dead_at"])
+
+
+def broker_unreachable(exc: BaseException) -> bool:
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    return isinstance(exc, ConnectionError | KombuOperationalError | OSError)
 
 
 def task_succeed(*, lease: Lease) -> None:
@@ -162,6 +187,27 @@ def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
         task.last_error_code = code
         task.last_error = message[:4000]
         task.save(update_fields=["last_error_code", "last_error"])
+
+
+PROVIDER_UNAVAILABLE = "provider_unavailable"
+
+
+def task_wait_for_provider(*, lease: Lease, until: datetime, message: str) -> None:
+    """The embedding provider is unavailable (its circuit breaker is open, or every attempt within
+    the budget failed): wait in `retry_wait` until `until` with reason `provider_unavailable`.
+
+    The provider's outage is not the task's fault, so the attempt the claim counted is given back:
+    waiting never brings a task closer to `dead`, and its build keeps building. Fenced like
+    `task_retry_later` (build, then task, then the lease check).
+    """
+    with transaction.atomic():
+        task = _lock_build_then_task(lease)
+        task.attempt = max(task.attempt - 1, 0)
+        task.last_error_code = PROVIDER_UNAVAILABLE
+        task.last_error = message[:4000]
+        task.save(update_fields=["attempt", "last_error_code", "last_error"])
+        delay = max(0.0, (until - timezone.now()).total_seconds())
+        _task_requeue(task, status=IngestionTask.Status.RETRY_WAIT, delay=delay)
 
 
 def _lock_build_then_task(lease: Lease) -> IngestionTask:

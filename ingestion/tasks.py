@@ -37,3 +37,10 @@ def collect_garbage() -> int:
     from kb.services import retention_collect
 
     return retention_collect()
+
+
+@shared_task(name="ingestion.tasks.reconcile", ignore_result=True)
+def reconcile() -> dict[str, int]:
+    from ingestion.reconciler import reconcile as reconcile_pass
+
+    return reconcile_pass()

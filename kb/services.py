@@ -422,6 +422,14 @@ def document_rollback(
             raise ActionRefused(f"Build {build.pk} is not retained complete: {'; '.join(problems)}")
         document.desired_revision = build.revision.number
         document.save(update_fields=["desired_revision", "updated_at"])
+        # Newer candidates waiting for approval can never go live now.
+        Build.objects.filter(
+            document=document, state=Build.State.READY, revision__number__gt=build.revision.number
+        ).update(
+            state=Build.State.SUPERSEDED,
+            error=f"rolled back to revision {build.revision.number}",
+            updated_at=timezone.now(),
+        )
         return _pointer_move(
             document=document,
             build=build,
@@ -476,6 +484,7 @@ def document_restore(*, document_id: int, actor: Actor = None, reason: str = "")
             raise ActionRefused("The retention window has passed; the document was purged.")
         document.deleted_at = None
         document.save(update_fields=["deleted_at", "updated_at"])
+        _rebuild_desired_after_restore(document)
         kb = KnowledgeBase.objects.get(pk=document.kb_id)
         PublicationEvent.objects.create(
             kb_id=kb.pk,
@@ -491,6 +500,36 @@ def document_restore(*, document_id: int, actor: Actor = None, reason: str = "")
     return document
 
 
+def _rebuild_desired_after_restore(document: Document) -> None:
+    """A build of the desired revision that finished while the document was deleted was
+    superseded unpublished; queue it again so the restored document catches up (its stage
+    results are reused, so this costs only the switch)."""
+    if document.desired_revision is None:
+        return
+    published = PublicationEvent.objects.filter(document=document, build__isnull=False)
+    for build in Build.objects.filter(
+        document=document,
+        revision__number=document.desired_revision,
+        state=Build.State.SUPERSEDED,
+        collected_at__isnull=True,
+    ).exclude(pk__in=published.values("build_id")):
+        task = build.tasks.order_by("-id").first()
+        if task is None or task.status in ("queued", "running", "retry_wait"):
+            continue
+        Build.objects.filter(pk=build.pk).update(
+            state=Build.State.PENDING, error="", updated_at=timezone.now()
+        )
+        IngestionTask.objects.filter(pk=task.pk).update(
+            status=IngestionTask.Status.QUEUED,
+            attempt=0,
+            available_at=timezone.now(),
+            finished_at=None,
+            lease_owner="",
+            lease_expires_at=None,
+        )
+        outbox_add(task=task)
+
+
 PURGE_BATCH = 5000
 
 
@@ -504,6 +543,12 @@ def document_purge(*, document_id: int, lease: Lease) -> int:
             document = locks.lock_document(document_id)
             lease_check(lease)
             if document.deleted_at is None:
+                return removed
+            if IngestionTask.objects.filter(
+                kind=IngestionTask.Kind.DELETE, document_id=document_id, pk__gt=lease.task_id
+            ).exists():
+                # Deleted again after a restore: the later delete's own task purges, once its
+                # retention window has passed.
                 return removed
             with connection.cursor() as cursor:
                 cursor.execute(

@@ -10,7 +10,8 @@ from django.contrib.postgres.forms import SimpleArrayField
 from django.http import HttpRequest
 from django.utils import timezone
 
-from kb.admin import TenantScopedAdmin
+from kb.admin import TenantScopedAdmin, user_tenant_ids
+from kb.models import KnowledgeBase, Tenant
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 
@@ -20,7 +21,27 @@ class ApiKeyForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ["tenant", "name", "knowledge_bases", "access_groups", "expires_at"]
+        fields = [
+            "tenant",
+            "name",
+            "knowledge_bases",
+            "access_groups",
+            "can_read_history",
+            "expires_at",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        tenant = data.get("tenant")
+        if tenant is None:
+            return data
+        foreign = [kb for kb in data.get("knowledge_bases") or [] if kb.tenant_id != tenant.pk]
+        if foreign:
+            self.add_error(
+                "knowledge_bases",
+                f"Not knowledge bases of {tenant}: {', '.join(str(kb) for kb in foreign)}.",
+            )
+        return data
 
 
 @admin.register(ApiKey)
@@ -30,6 +51,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         "name",
         "prefix",
         "tenant",
+        "can_read_history",
         "created_at",
         "expires_at",
         "revoked_at",
@@ -38,6 +60,18 @@ class ApiKeyAdmin(TenantScopedAdmin):
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=user_tenant_ids(request))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "knowledge_bases" and not request.user.is_superuser:
+            kwargs["queryset"] = KnowledgeBase.objects.filter(
+                tenant_id__in=user_tenant_ids(request)
+            )
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
@@ -45,16 +79,24 @@ class ApiKeyAdmin(TenantScopedAdmin):
         key, plaintext = api_key_create(
             tenant=form.cleaned_data["tenant"],
             name=form.cleaned_data["name"],
+            knowledge_bases=form.cleaned_data.get("knowledge_bases") or [],
             access_groups=form.cleaned_data.get("access_groups") or [],
             expires_at=form.cleaned_data.get("expires_at"),
+            can_read_history=bool(form.cleaned_data.get("can_read_history")),
         )
-        obj.pk = key.pk
-        obj.prefix = key.prefix
+        obj.pk, obj.prefix, obj.key_hash, obj.created_at = (
+            key.pk,
+            key.prefix,
+            key.key_hash,
+            key.created_at,
+        )
+        obj._state.adding = False
         messages.warning(request, f"Copy this key now; it is not shown again: {plaintext}")
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        form.instance = ApiKey.objects.get(pk=form.instance.pk)
-        super().save_related(request, form, formsets, change)
+        if change:
+            super().save_related(request, form, formsets, change)
+        # On creation api_key_create has saved the knowledge bases already.
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:

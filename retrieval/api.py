@@ -1,24 +1,60 @@
-"""The search API. Views validate input with small serializers and call selectors."""
+"""The API (/api/v1/). Views validate input with small serializers, call selectors (reads) and
+services (writes), and shape the answer. Anything outside the principal's tenant, knowledge
+bases or access groups is answered exactly like something that does not exist: 404."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from rest_framework import serializers, status
-from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import APIException, NotAuthenticated, NotFound, ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from retrieval import selectors
+from kb.models import KnowledgeBase
+from kb.uploads import SKIPPED_ATTR
+from retrieval import selectors, services
 from retrieval.auth import request_principal
 from retrieval.principals import Principal
+from retrieval.serializers import (
+    DocumentDetailOutput,
+    DocumentPageInput,
+    DocumentPageOutput,
+    DocumentUploadInput,
+    ErrorOutput,
+    ExplainOutput,
+    KnowledgeBaseListOutput,
+    SearchInput,
+    SearchOutput,
+    UploadOutput,
+)
+
+
+class Refused(APIException):
+    """An answer with the status and code a service chose."""
+
+    def __init__(self, status_code: int, code: str, detail: str) -> None:
+        super().__init__(detail=detail, code=code)
+        self.status_code = status_code
+        self.default_code = code
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, with every error body shaped as {"error": ..., "detail": ...}."""
+    """DRF's handler, with every error body shaped as {"error": ..., "detail": ...}. Request
+    bodies Django refuses while parsing (too many files or fields, too large) are 4xx too."""
+    if isinstance(exc, RequestDataTooBig):
+        exc = Refused(413, "request_too_large", str(exc) or "The request body is too large.")
+    elif isinstance(exc, SuspiciousOperation):
+        exc = Refused(400, "bad_request", str(exc) or "The request was refused.")
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data
@@ -36,32 +72,38 @@ def principal_or_401(request: Request) -> Principal:
     return principal
 
 
-class SearchInput(serializers.Serializer):
-    kb = serializers.CharField(max_length=100)
-    query = serializers.CharField(max_length=settings.SEARCH_MAX_QUERY_CHARS, trim_whitespace=True)
-    top_k = serializers.IntegerField(min_value=1, max_value=100, default=10)
-    mode = serializers.ChoiceField(choices=selectors.MODES, default="hybrid")
+def _kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
+    try:
+        return selectors.knowledge_base_for(principal=principal, kb_ref=kb_ref)
+    except selectors.KnowledgeBaseNotFound as exc:
+        raise NotFound(f"Knowledge base {kb_ref!r} not found.") from exc
 
 
-class HitOutput(serializers.Serializer):
-    chunk_id = serializers.IntegerField()
-    score = serializers.FloatField()
-    text = serializers.CharField()
-    ordinal = serializers.IntegerField()
-    document_key = serializers.CharField()
-    document_title = serializers.CharField()
-    revision = serializers.IntegerField()
-    build_id = serializers.IntegerField()
-
-
-class SearchOutput(serializers.Serializer):
-    kb = serializers.CharField()
-    index_version = serializers.IntegerField()
-    took_ms = serializers.FloatField()
-    hits = HitOutput(many=True)
+def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    descriptions = {
+        400: "Invalid input; `detail` says what, per field.",
+        401: "Missing, malformed, unknown, expired or revoked API key.",
+        403: "Authenticated, but not allowed to do this.",
+        404: "Not found (or not visible to this key: never told apart).",
+        409: "Conflicts with the current state.",
+        413: "The upload is larger than the limit.",
+        415: "Unsupported media type.",
+        429: "Rate limited; retry after `Retry-After` seconds.",
+    }
+    return {
+        code: OpenApiResponse(ErrorOutput, description=descriptions[code])
+        for code in sorted({401, 429, *statuses})
+    }
 
 
 class SearchView(APIView):
+    @extend_schema(
+        operation_id="search",
+        request=SearchInput,
+        responses={200: SearchOutput, **_errors(400, 403, 404)},
+        description="Top chunks visible to this key. Filters narrow what the key may see; "
+        "`as_of` answers from the publication history (index admins only).",
+    )
     def post(self, request: Request) -> Response:
         principal = principal_or_401(request)
         if not isinstance(request.data, dict):
@@ -69,11 +111,186 @@ class SearchView(APIView):
         params = SearchInput(data=request.data)
         params.is_valid(raise_exception=True)
         data = params.validated_data
-        try:
-            kb = selectors.knowledge_base_for(principal=principal, kb_ref=data["kb"])
-        except selectors.KnowledgeBaseNotFound as exc:
-            raise NotFound(f"Knowledge base {data['kb']!r} not found.") from exc
-        result = selectors.search(
-            principal=principal, kb=kb, query=data["query"], top_k=data["top_k"], mode=data["mode"]
+        kb = _kb_or_404(principal, data["kb"])
+        filters = selectors.SearchFilters(
+            document_keys=tuple(data["document_keys"]) if "document_keys" in data else None,
+            metadata=data.get("metadata"),
         )
+        if data.get("as_of") is None:
+            result = selectors.search(
+                principal=principal,
+                kb=kb,
+                query=data["query"],
+                top_k=data["top_k"],
+                mode=data["mode"],
+                filters=filters,
+            )
+        else:
+            if not principal.can_read_history:
+                raise Refused(403, "permission_denied", "Only index admins may search as of.")
+            try:
+                result = selectors.search_as_of(
+                    principal=principal,
+                    kb=kb,
+                    query=data["query"],
+                    as_of=data["as_of"],
+                    top_k=data["top_k"],
+                    mode=data["mode"],
+                    filters=filters,
+                )
+            except selectors.HistoryOutOfRange as exc:
+                raise ValidationError({"as_of": [str(exc)]}) from exc
         return Response(SearchOutput(result).data, status=status.HTTP_200_OK)
+
+
+class ChunkExplainView(APIView):
+    @extend_schema(
+        operation_id="chunk_explain",
+        responses={200: ExplainOutput, **_errors(404)},
+        description="Why this chunk is, or is not, returned by search to this key now.",
+    )
+    def get(self, request: Request, chunk_id: int) -> Response:
+        principal = principal_or_401(request)
+        try:
+            explanation = selectors.chunk_explain(principal=principal, chunk_id=chunk_id)
+        except selectors.NotFound as exc:
+            raise NotFound(f"Chunk {chunk_id} not found.") from exc
+        return Response(ExplainOutput(explanation).data)
+
+
+class KnowledgeBaseListView(APIView):
+    @extend_schema(
+        operation_id="kb_list",
+        responses={200: KnowledgeBaseListOutput, **_errors()},
+        description="The knowledge bases this key may search.",
+    )
+    def get(self, request: Request) -> Response:
+        principal = principal_or_401(request)
+        kbs = selectors.knowledge_bases(principal=principal)
+        return Response(KnowledgeBaseListOutput({"results": kbs}).data)
+
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=True,
+    description="A unique key per upload (1-255 printable ASCII characters). A repeat with the "
+    "same key and body returns the first answer; with another body, 409.",
+)
+
+
+def _idempotency_key(request: Request) -> str:
+    value = request.headers.get("Idempotency-Key", "")
+    if not value:
+        raise ValidationError({"Idempotency-Key": ["This header is required."]})
+    if len(value) > 255 or not all(" " <= ch <= "~" for ch in value):
+        raise ValidationError({"Idempotency-Key": ["Use 1-255 printable ASCII characters."]})
+    return value
+
+
+class DocumentListView(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="document_list",
+        parameters=[DocumentPageInput],
+        responses={200: DocumentPageOutput, **_errors(400, 404)},
+        description="Documents of the knowledge base this key may read, by id, one page at a "
+        "time (pass `next_cursor` back as `cursor`).",
+    )
+    def get(self, request: Request, kb: str) -> Response:
+        principal = principal_or_401(request)
+        params = DocumentPageInput(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        knowledge_base = _kb_or_404(principal, kb)
+        page = selectors.documents_page(
+            principal=principal,
+            kb=knowledge_base,
+            after_id=params.validated_data.get("cursor"),
+            limit=params.validated_data["limit"],
+        )
+        return Response(DocumentPageOutput(page).data)
+
+    @extend_schema(
+        operation_id="document_upload",
+        request={"multipart/form-data": DocumentUploadInput},
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={201: UploadOutput, **_errors(400, 403, 404, 409, 413, 415)},
+        description="Upload a new document, or a new revision of the document with this key.",
+    )
+    def post(self, request: Request, kb: str) -> Response:
+        principal = principal_or_401(request)
+        knowledge_base = _kb_or_404(principal, kb)
+        idempotency_key = _idempotency_key(request)
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > settings.UPLOAD_MAX_BYTES + 1024 * 1024:
+            raise Refused(413, "file_too_large", "The request is larger than the upload limit.")
+        data = request.data  # parses the body; an oversized file is skipped while streaming
+        if getattr(request._request, SKIPPED_ATTR, None):
+            raise Refused(413, "file_too_large", "The file is larger than the upload limit.")
+        if len(request.FILES.getlist("file")) > 1:
+            raise ValidationError({"file": ["Upload one file per request."]})
+        params = DocumentUploadInput(data=data)
+        params.is_valid(raise_exception=True)
+        values = params.validated_data
+        try:
+            result = services.document_upload(
+                principal=principal,
+                kb=knowledge_base,
+                idempotency_key=idempotency_key,
+                key=values["key"],
+                upload=values["file"],
+                title=values.get("title") if "title" in data else None,
+                access_groups=values.get("access_groups", []) if "access_groups" in data else None,
+                actor=request.user,
+            )
+        except services.Refused as exc:
+            raise Refused(exc.status, exc.code, exc.message) from exc
+        headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
+        return Response(result.body, status=result.status, headers=headers)
+
+
+class DocumentDetailView(APIView):
+    @extend_schema(
+        operation_id="document_detail",
+        responses={200: DocumentDetailOutput, **_errors(404)},
+        description="A document's status, live revision and the builds on their way.",
+    )
+    def get(self, request: Request, document_id: int) -> Response:
+        principal = principal_or_401(request)
+        try:
+            detail = selectors.document_detail(principal=principal, document_id=document_id)
+        except selectors.NotFound as exc:
+            raise NotFound(f"Document {document_id} not found.") from exc
+        return Response(DocumentDetailOutput(detail).data)
+
+    @extend_schema(
+        operation_id="document_delete",
+        responses={204: None, **_errors(403, 404)},
+        description="Soft delete: invisible to search at once, restorable in the admin within "
+        "the retention window.",
+    )
+    def delete(self, request: Request, document_id: int) -> Response:
+        principal = principal_or_401(request)
+        try:
+            services.document_soft_delete(
+                principal=principal, document_id=document_id, actor=request.user
+            )
+        except selectors.NotFound as exc:
+            raise NotFound(f"Document {document_id} not found.") from exc
+        except services.Refused as exc:
+            raise Refused(exc.status, exc.code, exc.message) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The site's 404: JSON in the API's shape under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {"error": "not_found", "detail": f"Nothing at {request.path}."}, status=404
+        )
+    return page_not_found(request, exception)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -31,11 +31,20 @@ class ApiKeyAuthentication(BaseAuthentication):
         return 'Bearer realm="canon"'
 
 
+_UNRESOLVED = object()
+
+
 def request_principal(request: Request) -> Principal | None:
-    """The principal of an API-key request, or of an admin session user with a tenant."""
+    """The principal of an API-key request, or of an admin session user with a tenant
+    (resolved once per request)."""
     if isinstance(request.auth, Principal):
         return request.auth
-    return principal_from_user(request.user) if request.user is not None else None
+    cached = getattr(request, "_canon_principal", _UNRESOLVED)
+    if cached is not _UNRESOLVED:
+        return cast("Principal | None", cached)
+    principal = principal_from_user(request.user) if request.user is not None else None
+    request._canon_principal = principal  # type: ignore[attr-defined]
+    return principal
 
 
 class HasPrincipal(BasePermission):

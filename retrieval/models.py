@@ -1,4 +1,5 @@
-"""Principals for the search API: API keys stored as SHA-256 hashes with a visible prefix."""
+"""Principals for the search API (API keys stored as SHA-256 hashes with a visible prefix) and
+the idempotency records of API uploads."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64)
     knowledge_bases = models.ManyToManyField("kb.KnowledgeBase", blank=True, related_name="+")
     access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    can_read_history = models.BooleanField(
+        default=False, help_text="May search as of a past time (index admins' services)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -20,3 +24,26 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class IdempotencyRecord(models.Model):
+    """The outcome of an API upload, keyed by the client's Idempotency-Key within a tenant.
+
+    Written in the same transaction as the upload it records, so a record exists if and only if
+    the upload happened. A repeat with the same key and the same request returns the stored
+    response; the same key with a different request is refused (409)."""
+
+    tenant = models.ForeignKey("kb.Tenant", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    request_sha256 = models.CharField(max_length=64)
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} -> {self.response_status}"

@@ -26,11 +26,19 @@ class Principal:
     kb_ids: frozenset[int] | None  # None: every knowledge base of the tenant
     access_groups: frozenset[str]
     all_groups: bool = False  # tenant admins read every access group
+    can_read_history: bool = False  # may search as of a past time
+    can_upload: bool = True
+    can_delete: bool = True
     api_key_id: int | None = None
     user_id: int | None = None
 
     def may_read_kb(self, kb_id: int) -> bool:
         return self.kb_ids is None or kb_id in self.kb_ids
+
+    def may_read_groups(self, groups: Iterable[str]) -> bool:
+        """The visibility rule's access-group clause, for one document's groups."""
+        groups = set(groups)
+        return self.all_groups or not groups or bool(groups & self.access_groups)
 
 
 def _hash(key: str) -> str:
@@ -44,6 +52,7 @@ def api_key_create(
     knowledge_bases: Iterable[KnowledgeBase] = (),
     access_groups: Iterable[str] = (),
     expires_at: datetime | None = None,
+    can_read_history: bool = False,
 ) -> tuple[ApiKey, str]:
     """Create a key; return the row and the plaintext, which is never stored or shown again."""
     prefix = secrets.token_hex(4)
@@ -55,6 +64,7 @@ def api_key_create(
         key_hash=_hash(plaintext),
         access_groups=sorted(set(access_groups)),
         expires_at=expires_at,
+        can_read_history=can_read_history,
     )
     key.knowledge_bases.set(list(knowledge_bases))
     return key, plaintext
@@ -82,21 +92,29 @@ def principal_from_key(plaintext: str) -> Principal:
         tenant_id=key.tenant_id,
         kb_ids=kb_ids or None,
         access_groups=frozenset(key.access_groups),
+        can_read_history=key.can_read_history,
         api_key_id=key.pk,
     )
 
 
 def principal_from_user(user: AbstractBaseUser | AnonymousUser) -> Principal | None:
-    """Admin session users act within their tenant; staff read every access group."""
+    """Admin session users act within their tenant. Superusers read every access group; staff
+    may search history; uploads and deletes need the content managers' permissions."""
     if not user.is_authenticated:
         return None
     membership = TenantMembership.objects.filter(user_id=user.pk).first()
     if membership is None:
         return None
+    has_perm = getattr(user, "has_perm", lambda perm: False)
     return Principal(
         tenant_id=membership.tenant_id,
         kb_ids=None,
         access_groups=frozenset(membership.access_groups),
         all_groups=bool(getattr(user, "is_superuser", False)),
+        can_read_history=bool(
+            getattr(user, "is_superuser", False) or getattr(user, "is_staff", False)
+        ),
+        can_upload=has_perm("kb.add_document"),
+        can_delete=has_perm("kb.soft_delete_document"),
         user_id=user.pk,
     )

@@ -4,18 +4,28 @@ Each query joins the Publication pointer to its chunks and checks, in the statem
 snapshot, that the pointer's index version is the knowledge base's active one. A concurrent
 switch is therefore seen entirely or not at all; a concurrent swap of the active index version
 is detected in the same snapshot and the search starts again against the new version.
+
+Also here: search as of a past time (from the PublicationEvent history), explain (why a chunk
+is or is not visible), and the API's reads of knowledge bases and documents. Every read is
+scoped by a Principal; what lies outside it raises the same NotFound as what does not exist.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
 
 from ingestion import providers, text
-from kb.models import IndexVersion, KnowledgeBase
+from ingestion.models import AuditEvent
+from kb import selectors as kb_selectors
+from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
 from retrieval.principals import Principal
 
 RRF_K = 60
@@ -44,6 +54,18 @@ class SearchResult:
     index_version: int
     took_ms: float
     hits: list[Hit]
+    as_of: datetime | None = None
+    # as-of searches only: documents live then whose chunks are no longer retained
+    unretained_documents: int | None = None
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Client filters. They are ANDed into the statement that applies the visibility rule, so
+    they can only narrow what the principal sees, never widen it."""
+
+    document_keys: tuple[str, ...] | None = None
+    metadata: dict[str, Any] | None = None  # subset match on Document.metadata (jsonb @>)
 
 
 def knowledge_base_for(*, principal: Principal, kb_ref: str) -> KnowledgeBase:
@@ -51,17 +73,31 @@ def knowledge_base_for(*, principal: Principal, kb_ref: str) -> KnowledgeBase:
     difference between 'does not exist' and 'belongs to someone else'."""
     kbs = KnowledgeBase.objects.filter(tenant_id=principal.tenant_id)
     kb = kbs.filter(slug=kb_ref).first()
-    if kb is None and kb_ref.isdigit():
+    if kb is None and kb_ref.isascii() and kb_ref.isdigit() and len(kb_ref) < 19:
         kb = kbs.filter(pk=int(kb_ref)).first()
     if kb is None or not principal.may_read_kb(kb.pk) or kb.active_index_version_id is None:
         raise KnowledgeBaseNotFound(kb_ref)
     return kb
 
 
-def _visible(*, iv: int) -> str:
-    """FROM/WHERE of every search: the visibility rule, tenant and access groups, chunk-first so
-    the planner can drive the version's HNSW (or GIN) index. The index version id is inlined as
-    a literal so the partial-index predicate `index_version_id = N` is provably implied."""
+_GROUPS = "(%(all_groups)s OR d.access_groups = '{}' OR d.access_groups && %(groups)s::varchar[])"
+
+
+def _filters(params: dict[str, Any]) -> str:
+    """The client's filters as extra conditions on the document `d` (none when absent)."""
+    sql = ""
+    if params.get("document_keys") is not None:
+        sql += " AND d.key = ANY(%(document_keys)s::varchar[])"
+    if params.get("metadata") is not None:
+        sql += " AND d.metadata @> %(metadata)s::jsonb"
+    return sql
+
+
+def _visible(*, iv: int, params: dict[str, Any] | None = None) -> str:
+    """FROM/WHERE of every search: the visibility rule, tenant and access groups (and the
+    client's filters in `params`), chunk-first so the planner can drive the version's HNSW (or
+    GIN) index. The index version id is inlined as a literal so the partial-index predicate
+    `index_version_id = N` is provably implied."""
     iv = int(iv)
     return f"""
     FROM kb_chunk c
@@ -72,7 +108,7 @@ def _visible(*, iv: int) -> str:
     JOIN kb_revision r ON r.id = b.revision_id
     WHERE c.index_version_id = {iv} AND c.kb_id = %(kb)s AND k.tenant_id = %(tenant)s
       AND d.deleted_at IS NULL
-      AND (%(all_groups)s OR d.access_groups = '{{}}' OR d.access_groups && %(groups)s::varchar[])
+      AND {_GROUPS} {_filters(params or {})}
     """
 
 
@@ -99,7 +135,7 @@ def vector_query(
     order = f"({distance}) + 0" if exact else distance
     sql = f"""
         SELECT {_COLUMNS}, 1 - ({distance}) AS score
-        {_visible(iv=version.pk)}
+        {_visible(iv=version.pk, params=params)}
         ORDER BY {order}, c.id
         LIMIT %(limit)s
     """
@@ -141,21 +177,27 @@ def _vector_rows(
 def _keyword_rows(
     params: dict[str, Any], version: IndexVersion, query: str, limit: int
 ) -> list[tuple[Any, ...]]:
-    terms = text.lexical_terms(query)
-    if not terms:
+    tsquery = _tsquery(query)
+    if tsquery is None:
         return []
     sql = f"""
         SELECT {_COLUMNS}, ts_rank_cd(c.lexical, to_tsquery('simple', %(tsquery)s)) AS score
-        {_visible(iv=version.pk)}
+        {_visible(iv=version.pk, params=params)}
           AND c.lexical @@ to_tsquery('simple', %(tsquery)s)
         ORDER BY score DESC, c.id
         LIMIT %(limit)s
     """
-    # Terms are word characters or CJK only (text.lexical_terms); quoting keeps them lexemes.
-    tsquery = " | ".join("'" + term.replace("'", "''").replace("\\", "") + "'" for term in terms)
     with connection.cursor() as cursor:
         cursor.execute(sql, {**params, "tsquery": tsquery, "limit": limit})
         return cursor.fetchall()
+
+
+def _tsquery(query: str) -> str | None:
+    terms = text.lexical_terms(query)
+    if not terms:
+        return None
+    # Terms are word characters or CJK only (text.lexical_terms); quoting keeps them lexemes.
+    return " | ".join("'" + term.replace("'", "''").replace("\\", "") + "'" for term in terms)
 
 
 def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
@@ -186,13 +228,23 @@ def _fuse(ranked_lists: list[list[Hit]], top_k: int) -> list[Hit]:
     return [Hit(**{**hits[cid].__dict__, "score": round(scores[cid], 6)}) for cid in order]
 
 
-def search_params(*, principal: Principal, kb: KnowledgeBase) -> dict[str, Any]:
-    """The scope of every search, derived from the principal alone."""
+def search_params(
+    *, principal: Principal, kb: KnowledgeBase, filters: SearchFilters | None = None
+) -> dict[str, Any]:
+    """The scope of every search, derived from the principal alone, plus the client's filters
+    (which only ever add conditions)."""
+    filters = filters or SearchFilters()
     return {
         "kb": kb.pk,
         "tenant": principal.tenant_id,
         "all_groups": principal.all_groups,
         "groups": sorted(principal.access_groups),
+        "document_keys": (
+            sorted(set(filters.document_keys)) if filters.document_keys is not None else None
+        ),
+        "metadata": (
+            json.dumps(filters.metadata, sort_keys=True) if filters.metadata is not None else None
+        ),
     }
 
 
@@ -203,8 +255,21 @@ def _snapshot() -> None:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
 
+def _embed_query(version: IndexVersion, query: str) -> list[float]:
+    provider = providers.get_provider(
+        provider=version.provider, model=version.model, dimensions=version.dimensions
+    )
+    return provider.embed([query])[0]
+
+
 def search(
-    *, principal: Principal, kb: KnowledgeBase, query: str, top_k: int = 10, mode: str = "hybrid"
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    query: str,
+    top_k: int = 10,
+    mode: str = "hybrid",
+    filters: SearchFilters | None = None,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
@@ -217,13 +282,8 @@ def search(
         version = IndexVersion.objects.get(
             pk=KnowledgeBase.objects.values_list("active_index_version_id", flat=True).get(pk=kb.pk)
         )
-        vector = None
-        if mode in ("vector", "hybrid"):
-            provider = providers.get_provider(
-                provider=version.provider, model=version.model, dimensions=version.dimensions
-            )
-            vector = provider.embed([query])[0]
-        params = search_params(principal=principal, kb=kb)
+        vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
+        params = search_params(principal=principal, kb=kb, filters=filters)
         with transaction.atomic():
             _snapshot()
             if not KnowledgeBase.objects.filter(
@@ -238,3 +298,449 @@ def search(
         hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
         took_ms = (time.perf_counter() - started) * 1000
         return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)
+
+
+# --- as of a past time ------------------------------------------------------------------------
+
+
+class HistoryOutOfRange(ValueError):
+    """`as_of` is in the future or older than the knowledge base's retention window."""
+
+
+SWAP_EVENT_KINDS = ("index_version_swap", "index_version_rollback")
+
+
+def index_version_at(*, kb: KnowledgeBase, at: datetime) -> IndexVersion:
+    """The index version that was active at `at`, from the swap audit trail: the target of the
+    last swap at or before `at`; before the first swap, the version that swap replaced; with no
+    swap at all, the active one."""
+    swaps = AuditEvent.objects.filter(
+        kb=kb, kind__in=SWAP_EVENT_KINDS, subject_type="index_version"
+    )
+    last = swaps.filter(detected_at__lte=at).order_by("-detected_at", "-id").first()
+    version_id: Any = last.subject_id if last is not None else None
+    if version_id is None:
+        first_after = swaps.filter(detected_at__gt=at).order_by("detected_at", "id").first()
+        if first_after is not None:
+            version_id = (first_after.details or {}).get("previous_id")
+    version = (
+        IndexVersion.objects.filter(kb=kb, pk=version_id).first()
+        if isinstance(version_id, int)
+        else None
+    )
+    if version is None:
+        version = kb.active_index_version
+        assert version is not None, "knowledge_base_for only returns serving knowledge bases"
+    return version
+
+
+def _live_then(*, iv: int) -> str:
+    """One row per document of the knowledge base: the build its pointer in version `iv` named
+    at %(as_of)s (its last publish, approve or rollback event then), unless its last delete or
+    restore event then was a delete."""
+    iv = int(iv)
+    # Only the integer `iv` is interpolated; values are bound parameters.
+    return f"""
+    (
+        SELECT pointed.document_id, pointed.build_id
+        FROM (
+            SELECT DISTINCT ON (e.document_id) e.document_id, e.build_id
+            FROM kb_publicationevent e
+            WHERE e.kb_id = %(kb)s AND e.index_version_id = {iv}
+              AND e.action IN ('publish', 'approve', 'rollback') AND e.created_at <= %(as_of)s
+            ORDER BY e.document_id, e.created_at DESC, e.id DESC
+        ) pointed
+        LEFT JOIN LATERAL (
+            SELECT x.action FROM kb_publicationevent x
+            WHERE x.document_id = pointed.document_id AND x.action IN ('delete', 'restore')
+              AND x.created_at <= %(as_of)s
+            ORDER BY x.created_at DESC, x.id DESC
+            LIMIT 1
+        ) gone ON true
+        WHERE gone.action IS DISTINCT FROM 'delete'
+    ) live
+    """  # noqa: S608
+
+
+def _visible_then(*, iv: int, params: dict[str, Any]) -> str:
+    """FROM/WHERE of an as-of search: the chunks of the builds live at %(as_of)s that are still
+    retained, scoped by tenant, the documents' current access groups and the client's filters."""
+    return f"""
+    FROM {_live_then(iv=iv)}
+    JOIN kb_chunk c ON c.build_id = live.build_id AND c.index_version_id = {int(iv)}
+    JOIN kb_document d ON d.id = live.document_id
+    JOIN kb_knowledgebase k ON k.id = d.kb_id
+    JOIN kb_build b ON b.id = live.build_id
+    JOIN kb_revision r ON r.id = b.revision_id
+    WHERE c.kb_id = %(kb)s AND d.kb_id = %(kb)s AND k.tenant_id = %(tenant)s
+      AND {_GROUPS} {_filters(params)}
+    """
+
+
+def _history_rows(
+    params: dict[str, Any],
+    version: IndexVersion,
+    vector: list[float] | None,
+    tsquery: str | None,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """Exact ranking over the chunks live at as_of (no approximate index: few rows, rare use)."""
+    if vector is not None:
+        dims = int(version.dimensions)
+        distance = f"c.embedding::vector({dims}) <=> %(q)s::vector({dims})"
+        sql = f"""
+            SELECT {_COLUMNS}, 1 - ({distance}) AS score
+            {_visible_then(iv=version.pk, params=params)}
+            ORDER BY ({distance}) + 0, c.id LIMIT %(limit)s
+        """
+        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        sql_params = {**params, "q": literal, "limit": limit}
+    else:
+        sql = f"""
+            SELECT {_COLUMNS}, ts_rank_cd(c.lexical, to_tsquery('simple', %(tsquery)s)) AS score
+            {_visible_then(iv=version.pk, params=params)}
+              AND c.lexical @@ to_tsquery('simple', %(tsquery)s)
+            ORDER BY score DESC, c.id LIMIT %(limit)s
+        """
+        sql_params = {**params, "tsquery": tsquery, "limit": limit}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, sql_params)
+        return cursor.fetchall()
+
+
+def _history_unretained(params: dict[str, Any], version: IndexVersion) -> int:
+    """Documents (visible to the caller) that were live at as_of but whose build's chunks have
+    since been collected or purged: the answer cannot include them."""
+    sql = f"""
+        SELECT count(*) FROM {_live_then(iv=version.pk)}
+        JOIN kb_document d ON d.id = live.document_id
+        JOIN kb_knowledgebase k ON k.id = d.kb_id
+        LEFT JOIN kb_build b ON b.id = live.build_id
+        WHERE d.kb_id = %(kb)s AND k.tenant_id = %(tenant)s AND {_GROUPS} {_filters(params)}
+          AND (b.id IS NULL OR b.collected_at IS NOT NULL OR d.purged_at IS NOT NULL)
+    """  # noqa: S608 (fragments of constants and integers; values are bound)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def search_as_of(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    query: str,
+    as_of: datetime,
+    top_k: int = 10,
+    mode: str = "hybrid",
+    filters: SearchFilters | None = None,
+) -> SearchResult:
+    """What a search would have returned at `as_of`, from the PublicationEvent history: for each
+    document the build its pointer named then (in the index version active then), minus
+    documents deleted then, searched over those builds' chunks that are still retained.
+
+    Access groups and tenant scope are today's (history does not widen them). The caller must be
+    allowed to read history (checked by the caller of this function); raises HistoryOutOfRange
+    outside [now - retention window, now].
+    """
+    now = timezone.now()
+    if as_of > now:
+        raise HistoryOutOfRange("as_of is in the future.")
+    if as_of < now - timedelta(days=kb.retention_days):
+        raise HistoryOutOfRange(
+            f"as_of is older than the retention window of {kb.retention_days} days."
+        )
+    started = time.perf_counter()
+    version = index_version_at(kb=kb, at=as_of)
+    vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
+    tsquery = _tsquery(query) if mode in ("keyword", "hybrid") else None
+    params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
+    ranked: list[list[Hit]] = []
+    with transaction.atomic():
+        _snapshot()
+        if vector is not None:
+            ranked.append(_hits(_history_rows(params, version, vector, None, top_k)))
+        if mode in ("keyword", "hybrid"):
+            rows = _history_rows(params, version, None, tsquery, top_k) if tsquery else []
+            ranked.append(_hits(rows))
+        unretained = _history_unretained(params, version)
+    hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
+    return SearchResult(
+        kb=kb.slug,
+        index_version=version.number,
+        took_ms=(time.perf_counter() - started) * 1000,
+        hits=hits,
+        as_of=as_of,
+        unretained_documents=unretained,
+    )
+
+
+# --- explain ----------------------------------------------------------------------------------
+
+
+class NotFound(Exception):
+    """Does not exist, or belongs to a scope the principal may not see: never told apart."""
+
+
+@dataclass(frozen=True)
+class ChunkExplanation:
+    chunk_id: int
+    visible: bool
+    reasons: list[str]
+    chunk: dict[str, Any]
+    document: dict[str, Any]
+    build: dict[str, Any]
+    index_version: dict[str, Any]
+    pointer: dict[str, Any]
+    approval: dict[str, Any]
+    access: dict[str, Any]
+
+
+def _chunk_visible_now(*, principal: Principal, chunk: Chunk, iv: int) -> bool:
+    """The search statement's own visibility rule, applied to one chunk."""
+    params = {**search_params(principal=principal, kb=chunk.kb), "chunk": chunk.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) {_visible(iv=iv, params=params)} AND c.id = %(chunk)s", params
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
+    """Why a chunk is, or is not, returned to `principal` by search right now: the facts of the
+    visibility rule read in one snapshot, the verdict from the search statement itself. Raises
+    NotFound for a chunk of another tenant or outside the principal's knowledge bases. For a
+    document the principal may not read, its key and title are withheld."""
+    with transaction.atomic():
+        _snapshot()
+        chunk = (
+            Chunk.objects.select_related(
+                "kb", "document", "build__revision", "build__index_version", "index_version"
+            )
+            .filter(pk=chunk_id, kb__tenant_id=principal.tenant_id)
+            .first()
+        )
+        if chunk is None or not principal.may_read_kb(chunk.kb_id):
+            raise NotFound(chunk_id)
+        kb, document, build, version = chunk.kb, chunk.document, chunk.build, chunk.index_version
+        active_id = kb.active_index_version_id
+        publication = (
+            Publication.objects.select_related("build__revision")
+            .filter(document=document, index_version_id=active_id)
+            .first()
+        )
+        completeness = kb_selectors.build_completeness(build_id=build.pk)
+        problems = completeness.problems(
+            expected_count=build.expected_chunk_count,
+            dimensions=version.dimensions,
+            manifest=build.manifest_sha256,
+        )
+        approved = (
+            document.events.filter(build_id=build.pk, action="approve")
+            .order_by("-created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        visible = active_id is not None and _chunk_visible_now(
+            principal=principal, chunk=chunk, iv=active_id
+        )
+    readable = principal.may_read_groups(document.access_groups)
+    groups_held = sorted(set(document.access_groups) & principal.access_groups)
+    points_here = publication is not None and publication.build_id == build.pk
+    reasons: list[str] = []
+    if version.pk != active_id:
+        reasons.append(
+            f"The chunk belongs to index version {version.number} ({version.state}), "
+            "not the knowledge base's active one."
+        )
+    if publication is None:
+        reasons.append("No build of this document is live in the active index version.")
+    elif not points_here:
+        reasons.append(
+            f"The document's live pointer names build {publication.build_id} (revision "
+            f"{publication.build.revision.number}), not this chunk's build {build.pk}."
+        )
+    if build.state != Build.State.LIVE:
+        detail = {
+            Build.State.READY: "complete and waiting for approval",
+            Build.State.PENDING: "waiting to be built",
+            Build.State.BUILDING: "still being built",
+        }.get(Build.State(build.state), build.error or "no longer served")
+        reasons.append(f"Build {build.pk} is {build.state}: {detail}.")
+    if problems:
+        reasons.append(f"Build {build.pk} is incomplete: {'; '.join(problems)}.")
+    if document.desired_revision != build.revision.number:
+        reasons.append(
+            f"The build is of revision {build.revision.number}; revision "
+            f"{document.desired_revision} is the desired one."
+        )
+    if document.deleted_at is not None:
+        reasons.append(f"The document was deleted at {document.deleted_at.isoformat()}.")
+    if not readable:
+        reasons.append(
+            "The document is restricted to access groups this caller does not hold: "
+            f"{', '.join(sorted(document.access_groups))}."
+        )
+    if visible:
+        reasons = [
+            f"The document's live pointer in the active index version names this chunk's "
+            f"build {build.pk} (revision {build.revision.number}); the document is not deleted "
+            "and the caller may read its access groups."
+        ]
+        if problems:
+            reasons.append(
+                f"Yet the live build fails its completeness check ({'; '.join(problems)}): the "
+                "visibility rule is violated; run `manage.py kb_verify` and escalate."
+            )
+    elif not reasons:
+        reasons.append("Not visible, for a reason the facts above do not show.")
+    return ChunkExplanation(
+        chunk_id=chunk.pk,
+        visible=visible,
+        reasons=reasons,
+        chunk={"id": chunk.pk, "ordinal": chunk.ordinal, "token_count": chunk.token_count},
+        document={
+            "id": document.pk,
+            "key": document.key if readable else None,
+            "title": document.title if readable else None,
+            "desired_revision": document.desired_revision,
+            "deleted": document.deleted_at is not None,
+            "deleted_at": document.deleted_at,
+        },
+        build={
+            "id": build.pk,
+            "state": build.state,
+            "revision": build.revision.number,
+            "is_desired_revision": build.revision.number == document.desired_revision,
+            "expected_chunk_count": build.expected_chunk_count,
+            "chunk_count": completeness.chunk_count,
+            "complete": not problems,
+            "problems": problems,
+            "error": build.error,
+        },
+        index_version={
+            "number": version.number,
+            "state": version.state,
+            "active": version.pk == active_id,
+        },
+        pointer={
+            "build_id": publication.build_id if publication else None,
+            "revision": publication.build.revision.number if publication else None,
+            "published_at": publication.published_at if publication else None,
+            "points_at_this_build": points_here,
+        },
+        approval={
+            "kb_requires_approval": kb.require_approval,
+            "awaiting_approval": build.state == Build.State.READY,
+            "approved_at": approved,
+        },
+        access={
+            "document_groups": sorted(document.access_groups),
+            "caller_groups": sorted(principal.access_groups),
+            "caller_reads_all_groups": principal.all_groups,
+            "groups_matched": groups_held,
+            "allowed": readable,
+        },
+    )
+
+
+# --- knowledge bases and documents -------------------------------------------------------------
+
+
+def knowledge_bases(*, principal: Principal) -> QuerySet[KnowledgeBase]:
+    """The knowledge bases the principal may search, by slug."""
+    kbs = KnowledgeBase.objects.filter(
+        tenant_id=principal.tenant_id, active_index_version__isnull=False
+    ).select_related("active_index_version")
+    if principal.kb_ids is not None:
+        kbs = kbs.filter(pk__in=principal.kb_ids)
+    return kbs.order_by("slug", "id")
+
+
+def _readable_documents(principal: Principal) -> QuerySet[Document]:
+    """Documents of the principal's tenant and knowledge bases whose groups it may read."""
+    documents = Document.objects.filter(kb__tenant_id=principal.tenant_id)
+    if principal.kb_ids is not None:
+        documents = documents.filter(kb_id__in=principal.kb_ids)
+    if not principal.all_groups:
+        documents = documents.filter(
+            Q(access_groups=[]) | Q(access_groups__overlap=sorted(principal.access_groups))
+        )
+    return documents
+
+
+def _with_live_revision(documents: QuerySet[Document]) -> QuerySet[Document]:
+    live = Publication.objects.filter(
+        document=OuterRef("pk"), index_version_id=OuterRef("kb__active_index_version_id")
+    )
+    return documents.annotate(
+        live_revision=Subquery(live.values("build__revision__number")[:1]),
+        live_build_id=Subquery(live.values("build_id")[:1]),
+    )
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    documents: list[Document]
+    next_after_id: int | None
+
+
+def documents_page(
+    *, principal: Principal, kb: KnowledgeBase, after_id: int | None, limit: int
+) -> DocumentPage:
+    """Non-deleted documents of `kb` the principal may read, in id order after `after_id`
+    (keyset pagination: stable while documents are added, one indexed range scan per page).
+    Each carries `live_revision` and `live_build_id` (None when nothing is live)."""
+    documents = _readable_documents(principal).filter(kb=kb, deleted_at__isnull=True)
+    if after_id is not None:
+        documents = documents.filter(pk__gt=after_id)
+    rows = list(_with_live_revision(documents).select_related("kb").order_by("pk")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return DocumentPage(documents=rows, next_after_id=rows[-1].pk if more else None)
+
+
+def document_for(*, principal: Principal, document_id: int) -> Document:
+    """A document the principal may read (deleted ones included); NotFound otherwise, the same
+    for 'does not exist', 'another tenant' and 'not your access groups'."""
+    document = (
+        _with_live_revision(_readable_documents(principal))
+        .select_related("kb")
+        .filter(pk=document_id)
+        .first()
+    )
+    if document is None:
+        raise NotFound(document_id)
+    return document
+
+
+IN_PROGRESS_STATES = (Build.State.PENDING, Build.State.BUILDING, Build.State.READY)
+
+
+@dataclass(frozen=True)
+class DocumentDetail:
+    document: Document
+    status: str
+    live_revision: int | None
+    live_build_id: int | None
+    running_builds: list[Build] = field(default_factory=list)
+
+
+def document_detail(*, principal: Principal, document_id: int) -> DocumentDetail:
+    """A readable document with its status line, live revision and the builds still on their
+    way (pending, building, or ready and waiting for approval). Raises NotFound."""
+    document = document_for(principal=principal, document_id=document_id)
+    running = list(
+        Build.objects.filter(document=document, state__in=IN_PROGRESS_STATES)
+        .select_related("revision", "index_version")
+        .order_by("-revision__number", "index_version__number")
+    )
+    live = getattr(document, "live_revision", None) if document.deleted_at is None else None
+    return DocumentDetail(
+        document=document,
+        status=kb_selectors.document_status(document=document),
+        live_revision=live,
+        live_build_id=getattr(document, "live_build_id", None) if live is not None else None,
+        running_builds=running,
+    )

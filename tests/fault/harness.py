@@ -227,7 +227,13 @@ class Searcher(threading.Thread):
         assert self.violations == [], self.violations[:10]
 
 
+RUNNING_SEARCHERS: list[Searcher] = []
+
+
 def run_with_searcher(kb: KnowledgeBase, queries: list[str]) -> Searcher:
+    """Start a searcher; tests/fault/conftest.py stops it even when the test fails (a searcher
+    left running would block the test database's flush)."""
     searcher = Searcher(kb=kb, queries=queries)
     searcher.start()
+    RUNNING_SEARCHERS.append(searcher)
     return searcher

@@ -96,7 +96,7 @@ def test_a_failing_send_backs_off_and_dead_letters_visibly(kb: KnowledgeBase, se
     upload(kb, "doc", "text")
 
     def broken(event: OutboxEvent) -> None:
-        raise ConnectionError("broker unreachable")
+        raise ValueError("message rejected by the broker")
 
     for _ in range(3):
         OutboxEvent.objects.update(available_at=timezone.now())
@@ -104,10 +104,30 @@ def test_a_failing_send_backs_off_and_dead_letters_visibly(kb: KnowledgeBase, se
     event = OutboxEvent.objects.get()
     assert event.attempts == 3
     assert event.dead_at is not None and event.published_at is None
-    assert "broker unreachable" in event.last_error
+    assert "message rejected" in event.last_error
     # a dead event is not retried
     assert outbox_relay_batch(send=broken) == 0
     assert OutboxEvent.objects.get().attempts == 3
+
+
+def test_a_broker_outage_backs_off_but_never_dead_letters(kb: KnowledgeBase, settings) -> None:
+    settings.RELAY_MAX_ATTEMPTS = 2
+    upload(kb, "a", "text")
+    upload(kb, "b", "text")
+    sends: list[int] = []
+
+    def unreachable(event: OutboxEvent) -> None:
+        sends.append(event.pk)
+        raise ConnectionError("connection refused")
+
+    for _ in range(4):
+        OutboxEvent.objects.update(available_at=timezone.now())
+        assert outbox_relay_batch(send=unreachable) == 0
+    # one failed send per pass (the rest keep their turn), and nothing is dead
+    assert len(sends) == 4
+    assert not OutboxEvent.objects.filter(dead_at__isnull=False).exists()
+    OutboxEvent.objects.update(available_at=timezone.now())
+    assert outbox_relay_batch(send=lambda event: None) == 2
 
 
 def test_a_one_paragraph_edit_embeds_only_the_changed_chunks(kb: KnowledgeBase) -> None:

@@ -42,8 +42,8 @@ def test_get_provider_builds_the_hash_provider() -> None:
 
 
 def test_get_provider_rejects_unknown_names() -> None:
-    with pytest.raises(ValueError, match="unknown embedding provider 'openai'"):
-        get_provider(provider="openai", model="text-embedding-3-small", dimensions=1536)
+    with pytest.raises(ValueError, match="unknown embedding provider 'cohere'"):
+        get_provider(provider="cohere", model="embed-v4", dimensions=1536)
 
 
 def test_dimensions_must_be_positive() -> None:

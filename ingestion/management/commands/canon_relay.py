@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import DatabaseError, connection
 
 from ingestion.services import outbox_relay_batch
 
@@ -23,7 +24,15 @@ class Command(BaseCommand):
     ) -> None:
         deadline = time.monotonic() + seconds if seconds else None
         while True:
-            sent = outbox_relay_batch()
+            try:
+                sent = outbox_relay_batch()
+            except DatabaseError as exc:
+                if not loop:
+                    raise
+                # A lost connection or a failover: reconnect on the next pass, do not die.
+                self.stderr.write(f"relay pass failed: {exc}")
+                connection.close()
+                sent = 0
             if sent:
                 self.stdout.write(f"sent {sent}")
                 self.stdout.flush()

@@ -1,0 +1,287 @@
+"""Small input and output serializers of the API. They validate and shape; they hold no logic."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from retrieval import selectors
+
+MAX_DOCUMENT_KEYS = 100
+MAX_METADATA_CHARS = 4096
+PAGE_LIMIT_DEFAULT = 50
+PAGE_LIMIT_MAX = 200
+
+
+def _no_nul(value: Any) -> None:
+    """PostgreSQL text and jsonb cannot hold NUL; refuse it anywhere in a JSON value."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise serializers.ValidationError("Null characters are not allowed.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(key)
+            _no_nul(item)
+    elif isinstance(value, list):
+        for item in value:
+            _no_nul(item)
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class ErrorOutput(serializers.Serializer):
+    error = serializers.CharField(help_text="A short machine-readable code.")
+    detail = serializers.JSONField(help_text="A message, or messages per input field.")
+
+
+# --- search ---------------------------------------------------------------------------------
+
+
+class SearchInput(serializers.Serializer):
+    kb = serializers.CharField(max_length=100, help_text="Knowledge base slug (or id).")
+    query = serializers.CharField(max_length=settings.SEARCH_MAX_QUERY_CHARS, trim_whitespace=True)
+    top_k = serializers.IntegerField(min_value=1, max_value=100, default=10)
+    mode = serializers.ChoiceField(choices=selectors.MODES, default="hybrid")
+    document_keys = serializers.ListField(
+        child=serializers.CharField(max_length=255, trim_whitespace=False),
+        allow_empty=False,
+        max_length=MAX_DOCUMENT_KEYS,
+        required=False,
+        help_text="Only these documents (by key).",
+    )
+    metadata = serializers.DictField(
+        required=False,
+        help_text="Only documents whose metadata contains this object (JSON containment).",
+    )
+    as_of = serializers.DateTimeField(
+        required=False,
+        help_text="Search what was live at this time (index admins; within the retention window).",
+    )
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        _no_nul(value)
+        if len(json.dumps(value)) > MAX_METADATA_CHARS:
+            raise serializers.ValidationError(
+                f"The metadata filter is longer than {MAX_METADATA_CHARS} characters."
+            )
+        return value
+
+
+class HitOutput(serializers.Serializer):
+    chunk_id = serializers.IntegerField()
+    score = serializers.FloatField()
+    text = serializers.CharField()
+    ordinal = serializers.IntegerField()
+    document_key = serializers.CharField()
+    document_title = serializers.CharField()
+    revision = serializers.IntegerField()
+    build_id = serializers.IntegerField()
+
+
+class SearchOutput(serializers.Serializer):
+    kb = serializers.CharField()
+    index_version = serializers.IntegerField(help_text="The index version that answered.")
+    took_ms = serializers.FloatField()
+    as_of = serializers.DateTimeField(allow_null=True)
+    unretained_documents = serializers.IntegerField(
+        allow_null=True,
+        help_text="As-of searches: documents live then whose chunks are no longer retained.",
+    )
+    hits = HitOutput(many=True)
+
+
+# --- explain --------------------------------------------------------------------------------
+
+
+class ExplainChunk(serializers.Serializer):
+    id = serializers.IntegerField()
+    ordinal = serializers.IntegerField()
+    token_count = serializers.IntegerField()
+
+
+class ExplainDocument(serializers.Serializer):
+    id = serializers.IntegerField()
+    key = serializers.CharField(allow_null=True, help_text="Withheld (null) if not readable.")
+    title = serializers.CharField(allow_null=True, help_text="Withheld (null) if not readable.")
+    desired_revision = serializers.IntegerField(allow_null=True)
+    deleted = serializers.BooleanField()
+    deleted_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExplainBuild(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.CharField()
+    revision = serializers.IntegerField()
+    is_desired_revision = serializers.BooleanField()
+    expected_chunk_count = serializers.IntegerField(allow_null=True)
+    chunk_count = serializers.IntegerField()
+    complete = serializers.BooleanField()
+    problems = serializers.ListField(child=serializers.CharField())
+    error = serializers.CharField(allow_blank=True)
+
+
+class ExplainIndexVersion(serializers.Serializer):
+    number = serializers.IntegerField()
+    state = serializers.CharField()
+    active = serializers.BooleanField()
+
+
+class ExplainPointer(serializers.Serializer):
+    build_id = serializers.IntegerField(allow_null=True)
+    revision = serializers.IntegerField(allow_null=True)
+    published_at = serializers.DateTimeField(allow_null=True)
+    points_at_this_build = serializers.BooleanField()
+
+
+class ExplainApproval(serializers.Serializer):
+    kb_requires_approval = serializers.BooleanField()
+    awaiting_approval = serializers.BooleanField()
+    approved_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExplainAccess(serializers.Serializer):
+    document_groups = serializers.ListField(child=serializers.CharField())
+    caller_groups = serializers.ListField(child=serializers.CharField())
+    caller_reads_all_groups = serializers.BooleanField()
+    groups_matched = serializers.ListField(child=serializers.CharField())
+    allowed = serializers.BooleanField()
+
+
+class ExplainOutput(serializers.Serializer):
+    chunk_id = serializers.IntegerField()
+    visible = serializers.BooleanField(help_text="Would search return this chunk now?")
+    reasons = serializers.ListField(child=serializers.CharField())
+    chunk = ExplainChunk()
+    document = ExplainDocument()
+    build = ExplainBuild()
+    index_version = ExplainIndexVersion()
+    pointer = ExplainPointer()
+    approval = ExplainApproval()
+    access = ExplainAccess()
+
+
+# --- knowledge bases and documents ------------------------------------------------------------
+
+
+class KnowledgeBaseOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    require_approval = serializers.BooleanField()
+    retention_days = serializers.IntegerField()
+    index_version = serializers.IntegerField(source="active_index_version.number")
+    embedding_model = serializers.CharField(source="active_index_version.model")
+    dimensions = serializers.IntegerField(source="active_index_version.dimensions")
+
+
+class KnowledgeBaseListOutput(serializers.Serializer):
+    results = KnowledgeBaseOutput(many=True)
+
+
+def cursor_encode(after_id: int) -> str:
+    return base64.urlsafe_b64encode(str(after_id).encode()).decode()
+
+
+class DocumentPageInput(serializers.Serializer):
+    cursor = serializers.CharField(
+        required=False, max_length=64, help_text="next_cursor of the previous page."
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=PAGE_LIMIT_MAX, default=50)
+
+    def validate_cursor(self, value: str) -> int:
+        try:
+            after_id = int(base64.urlsafe_b64decode(value.encode()).decode())
+        except (binascii.Error, UnicodeError, ValueError) as exc:
+            raise serializers.ValidationError("Not a cursor this API returned.") from exc
+        if not 0 <= after_id < 2**63:
+            raise serializers.ValidationError("Not a cursor this API returned.")
+        return after_id
+
+
+class DocumentOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kb = serializers.CharField(source="kb.slug")
+    key = serializers.CharField()
+    title = serializers.CharField()
+    access_groups = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField()
+    desired_revision = serializers.IntegerField(allow_null=True)
+    live_revision = serializers.IntegerField(
+        allow_null=True, help_text="The revision search serves (null: nothing live)."
+    )
+    deleted = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_deleted(self, document: Any) -> bool:
+        return document.deleted_at is not None
+
+
+class DocumentPageOutput(serializers.Serializer):
+    results = DocumentOutput(many=True, source="documents")
+    next_cursor = serializers.SerializerMethodField()
+
+    def get_next_cursor(self, page: selectors.DocumentPage) -> str | None:
+        return cursor_encode(page.next_after_id) if page.next_after_id is not None else None
+
+
+class BuildOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.CharField()
+    revision = serializers.IntegerField(source="revision.number")
+    index_version = serializers.IntegerField(source="index_version.number")
+    chunks_written = serializers.IntegerField()
+    expected_chunk_count = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+
+
+class DocumentDetailOutput(DocumentOutput):
+    status = serializers.CharField(help_text="One line: what is live, what is on its way.")
+    live_build_id = serializers.IntegerField(allow_null=True)
+    running_builds = BuildOutput(many=True, help_text="Pending, building or awaiting approval.")
+
+    def to_representation(self, instance: Any) -> Any:
+        detail: selectors.DocumentDetail = instance
+        data = DocumentOutput(detail.document).data
+        data.update(
+            status=detail.status,
+            live_revision=detail.live_revision,
+            live_build_id=detail.live_build_id,
+            running_builds=BuildOutput(detail.running_builds, many=True).data,
+        )
+        return data
+
+
+class DocumentUploadInput(serializers.Serializer):
+    key = serializers.CharField(max_length=255, help_text="Stable identity within the KB.")
+    title = serializers.CharField(max_length=500, required=False, allow_blank=True)
+    access_groups = serializers.ListField(
+        child=serializers.CharField(max_length=1000, allow_blank=True),
+        required=False,
+        max_length=50,
+        help_text="Repeat the field, or separate groups with commas.",
+    )
+    file = serializers.FileField(help_text="PDF, DOCX, HTML, Markdown or plain text.")
+
+    def validate_access_groups(self, value: list[str]) -> list[str]:
+        groups = sorted({g.strip() for item in value for g in item.split(",") if g.strip()})
+        if any(len(g) > 100 for g in groups):
+            raise serializers.ValidationError("An access group is at most 100 characters.")
+        return groups
+
+
+class UploadOutput(serializers.Serializer):
+    document_id = serializers.IntegerField()
+    key = serializers.CharField()
+    title = serializers.CharField()
+    access_groups = serializers.ListField(child=serializers.CharField())
+    revision = serializers.IntegerField()
+    document_created = serializers.BooleanField()
+    build_ids = serializers.ListField(child=serializers.IntegerField())

@@ -1,0 +1,270 @@
+"""Writes through the API: uploads with an Idempotency-Key, and soft deletes.
+
+An upload stores its bytes first (content-addressed, outside any transaction), then writes the
+document or revision, its builds, tasks and outbox events (kb.services) and the idempotency
+record in ONE transaction: a record exists if and only if its upload happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+
+from ingestion import parsers
+from kb import services as kb_services
+from kb.models import Document, KnowledgeBase, Revision
+from kb.services import Actor, InvalidUpload
+from kb.uploads import AcceptedUpload, UploadRejected, clean_filename, upload_accept
+from retrieval import selectors
+from retrieval.models import IdempotencyRecord
+from retrieval.principals import Principal
+
+
+class Refused(Exception):
+    """A write refused before anything was committed; `status` is the HTTP status to answer."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    status: int
+    body: dict[str, Any]
+    replayed: bool
+
+
+def _file_digest(upload: UploadedFile) -> str:
+    digest = hashlib.sha256()
+    upload.seek(0)
+    for chunk in upload.chunks():
+        digest.update(chunk)
+    upload.seek(0)
+    return digest.hexdigest()
+
+
+def _request_sha256(
+    *,
+    kb: KnowledgeBase,
+    key: str,
+    title: str | None,
+    access_groups: Sequence[str] | None,
+    file_sha256: str,
+    file_size: int,
+) -> str:
+    canonical = {
+        "kb": kb.pk,
+        "key": key,
+        "title": title,
+        "access_groups": sorted(set(access_groups)) if access_groups is not None else None,
+        "file_sha256": file_sha256,
+        "file_size": file_size,
+    }
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+
+
+def _replay(*, tenant_id: int, idempotency_key: str, request_sha256: str) -> UploadResult | None:
+    record = IdempotencyRecord.objects.filter(tenant_id=tenant_id, key=idempotency_key).first()
+    if record is None:
+        return None
+    if record.request_sha256 != request_sha256:
+        raise Refused(
+            409,
+            "idempotency_key_reused",
+            "This Idempotency-Key was already used for a different request; use a new key.",
+        )
+    return UploadResult(status=record.response_status, body=record.response_body, replayed=True)
+
+
+def _accept(upload: UploadedFile) -> AcceptedUpload:
+    """The upload checks of kb.uploads, each mapped to its own status, then storage."""
+    name = clean_filename(upload.name or "")
+    size = upload.size or 0
+    if size > settings.UPLOAD_MAX_BYTES:
+        raise Refused(
+            413,
+            "file_too_large",
+            f"{name} is larger than the limit of {settings.UPLOAD_MAX_BYTES} bytes.",
+        )
+    if size == 0:
+        raise Refused(400, "empty_file", f"{name} is empty.")
+    upload.seek(0)
+    head = upload.read(parsers.SNIFF_BYTES)
+    upload.seek(0)
+    try:
+        parsers.detect_media_type(name, head)
+    except parsers.UnsupportedMediaType as exc:
+        raise Refused(415, "unsupported_media_type", f"{name}: {exc}") from exc
+    except parsers.ParseError as exc:
+        raise Refused(400, "invalid_file", f"{name}: {exc}") from exc
+    try:
+        return upload_accept(upload)
+    except UploadRejected as exc:
+        raise Refused(400, "invalid_file", str(exc)) from exc
+
+
+def _groups_assignable(principal: Principal, groups: Sequence[str]) -> None:
+    """A caller may only put a document behind groups it holds itself, so it never writes what
+    it could not read back."""
+    foreign = sorted(set(groups) - principal.access_groups)
+    if foreign and not principal.all_groups:
+        raise Refused(
+            403,
+            "permission_denied",
+            f"You may only assign access groups you hold; not: {', '.join(foreign)}.",
+        )
+
+
+def upload_response_body(*, revision: Revision, document_created: bool) -> dict[str, Any]:
+    document = revision.document
+    return {
+        "document_id": document.pk,
+        "key": document.key,
+        "title": document.title,
+        "access_groups": list(document.access_groups),
+        "revision": revision.number,
+        "document_created": document_created,
+        "build_ids": sorted(revision.builds.values_list("pk", flat=True)),
+    }
+
+
+def _upload_apply(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    key: str,
+    title: str | None,
+    access_groups: Sequence[str] | None,
+    accepted: AcceptedUpload,
+    actor: Actor,
+) -> tuple[int, dict[str, Any]]:
+    """The writes of one upload; runs inside the caller's transaction."""
+    document = Document.objects.filter(kb=kb, key=key).first()
+    if access_groups is not None:
+        _groups_assignable(principal, access_groups)
+    if document is None:
+        revision = kb_services.document_create(
+            kb=kb,
+            key=key,
+            title=title or key,
+            stored=accepted.stored,
+            media_type=accepted.media_type,
+            original_name=accepted.original_name,
+            access_groups=access_groups or (),
+            actor=actor,
+        )
+        return 201, upload_response_body(revision=revision, document_created=True)
+    if not principal.may_read_groups(document.access_groups):
+        raise Refused(
+            403,
+            "permission_denied",
+            f"A document with key {key!r} exists and is restricted to access groups you do "
+            "not hold.",
+        )
+    if title is not None or access_groups is not None:
+        kb_services.document_update(
+            document=document,
+            title=title if title is not None else document.title,
+            access_groups=access_groups if access_groups is not None else document.access_groups,
+        )
+    try:
+        revision = kb_services.revision_create(
+            document=document,
+            stored=accepted.stored,
+            media_type=accepted.media_type,
+            original_name=accepted.original_name,
+            actor=actor,
+        )
+    except InvalidUpload as exc:
+        raise Refused(409, "conflict", str(exc)) from exc
+    return 201, upload_response_body(revision=revision, document_created=False)
+
+
+def document_upload(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    idempotency_key: str,
+    key: str,
+    upload: UploadedFile,
+    title: str | None = None,
+    access_groups: Sequence[str] | None = None,
+    actor: Actor = None,
+) -> UploadResult:
+    """A new document, or a new revision when `key` exists in `kb` (its title and access groups
+    are updated when given). Idempotent per (tenant, Idempotency-Key): a repeat of the same
+    request returns the first result, the same key with a different request raises Refused
+    (409). Concurrent repeats are serialized by the record's unique key. Refusals (4xx) are
+    not recorded, so a corrected request may reuse its key.
+    """
+    if not principal.can_upload:
+        raise Refused(403, "permission_denied", "You may not upload documents.")
+    request_sha = _request_sha256(
+        kb=kb,
+        key=key,
+        title=title,
+        access_groups=access_groups,
+        file_sha256=_file_digest(upload),
+        file_size=upload.size or 0,
+    )
+    replay = _replay(
+        tenant_id=principal.tenant_id, idempotency_key=idempotency_key, request_sha256=request_sha
+    )
+    if replay is not None:
+        return replay
+    accepted = _accept(upload)  # stored before the transaction: a crash leaves an orphan only
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                record = IdempotencyRecord.objects.create(
+                    tenant_id=principal.tenant_id,
+                    key=idempotency_key,
+                    request_sha256=request_sha,
+                    response_status=0,
+                )
+                status, body = _upload_apply(
+                    principal=principal,
+                    kb=kb,
+                    key=key,
+                    title=title,
+                    access_groups=access_groups,
+                    accepted=accepted,
+                    actor=actor,
+                )
+                record.response_status, record.response_body = status, body
+                record.save(update_fields=["response_status", "response_body"])
+            return UploadResult(status=status, body=body, replayed=False)
+        except IntegrityError:
+            # A concurrent request with this Idempotency-Key committed first (replay it), or
+            # one with another key created this document first (try again as a revision).
+            replay = _replay(
+                tenant_id=principal.tenant_id,
+                idempotency_key=idempotency_key,
+                request_sha256=request_sha,
+            )
+            if replay is not None:
+                return replay
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def document_soft_delete(*, principal: Principal, document_id: int, actor: Actor = None) -> None:
+    """Soft delete a document the principal may read (invisible to search at commit).
+    Idempotent. Raises selectors.NotFound (never telling another tenant's document apart) or
+    Refused (403) when the principal may not delete."""
+    document = selectors.document_for(principal=principal, document_id=document_id)
+    if not principal.can_delete:
+        raise Refused(403, "permission_denied", "You may not delete documents.")
+    by = f"key {principal.api_key_id}" if principal.api_key_id else f"user {principal.user_id}"
+    kb_services.document_delete(document_id=document.pk, actor=actor, reason=f"API delete ({by})")

@@ -1,0 +1,64 @@
+"""/healthz, /readyz and /metrics."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from ingestion.models import IngestionTask
+from ingestion.pipeline import task_execute
+from kb import services, storage
+from kb.models import KnowledgeBase
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_healthz_answers() -> None:
+    response = Client().get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_readyz_reports_each_dependency(settings: object) -> None:
+    ready = Client().get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"database": "ok", "redis": "ok"}
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # type: ignore[attr-defined]
+    down = Client().get("/readyz")
+    assert down.status_code == 503
+    assert down.json()["checks"]["redis"].startswith("down")
+    assert down.json()["checks"]["database"] == "ok"
+
+    settings.REDIS_URL = settings.CELERY_BROKER_URL  # type: ignore[attr-defined]
+    assert Client().get("/readyz").status_code == 200
+
+
+def test_metrics_parse_with_the_prometheus_parser(kb: KnowledgeBase) -> None:
+    revision = services.document_create(
+        kb=kb,
+        key="doc",
+        title="Doc",
+        stored=storage.store_bytes(b"Some text."),
+        media_type="text/plain",
+        original_name="doc.txt",
+    )
+    task_execute(task_id=IngestionTask.objects.get(build__revision=revision).pk, worker_id="w")
+    queued = services.revision_create(
+        document=revision.document,
+        stored=storage.store_bytes(b"Other text."),
+        media_type="text/plain",
+        original_name="doc.txt",
+    )
+
+    response = Client().get("/metrics")
+
+    assert response.status_code == 200
+    families = {f.name: f for f in text_string_to_metric_families(response.content.decode())}
+    tasks = {s.labels["status"]: s.value for s in families["canon_tasks"].samples}
+    assert tasks == {"succeeded": 1.0, "queued": 1.0}
+    assert families["canon_outbox_unpublished"].samples[0].value == 2.0
+    latency = families["canon_publish_latency_seconds"]
+    count = next(s.value for s in latency.samples if s.name.endswith("_count"))
+    assert count == 1.0
+    assert queued.number == 2
