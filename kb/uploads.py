@@ -43,7 +43,13 @@ class OversizedUploadHandler(FileUploadHandler):
 
 
 class UploadRejected(ValueError):
-    """Why an upload was refused, in words for the uploader."""
+    """Why an upload was refused, in words for the uploader; `code` and `status` say which check
+    refused it, for the API (413 too large, 415 unsupported type, 400 otherwise)."""
+
+    def __init__(self, message: str, *, code: str = "invalid_file", status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -71,19 +77,23 @@ def upload_accept(upload: UploadedFile) -> AcceptedUpload:
     size = upload.size or 0
     if size > settings.UPLOAD_MAX_BYTES:
         raise UploadRejected(
-            f"{name} is larger than the limit of {settings.UPLOAD_MAX_BYTES // (1024 * 1024)} MB."
+            f"{name} is larger than the limit of {settings.UPLOAD_MAX_BYTES // (1024 * 1024)} MB.",
+            code="file_too_large",
+            status=413,
         )
     if size == 0:
-        raise UploadRejected(f"{name} is empty.")
+        raise UploadRejected(f"{name} is empty.", code="empty_file")
     upload.seek(0)
     head = upload.read(8192)
     try:
         media_type = parsers.detect_media_type(name, head)
+    except parsers.UnsupportedMediaType as exc:
+        raise UploadRejected(f"{name}: {exc}", code="unsupported_media_type", status=415) from exc
     except parsers.ParseError as exc:
         raise UploadRejected(f"{name}: {exc}") from exc
     upload.seek(0)
     try:
         stored = storage.store_chunks(upload.chunks(), max_bytes=settings.UPLOAD_MAX_BYTES)
     except storage.UploadTooLarge as exc:
-        raise UploadRejected(f"{name}: {exc}.") from exc
+        raise UploadRejected(f"{name}: {exc}.", code="file_too_large", status=413) from exc
     return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)

@@ -13,15 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
-from ingestion import parsers
 from kb import services as kb_services
 from kb.models import Document, KnowledgeBase, Revision
 from kb.services import Actor, InvalidUpload
-from kb.uploads import AcceptedUpload, UploadRejected, clean_filename, upload_accept
+from kb.uploads import AcceptedUpload, UploadRejected, upload_accept
 from retrieval import selectors
 from retrieval.models import IdempotencyRecord
 from retrieval.principals import Principal
@@ -87,30 +85,11 @@ def _replay(*, tenant_id: int, idempotency_key: str, request_sha256: str) -> Upl
 
 
 def _accept(upload: UploadedFile) -> AcceptedUpload:
-    """The upload checks of kb.uploads, each mapped to its own status, then storage."""
-    name = clean_filename(upload.name or "")
-    size = upload.size or 0
-    if size > settings.UPLOAD_MAX_BYTES:
-        raise Refused(
-            413,
-            "file_too_large",
-            f"{name} is larger than the limit of {settings.UPLOAD_MAX_BYTES} bytes.",
-        )
-    if size == 0:
-        raise Refused(400, "empty_file", f"{name} is empty.")
-    upload.seek(0)
-    head = upload.read(parsers.SNIFF_BYTES)
-    upload.seek(0)
-    try:
-        parsers.detect_media_type(name, head)
-    except parsers.UnsupportedMediaType as exc:
-        raise Refused(415, "unsupported_media_type", f"{name}: {exc}") from exc
-    except parsers.ParseError as exc:
-        raise Refused(400, "invalid_file", f"{name}: {exc}") from exc
+    """The upload checks and storage of kb.uploads, refusals mapped to their HTTP status."""
     try:
         return upload_accept(upload)
     except UploadRejected as exc:
-        raise Refused(400, "invalid_file", str(exc)) from exc
+        raise Refused(exc.status, exc.code, str(exc)) from exc
 
 
 def _groups_assignable(principal: Principal, groups: Sequence[str]) -> None:
