@@ -66,6 +66,10 @@ def _rows(sql: str) -> list[tuple[Any, ...]]:
 class CanonCollector(Collector):
     """Reads Canon's state from PostgreSQL on each scrape (a few indexed aggregate queries)."""
 
+    def describe(self) -> list[Any]:
+        # Without this, registering would call collect(), querying the database at import time.
+        return []
+
     def collect(self) -> Iterator[Any]:
         ((unpublished, oldest),) = _rows(
             "SELECT count(*), coalesce(extract(epoch FROM now() - min(available_at)), 0) "

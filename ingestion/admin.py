@@ -7,14 +7,21 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 
+from config.celery import app as celery_app
 from ingestion.breaker import breaker_states
+from ingestion.dashboard import dashboard
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.reconciler import anomaly_dismiss, anomaly_retry
 from ingestion.services import PROVIDER_UNAVAILABLE
-from kb.admin import TenantScopedAdmin
+from kb.admin import TenantScopedAdmin, user_tenant_ids
+from kb.verify import verify
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +128,63 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
     ) -> HttpResponse:
         extra_context = {**(extra_context or {}), **provider_panel(self.get_queryset(request))}
         return super().changelist_view(request, extra_context=extra_context)
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name="ingestion_dashboard"),
+            path(
+                "dashboard/anomalies/<int:event_id>/<str:action>/",
+                wrap(self.anomaly_view),
+                name="ingestion_anomaly",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _dashboard_allowed(self, request: HttpRequest) -> list[int] | None:
+        """Tenant scope of the dashboard (None: all tenants, for superusers)."""
+        if not request.user.has_perm("ingestion.view_auditevent"):
+            raise PermissionDenied("The dashboard is for index admins.")
+        return None if request.user.is_superuser else user_tenant_ids(request)
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """Consistency at a glance; POST runs kb_verify now (superusers: it reads everything)."""
+        tenant_ids = self._dashboard_allowed(request)
+        violations = None
+        if request.method == "POST" and request.user.is_superuser:
+            violations = [str(v) for v in verify()]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Consistency dashboard",
+            "d": dashboard(tenant_ids=tenant_ids),
+            "breakers": provider_panel(IngestionTask.objects.none())["breakers"],
+            "schedule": sorted(celery_app.conf.beat_schedule.items()),
+            "violations": violations,
+            "can_verify": request.user.is_superuser,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/ingestion/dashboard.html", context)
+
+    def anomaly_view(self, request: HttpRequest, event_id: int, action: str) -> HttpResponse:
+        """The manual queue: retry the repair, or dismiss with a reason (POST only)."""
+        tenant_ids = self._dashboard_allowed(request)
+        events = AuditEvent.objects.filter(pk=event_id, escalated=True, resolved_at__isnull=True)
+        if tenant_ids is not None:
+            events = events.filter(kb__tenant_id__in=tenant_ids)
+        event = events.first()
+        if request.method != "POST" or event is None or action not in ("retry", "dismiss"):
+            raise Http404("No such open anomaly.")
+        if action == "retry":
+            outcome = anomaly_retry(event_id=event.pk, actor=request.user)
+            messages.success(request, f"Repair retried: {outcome}")
+        else:
+            reason = request.POST.get("reason", "").strip()
+            if not reason:
+                messages.error(request, "Say why you dismiss it.")
+            else:
+                anomaly_dismiss(event_id=event.pk, reason=reason, actor=request.user)
+                messages.success(request, "Dismissed.")
+        return HttpResponseRedirect(reverse("admin:ingestion_dashboard"))
 
 
 @admin.register(OutboxEvent)

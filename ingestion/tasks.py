@@ -10,6 +10,7 @@ import uuid
 from celery import shared_task
 
 from ingestion import pipeline, services
+from ingestion.dashboard import job_ran
 
 
 def worker_identity() -> str:
@@ -24,11 +25,13 @@ def run_task(task_id: int) -> str:
 
 @shared_task(name="ingestion.tasks.relay_outbox", ignore_result=True)
 def relay_outbox() -> int:
+    job_ran("relay")
     return services.outbox_relay_batch()
 
 
 @shared_task(name="ingestion.tasks.sweep_leases", ignore_result=True)
 def sweep_leases() -> int:
+    job_ran("sweeper")
     return services.lease_sweep()
 
 
@@ -36,6 +39,7 @@ def sweep_leases() -> int:
 def collect_garbage() -> int:
     from kb.services import retention_collect
 
+    job_ran("gc")
     return retention_collect()
 
 
@@ -43,4 +47,5 @@ def collect_garbage() -> int:
 def reconcile() -> dict[str, int]:
     from ingestion.reconciler import reconcile as reconcile_pass
 
+    job_ran("reconciler")
     return reconcile_pass()
