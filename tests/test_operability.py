@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -62,3 +65,48 @@ def test_metrics_parse_with_the_prometheus_parser(kb: KnowledgeBase) -> None:
     count = next(s.value for s in latency.samples if s.name.endswith("_count"))
     assert count == 1.0
     assert queued.number == 2
+
+
+def test_json_logs_carry_the_pipeline_ids(kb: KnowledgeBase, tmp_path: Any) -> None:
+    """A worker-like process with LOG_FORMAT=json logs one JSON object per line with task_id,
+    build_id and lease_owner."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, database_url
+
+    revision = services.document_create(
+        kb=kb,
+        key="doc",
+        title="Doc",
+        stored=storage.store_bytes(b"Some text."),
+        media_type="text/plain",
+        original_name="doc.txt",
+    )
+    task = IngestionTask.objects.get(build__revision=revision)
+    env = {
+        **os.environ,
+        "LOG_FORMAT": "json",
+        "DATABASE_URL": database_url(),
+        "CANON_STORAGE_ROOT": str(storage.storage_root()),
+    }
+    code = (
+        "from ingestion.pipeline import task_execute; "
+        f"task_execute(task_id={task.pk}, worker_id='json-worker')"
+    )
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    finished = next(r for r in records if r["message"].startswith("task finished"))
+    assert finished["task_id"] == task.pk
+    assert finished["build_id"] == task.build_id
+    assert finished["lease_owner"] == "json-worker"
+    assert finished["level"] == "INFO" and finished["logger"] == "ingestion.pipeline"
