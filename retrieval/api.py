@@ -4,6 +4,7 @@ bases or access groups is answered exactly like something that does not exist: 4
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from config.health import SEARCH_LATENCY
+from ingestion import providers
 from kb.models import KnowledgeBase
 from kb.uploads import SKIPPED_ATTR
 from retrieval import selectors, services
@@ -116,8 +119,27 @@ class SearchView(APIView):
             document_keys=tuple(data["document_keys"]) if "document_keys" in data else None,
             metadata=data.get("metadata"),
         )
+        try:
+            result = self._search(principal, kb, data, filters)
+        except providers.ProviderUnavailable as exc:
+            # The query could not be embedded (provider down or its breaker open).
+            wait = exc.retry_after or (exc.retry_at - time.time() if exc.retry_at else 5.0)
+            retry_after = max(1, int(wait))
+            response = Response(
+                {"error": "provider_unavailable", "detail": str(exc)},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+            response["Retry-After"] = str(retry_after)
+            return response
+        SEARCH_LATENCY.labels(mode=data["mode"]).observe(result.took_ms / 1000)
+        return Response(SearchOutput(result).data, status=status.HTTP_200_OK)
+
+    @staticmethod
+    def _search(
+        principal: Principal, kb: Any, data: dict[str, Any], filters: selectors.SearchFilters
+    ) -> selectors.SearchResult:
         if data.get("as_of") is None:
-            result = selectors.search(
+            return selectors.search(
                 principal=principal,
                 kb=kb,
                 query=data["query"],
@@ -129,7 +151,7 @@ class SearchView(APIView):
             if not principal.can_read_history:
                 raise Refused(403, "permission_denied", "Only index admins may search as of.")
             try:
-                result = selectors.search_as_of(
+                return selectors.search_as_of(
                     principal=principal,
                     kb=kb,
                     query=data["query"],
@@ -140,7 +162,6 @@ class SearchView(APIView):
                 )
             except selectors.HistoryOutOfRange as exc:
                 raise ValidationError({"as_of": [str(exc)]}) from exc
-        return Response(SearchOutput(result).data, status=status.HTTP_200_OK)
 
 
 class ChunkExplainView(APIView):

@@ -110,3 +110,65 @@ def test_json_logs_carry_the_pipeline_ids(kb: KnowledgeBase, tmp_path: Any) -> N
     assert finished["build_id"] == task.build_id
     assert finished["lease_owner"] == "json-worker"
     assert finished["level"] == "INFO" and finished["logger"] == "ingestion.pipeline"
+
+
+def test_readyz_fails_while_the_database_is_unreachable_and_recovers() -> None:
+    from django.db import connection
+
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = "1"  # nothing listens there
+    try:
+        down = Client().get("/readyz")
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+    assert down.status_code == 503
+    assert down.json()["checks"]["database"].startswith("down")
+    assert Client().get("/readyz").status_code == 200
+
+
+def test_search_latency_is_exported(kb: KnowledgeBase, api_key: str) -> None:
+    client = Client()
+    body = {"kb": kb.slug, "query": "anything", "mode": "keyword"}
+    headers = {"Authorization": f"Bearer {api_key}"}
+    assert (
+        client.post(
+            "/api/v1/search", body, content_type="application/json", headers=headers
+        ).status_code
+        == 200
+    )
+
+    families = {
+        f.name: f for f in text_string_to_metric_families(client.get("/metrics").content.decode())
+    }
+    counts = [
+        s.value
+        for s in families["canon_search_latency_seconds"].samples
+        if s.name.endswith("_count") and s.labels["mode"] == "keyword"
+    ]
+    assert counts and counts[0] >= 1
+
+
+def test_search_answers_503_while_the_query_cannot_be_embedded(
+    tenant: Any, api_key: str, monkeypatch: Any
+) -> None:
+    from ingestion import providers
+
+    kb = services.knowledge_base_create(
+        tenant=tenant, name="Remote", slug="remote", provider="openai", model="m", dimensions=8
+    )
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise providers.ProviderUnavailable("the embedding service is down", retry_after=7)
+
+    monkeypatch.setattr(providers.OpenAIEmbeddingProvider, "embed", down)
+    response = Client().post(
+        "/api/v1/search",
+        {"kb": kb.slug, "query": "x", "mode": "hybrid"},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_key}"},
+    )
+    assert response.status_code == 503
+    assert response["Retry-After"] == "7"
+    assert response.json()["error"] == "provider_unavailable"
