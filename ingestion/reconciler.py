@@ -26,7 +26,7 @@ from django.utils import timezone
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.services import outbox_add, outbox_relay_batch, task_create
 from kb import locks, selectors, storage
-from kb.models import Build, Publication, Revision
+from kb.models import Publication, Revision
 
 logger = logging.getLogger(__name__)
 
@@ -154,29 +154,14 @@ def find_desired_revision_without_build() -> Iterator[Finding]:
 
 
 def repair_desired_revision_without_build(finding: Finding) -> str:
-    created = 0
+    from kb.services import builds_ensure
+
     with transaction.atomic():
         document = locks.lock_document(finding.subject_id)
         if document.deleted_at is not None or document.desired_revision is None:
             return "document deleted meanwhile"
         revision = Revision.objects.get(document=document, number=document.desired_revision)
-        for version in selectors.live_index_versions(kb_id=document.kb_id):
-            if Build.objects.filter(revision=revision, index_version=version).exists():
-                continue
-            build = Build.objects.create(
-                kb_id=document.kb_id,
-                document=document,
-                revision=revision,
-                index_version=version,
-                dimensions=version.dimensions,
-            )
-            task_create(
-                kind=IngestionTask.Kind.BUILD,
-                kb_id=document.kb_id,
-                document_id=document.pk,
-                build_id=build.pk,
-            )
-            created += 1
+        created = builds_ensure(document=document, revision=revision)
     return f"created {created} build(s) and task(s)"
 
 

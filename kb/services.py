@@ -111,21 +111,33 @@ def _revision_add(
     )
     document.desired_revision = revision.number
     document.save(update_fields=["desired_revision", "updated_at"])
+    builds_ensure(document=document, revision=revision)
+    return revision
+
+
+def builds_ensure(*, document: Document, revision: Revision) -> int:
+    """A build + task + outbox event of `revision` in every live index version that has none.
+    Caller holds the document lock. Returns how many were created (idempotent)."""
+    created = 0
     for version in selectors.live_index_versions(kb_id=document.kb_id):
-        build = Build.objects.create(
-            kb_id=document.kb_id,
-            document=document,
+        build, new = Build.objects.get_or_create(
             revision=revision,
             index_version=version,
-            dimensions=version.dimensions,
+            defaults={
+                "kb_id": document.kb_id,
+                "document": document,
+                "dimensions": version.dimensions,
+            },
         )
-        task_create(
-            kind=IngestionTask.Kind.BUILD,
-            kb_id=document.kb_id,
-            document_id=document.pk,
-            build_id=build.pk,
-        )
-    return revision
+        if new:
+            task_create(
+                kind=IngestionTask.Kind.BUILD,
+                kb_id=document.kb_id,
+                document_id=document.pk,
+                build_id=build.pk,
+            )
+            created += 1
+    return created
 
 
 def document_create(

@@ -21,27 +21,9 @@ from ingestion.reconciler import MAX_REPAIRS, anomaly_dismiss, reconcile
 from ingestion.tasks import run_task
 from kb import services, storage
 from kb.models import Build, Document, KnowledgeBase, Publication
+from tests.helpers import upload_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def upload(kb: KnowledgeBase, key: str, text: str) -> IngestionTask:
-    stored = storage.store_bytes(text.encode())
-    document = Document.objects.filter(kb=kb, key=key).first()
-    if document is None:
-        revision = services.document_create(
-            kb=kb,
-            key=key,
-            title=key,
-            stored=stored,
-            media_type="text/plain",
-            original_name="x.txt",
-        )
-    else:
-        revision = services.revision_create(
-            document=document, stored=stored, media_type="text/plain", original_name="x.txt"
-        )
-    return IngestionTask.objects.get(build__revision=revision)
 
 
 def anomalies(kind: str) -> list[AuditEvent]:
@@ -49,7 +31,7 @@ def anomalies(kind: str) -> list[AuditEvent]:
 
 
 def test_queued_task_without_an_event_gets_one(kb: KnowledgeBase) -> None:
-    task = upload(kb, "doc", "Text.")
+    task = upload_task(kb, "doc", "Text.")
     OutboxEvent.objects.filter(task=task).delete()  # the message was lost with Redis
 
     assert reconcile()["queued_without_event"] == 1
@@ -61,11 +43,11 @@ def test_queued_task_without_an_event_gets_one(kb: KnowledgeBase) -> None:
 
 
 def test_a_complete_build_that_was_never_switched_is_switched(kb: KnowledgeBase) -> None:
-    task = upload(kb, "doc", "Text about herons. " * 40)
+    task = upload_task(kb, "doc", "Text about herons. " * 40)
     assert task_execute(task_id=task.pk, worker_id="w") == "published"
     # revision 2 was written completely, then the worker died before the switch and its task
     # was dead-lettered: the state F-C2 leaves when retries run out
-    second = upload(kb, "doc", "Text about egrets. " * 40)
+    second = upload_task(kb, "doc", "Text about egrets. " * 40)
     lease = task_claim(task_id=second.pk, owner="w")
     assert lease is not None
     build = Build.objects.get(tasks=second)
@@ -95,7 +77,7 @@ def _write_without_switch(task: IngestionTask, lease: object) -> None:
 
 
 def test_a_desired_revision_missing_its_build_gets_one(kb: KnowledgeBase) -> None:
-    task = upload(kb, "doc", "Text.")
+    task = upload_task(kb, "doc", "Text.")
     Build.objects.filter(tasks=task).delete()  # as if the upload's builds never committed
 
     assert reconcile()["desired_revision_without_build"] == 1
@@ -108,7 +90,7 @@ def test_a_desired_revision_missing_its_build_gets_one(kb: KnowledgeBase) -> Non
 def test_a_deleted_document_with_chunks_and_no_purge_is_purged(
     kb: KnowledgeBase, settings: object
 ) -> None:
-    task = upload(kb, "doc", "Text. " * 50)
+    task = upload_task(kb, "doc", "Text. " * 50)
     task_execute(task_id=task.pk, worker_id="w")
     document = Document.objects.get()
     services.document_delete(document_id=document.pk)
@@ -125,7 +107,7 @@ def test_a_deleted_document_with_chunks_and_no_purge_is_purged(
 def test_a_lagging_outbox_is_relayed_then_escalated_when_it_cannot_be(
     kb: KnowledgeBase, settings: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    upload(kb, "doc", "Text.")
+    upload_task(kb, "doc", "Text.")
     OutboxEvent.objects.update(available_at=timezone.now() - timedelta(minutes=5))
 
     def broker_down(*args: object, **kwargs: object) -> None:
@@ -146,7 +128,7 @@ def test_a_lagging_outbox_is_relayed_then_escalated_when_it_cannot_be(
 
 
 def test_an_orphan_file_past_grace_is_removed(kb: KnowledgeBase, settings: object) -> None:
-    kept = upload(kb, "doc", "Referenced text.")
+    kept = upload_task(kb, "doc", "Referenced text.")
     orphan = storage.store_bytes(b"bytes whose upload crashed before its commit")
     path = storage.absolute_path(orphan.path)
     old = time.time() - 7200
@@ -161,7 +143,7 @@ def test_an_orphan_file_past_grace_is_removed(kb: KnowledgeBase, settings: objec
 
 
 def test_a_visibility_violation_is_escalated_not_changed(kb: KnowledgeBase) -> None:
-    task = upload(kb, "doc", "Text. " * 300)
+    task = upload_task(kb, "doc", "Text. " * 300)
     task_execute(task_id=task.pk, worker_id="w")
     build = Build.objects.get()
     build.chunks.filter(ordinal=0).delete()  # a live build lost a chunk
@@ -176,7 +158,7 @@ def test_a_visibility_violation_is_escalated_not_changed(kb: KnowledgeBase) -> N
 
 
 def test_two_reconcilers_at_once_do_the_work_once(kb: KnowledgeBase) -> None:
-    tasks = [upload(kb, f"doc{i}", f"Text {i}.") for i in range(5)]
+    tasks = [upload_task(kb, f"doc{i}", f"Text {i}.") for i in range(5)]
     OutboxEvent.objects.filter(task__in=tasks).delete()
     barrier = threading.Barrier(2)
     results: list[dict[str, int]] = []

@@ -15,31 +15,13 @@ from ingestion import providers
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.pipeline import TerminalError, classify, task_execute
 from ingestion.services import lease_sweep, outbox_relay_batch
-from kb import services, storage
+from kb import services
 from kb.models import Build, Chunk, Document, KnowledgeBase, Publication
 from retrieval.principals import Principal
 from retrieval.selectors import search
+from tests.helpers import upload_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def upload(kb: KnowledgeBase, key: str, text: str) -> IngestionTask:
-    stored = storage.store_bytes(text.encode())
-    document = Document.objects.filter(kb=kb, key=key).first()
-    if document is None:
-        revision = services.document_create(
-            kb=kb,
-            key=key,
-            title=key,
-            stored=stored,
-            media_type="text/plain",
-            original_name="x.txt",
-        )
-    else:
-        revision = services.revision_create(
-            document=document, stored=stored, media_type="text/plain", original_name="x.txt"
-        )
-    return IngestionTask.objects.get(build__revision=revision)
 
 
 def expire(task: IngestionTask, *, attempt: int) -> None:
@@ -53,7 +35,7 @@ def expire(task: IngestionTask, *, attempt: int) -> None:
 
 
 def test_sweeper_requeues_an_expired_lease_with_an_event_and_an_audit(kb: KnowledgeBase) -> None:
-    task = upload(kb, "doc", "Some text to build.")
+    task = upload_task(kb, "doc", "Some text to build.")
     OutboxEvent.objects.update(published_at=timezone.now())
     expire(task, attempt=1)
 
@@ -72,9 +54,9 @@ def test_sweeper_requeues_an_expired_lease_with_an_event_and_an_audit(kb: Knowle
 def test_sweeper_dead_letters_past_the_attempt_cap_and_the_live_version_serves(
     kb: KnowledgeBase,
 ) -> None:
-    first = upload(kb, "doc", "The live text about lighthouses.")
+    first = upload_task(kb, "doc", "The live text about lighthouses.")
     assert task_execute(task_id=first.pk, worker_id="w") == "published"
-    second = upload(kb, "doc", "A revision that keeps crashing its worker.")
+    second = upload_task(kb, "doc", "A revision that keeps crashing its worker.")
     expire(second, attempt=second.max_attempts)
 
     assert lease_sweep() == 1
@@ -93,7 +75,7 @@ def test_sweeper_dead_letters_past_the_attempt_cap_and_the_live_version_serves(
 
 def test_a_failing_send_backs_off_and_dead_letters_visibly(kb: KnowledgeBase, settings) -> None:
     settings.RELAY_MAX_ATTEMPTS = 3
-    upload(kb, "doc", "text")
+    upload_task(kb, "doc", "text")
 
     def broken(event: OutboxEvent) -> None:
         raise ValueError("message rejected by the broker")
@@ -112,8 +94,8 @@ def test_a_failing_send_backs_off_and_dead_letters_visibly(kb: KnowledgeBase, se
 
 def test_a_broker_outage_backs_off_but_never_dead_letters(kb: KnowledgeBase, settings) -> None:
     settings.RELAY_MAX_ATTEMPTS = 2
-    upload(kb, "a", "text")
-    upload(kb, "b", "text")
+    upload_task(kb, "a", "text")
+    upload_task(kb, "b", "text")
     sends: list[int] = []
 
     def unreachable(event: OutboxEvent) -> None:
@@ -135,10 +117,10 @@ def test_a_one_paragraph_edit_embeds_only_the_changed_chunks(kb: KnowledgeBase) 
         f"Paragraph {i} about topic {i}. " + " ".join(f"w{i}x{j}" for j in range(80))
         for i in range(200)
     ]
-    first = upload(kb, "long", "\n\n".join(paragraphs))
+    first = upload_task(kb, "long", "\n\n".join(paragraphs))
     task_execute(task_id=first.pk, worker_id="w")
     paragraphs[100] = "Paragraph 100 was rewritten entirely with new words."
-    second = upload(kb, "long", "\n\n".join(paragraphs))
+    second = upload_task(kb, "long", "\n\n".join(paragraphs))
     task_execute(task_id=second.pk, worker_id="w")
 
     embed = StageResult.objects.get(task=second, stage="embed").output
@@ -152,7 +134,7 @@ def test_delete_is_invisible_at_commit_and_restore_brings_it_back(
     kb: KnowledgeBase, settings
 ) -> None:
     settings.DELETE_PURGE_DELAY_SECONDS = 3600
-    task = upload(kb, "doc", "Text about penguins.")
+    task = upload_task(kb, "doc", "Text about penguins.")
     task_execute(task_id=task.pk, worker_id="w")
     principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
     document = Document.objects.get(key="doc")
@@ -173,7 +155,7 @@ def test_delete_is_invisible_at_commit_and_restore_brings_it_back(
 
 def test_purge_removes_chunks_and_pointers_and_is_idempotent(kb: KnowledgeBase, settings) -> None:
     settings.DELETE_PURGE_DELAY_SECONDS = 0
-    task = upload(kb, "doc", "Text about walruses. " * 100)
+    task = upload_task(kb, "doc", "Text about walruses. " * 100)
     task_execute(task_id=task.pk, worker_id="w")
     document = Document.objects.get(key="doc")
     services.document_delete(document_id=document.pk)
@@ -207,14 +189,14 @@ def test_errors_are_classified(error: Exception, retryable: bool) -> None:
 
 
 def test_kb_verify_reports_planted_violations(kb: KnowledgeBase) -> None:
-    task = upload(kb, "doc", "Some text. " * 200)
+    task = upload_task(kb, "doc", "Some text. " * 200)
     task_execute(task_id=task.pk, worker_id="w")
     call_command("kb_verify")
     build = Build.objects.get()
 
     # a live build loses a chunk, and a queued task loses its way to run
     Chunk.objects.filter(build=build, ordinal=0).delete()
-    stuck = upload(kb, "other", "More text.")
+    stuck = upload_task(kb, "other", "More text.")
     OutboxEvent.objects.filter(task=stuck).update(dead_at=timezone.now())
 
     with pytest.raises(CommandError) as failure:

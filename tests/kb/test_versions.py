@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import services
 from kb.models import (
     Build,
     Chunk,
@@ -30,27 +30,14 @@ from kb.models import (
 from kb.roles import ensure_roles
 from retrieval.principals import Principal
 from retrieval.selectors import search
+from tests.helpers import upload_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def publish(kb: KnowledgeBase, key: str, text: str) -> Build:
     """Upload and run every task this upload created (one per live index version)."""
-    stored = storage.store_bytes(text.encode())
-    document = Document.objects.filter(kb=kb, key=key).first()
-    if document is None:
-        revision = services.document_create(
-            kb=kb,
-            key=key,
-            title=key,
-            stored=stored,
-            media_type="text/plain",
-            original_name="x.txt",
-        )
-    else:
-        revision = services.revision_create(
-            document=document, stored=stored, media_type="text/plain", original_name="x.txt"
-        )
+    revision = upload_text(kb, key, text)
     run_pending()
     return Build.objects.get(revision=revision, index_version=kb.active_index_version_id)
 

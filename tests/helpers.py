@@ -1,0 +1,33 @@
+"""Small helpers shared by service-level tests."""
+
+from __future__ import annotations
+
+from ingestion.models import IngestionTask
+from kb import services, storage
+from kb.models import Document, KnowledgeBase, Revision
+
+
+def upload_text(kb: KnowledgeBase, key: str, text: str) -> Revision:
+    """A new document `key`, or a new revision of it, from plain text, through the services."""
+    stored = storage.store_bytes(text.encode())
+    document = Document.objects.filter(kb=kb, key=key).first()
+    if document is None:
+        return services.document_create(
+            kb=kb,
+            key=key,
+            title=key,
+            stored=stored,
+            media_type="text/plain",
+            original_name=f"{key}.txt",
+        )
+    return services.revision_create(
+        document=document, stored=stored, media_type="text/plain", original_name=f"{key}.txt"
+    )
+
+
+def upload_task(kb: KnowledgeBase, key: str, text: str) -> IngestionTask:
+    """Upload and return the build task of the active index version."""
+    revision = upload_text(kb, key, text)
+    return IngestionTask.objects.get(
+        build__revision=revision, build__index_version_id=kb.active_index_version_id
+    )
