@@ -21,11 +21,12 @@ from django.db import connection, transaction
 
 from ingestion.models import IngestionTask
 from ingestion.services import lease_sweep, outbox_relay_batch
-from kb import services, storage
+from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.conftest import ROOT, database_url
+from tests.helpers import upload_text
 
 # Crash tests run workers with short leases so that expiry and requeue happen within seconds.
 FAULT_LEASE_TTL = "2"
@@ -41,22 +42,7 @@ def paragraphs(tag: str, n: int = 12, words: int = 60) -> str:
 
 def upload(kb: KnowledgeBase, key: str, text: str) -> Document:
     """Upload a new document or a new revision of `key` through the services."""
-    stored = storage.store_bytes(text.encode())
-    document = Document.objects.filter(kb=kb, key=key).first()
-    if document is None:
-        services.document_create(
-            kb=kb,
-            key=key,
-            title=key,
-            stored=stored,
-            media_type="text/plain",
-            original_name=f"{key}.txt",
-        )
-    else:
-        services.revision_create(
-            document=document, stored=stored, media_type="text/plain", original_name=f"{key}.txt"
-        )
-    return Document.objects.get(kb=kb, key=key)
+    return upload_text(kb, key, text).document
 
 
 def live_revision(document: Document) -> int | None:
