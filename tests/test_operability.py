@@ -172,3 +172,23 @@ def test_search_answers_503_while_the_query_cannot_be_embedded(
     assert response.status_code == 503
     assert response["Retry-After"] == "7"
     assert response.json()["error"] == "provider_unavailable"
+
+
+def test_production_settings_pass_the_deploy_check() -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "x" * 60 + "-deploy-check-only-0123456789"}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "check", "--deploy", "--fail-level", "WARNING"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
