@@ -8,7 +8,7 @@ import hmac
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models.functions import Now
@@ -18,6 +18,7 @@ from kb.models import KnowledgeBase, Tenant, TenantMembership
 from retrieval.models import ApiKey
 
 KEY_PREFIX = "canon"
+LAST_USED_PRECISION = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,9 @@ def principal_from_key(plaintext: str) -> Principal:
         raise InvalidKey("this API key was revoked")
     if key.expires_at is not None and key.expires_at <= timezone.now():
         raise InvalidKey("this API key has expired")
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=Now())
+    # A write per request costs more than the search itself; a minute's precision is enough.
+    if key.last_used_at is None or key.last_used_at < timezone.now() - LAST_USED_PRECISION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=Now())
     kb_ids = frozenset(key.knowledge_bases.values_list("id", flat=True))
     return Principal(
         tenant_id=key.tenant_id,

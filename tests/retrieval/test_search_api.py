@@ -137,3 +137,20 @@ def test_odd_queries_are_answered_not_crashed(
         response = post(api_key, {"kb": "handbook", "query": query, "mode": mode})
         assert response.status_code == 200, (mode, response.content)
         assert isinstance(response.json()["hits"], list)
+
+
+def test_last_used_time_is_recorded_at_minute_precision(
+    published: KnowledgeBase, api_key: str
+) -> None:
+    body = {"kb": "handbook", "query": "cafeteria", "mode": "keyword"}
+    assert ApiKey.objects.get().last_used_at is None
+    assert post(api_key, body).status_code == 200
+    first = ApiKey.objects.get().last_used_at
+    assert first is not None
+
+    assert post(api_key, body).status_code == 200
+    assert ApiKey.objects.get().last_used_at == first  # no write within the minute
+
+    ApiKey.objects.update(last_used_at=timezone.now() - timedelta(minutes=5))
+    assert post(api_key, body).status_code == 200
+    assert ApiKey.objects.get().last_used_at > timezone.now() - timedelta(minutes=1)  # type: ignore[operator]

@@ -1,0 +1,45 @@
+"""`python -m bench [--chunks N] [--seconds S] [--only B1,B3]`: every benchmark in order, each in
+its own process (B1 builds the corpus the others use). `make bench` runs this."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+from bench import common
+
+BENCHES = {
+    "B1": ("bench.b1_ingest", ["--chunks"]),
+    "B2": ("bench.b2_search", ["--seconds"]),
+    "B3": ("bench.b3_recall", []),
+    "B4": ("bench.b4_switch", []),
+    "B5": ("bench.b5_relay", []),
+    "B6": ("bench.b6_incremental", []),
+    "B7": ("bench.b7_churn", ["--seconds"]),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunks", type=int, default=common.DEFAULT_CHUNKS)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--only", default=",".join(BENCHES))
+    a = parser.parse_args()
+    values = {"--chunks": str(a.chunks), "--seconds": str(a.seconds)}
+    started = time.perf_counter()
+    for bench_id in a.only.split(","):
+        module, flags = BENCHES[bench_id.strip().upper()]
+        argv = [sys.executable, "-m", module]
+        for flag in flags:
+            argv += [flag, values[flag]]
+        t0 = time.perf_counter()
+        subprocess.run(argv, cwd=common.ROOT, check=True)
+        print(f"[bench] {bench_id} took {time.perf_counter() - t0:.0f}s", flush=True)
+    print(f"[bench] all took {time.perf_counter() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""B2 search: p50/p95 and QPS of POST /api/v1/search served by gunicorn on loopback (wrk at
+concurrency 1 and 2), against the same query as raw prepared SQL on the same HNSW index and
+langchain-postgres similarity_search_by_vector. Needs the corpus from B1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench import common
+
+QUERY = "kalo miten rasovu eldor anis quka tenra"
+
+
+def _wrk(url: str, body: str, key: str, connections: int, seconds: float) -> dict[str, Any]:
+    script = (
+        'wrk.method = "POST"\n'
+        f"wrk.body = {json.dumps(body)}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.headers["Authorization"] = "Bearer {key}"\n'
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            str(connections),
+            "-c",
+            str(connections),
+            "-d",
+            f"{int(seconds)}s",
+            "--latency",
+            "-s",
+            f.name,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    os.unlink(f.name)
+
+    def ms(label: str) -> float:
+        m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)", out, re.M)
+        if not m:
+            return float("nan")
+        value, unit = float(m.group(1)), m.group(2)
+        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+    qps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "p50_ms": ms("50"),
+        "p90_ms": ms("90"),
+        "p99_ms": ms("99"),
+        "qps": qps,
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "raw": out,
+    }
+
+
+def _concurrent(make: Callable[[], Callable[[], Any]], n: int, seconds: float) -> dict[str, Any]:
+    """n threads, each with its own connection (made by `make`), for `seconds`."""
+    results: list[list[float]] = [[] for _ in range(n)]
+    fns = [make() for _ in range(n)]
+
+    def run(i: int) -> None:
+        results[i], _ = common.timed_loop(fns[i], seconds)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    return common.latency_summary([x for r in results for x in r], wall)
+
+
+def main() -> None:
+    a = common.args(__doc__ or "", workers=2)
+    common.setup()
+    import numpy as np
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from bench.b1_ingest import langchain_store
+    from ingestion import providers
+    from retrieval.principals import api_key_create
+
+    kb = common.tenant_kb(common.CORPUS_SLUG)
+    version = kb.active_index_version
+    vector = providers.get_provider(
+        provider=version.provider, model=version.model, dimensions=version.dimensions
+    ).embed([QUERY])[0]
+    # A key that sees every document (each corpus document carries an access group), so the API
+    # and raw SQL rank the same rows.
+    _, key = api_key_create(
+        tenant=kb.tenant, name=f"bench-{time.time()}", access_groups=["g1", "g10", "rest"]
+    )
+    iv = int(version.pk)
+    raw_sql = (
+        f"SELECT id, text FROM kb_chunk WHERE index_version_id = {iv} "  # noqa: S608 (ints)
+        f"ORDER BY embedding::vector({common.DIMS}) <=> %s::vector({common.DIMS}) LIMIT 10"
+    )
+    qvec = np.asarray(vector, dtype=np.float32)
+
+    def make_raw() -> Callable[[], Any]:
+        conn = psycopg.connect(common.database_url(), autocommit=True)
+        register_vector(conn)
+        conn.execute("SET hnsw.ef_search = 100")
+        return lambda: conn.execute(raw_sql, [qvec], prepare=True).fetchall()
+
+    store = langchain_store()
+
+    def make_lc() -> Callable[[], Any]:
+        return lambda: store.similarity_search_by_vector(list(vector), k=10)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--workers",
+            str(a.workers),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "config.wsgi:application",
+        ],
+        cwd=common.ROOT,
+        env=dict(os.environ),
+    )
+    url = f"http://127.0.0.1:{port}/api/v1/search"
+    body = json.dumps({"kb": kb.slug, "query": QUERY, "top_k": 10, "mode": "vector"})
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.post(
+                    url,
+                    content=body,
+                    headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+                )
+                if r.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("gunicorn did not answer")
+            time.sleep(0.3)
+        api_ids = [h["chunk_id"] for h in r.json()["hits"]]
+        raw_ids = [row[0] for row in make_raw()()]
+        results: dict[str, Any] = {"same_top10": sorted(api_ids) == sorted(raw_ids)}
+        for c in (1, 2):  # interleaved: raw, api, langchain at c, then the next c
+            results[f"raw_c{c}"] = _concurrent(make_raw, c, a.seconds)
+            results[f"api_c{c}"] = _wrk(url, body, key, c, a.seconds)
+            results[f"langchain_c{c}"] = _concurrent(make_lc, c, a.seconds)
+    finally:
+        server.terminate()
+        server.wait(30)
+    rows: list[tuple[Any, ...]] = [("contender", "c", "p50 ms", "p90 ms", "QPS", "p50 ratio")]
+    for c in (1, 2):
+        raw = results[f"raw_c{c}"]
+        for name in ("raw", "api", "langchain"):
+            r = results[f"{name}_c{c}"]
+            rows.append(
+                (
+                    name,
+                    c,
+                    round(r["p50_ms"], 2),
+                    round(r["p90_ms"], 2),
+                    r["qps"],
+                    common.ratio(r["p50_ms"], raw["p50_ms"]),
+                )
+            )
+        results[f"c{c}"] = {
+            "api_p50_minus_raw_ms": round(results[f"api_c{c}"]["p50_ms"] - raw["p50_ms"], 2),
+            "api_qps_over_raw": common.ratio(results[f"api_c{c}"]["qps"], raw["qps"]),
+            "api_p50_over_langchain": common.ratio(
+                results[f"api_c{c}"]["p50_ms"], results[f"langchain_c{c}"]["p50_ms"]
+            ),
+        }
+    from kb.models import Chunk
+
+    chunks = Chunk.objects.filter(kb=kb).count()
+    common.report("B2", {"chunks": chunks, "gunicorn_workers": a.workers, **results}, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Where the time goes for the targets B2 and B5 miss: pyinstrument over in-process API searches
+(Django test client, same request as B2) and over the relay (same events as B5). Needs B1's
+corpus. `python -m bench.profile_gaps` writes bench/results/profile-*.txt."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+from bench import common
+
+
+def main() -> None:
+    a = common.args(__doc__ or "", requests=60, events=2000)
+    common.setup()
+    from django.db import connection, transaction
+    from django.test import Client
+    from pyinstrument import Profiler
+
+    from bench.b2_search import QUERY
+    from config.celery import app as celery_app
+    from ingestion.models import IngestionTask
+    from ingestion.services import outbox_relay_batch, task_create
+    from kb.models import Document
+    from retrieval.principals import api_key_create
+
+    kb = common.tenant_kb(common.CORPUS_SLUG)
+    _, key = api_key_create(
+        tenant=kb.tenant, name=f"profile-{time.time()}", access_groups=["g1", "g10", "rest"]
+    )
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    body = json.dumps({"kb": kb.slug, "query": QUERY, "top_k": 10, "mode": "vector"})
+    client.post("/api/v1/search", body, content_type="application/json")
+    profiler = Profiler(interval=0.0005)
+    queries: list[str] = []
+    with profiler:
+        t0 = time.perf_counter()
+        for _ in range(a.requests):
+            r = client.post("/api/v1/search", body, content_type="application/json")
+            assert r.status_code == 200, r.content
+        api_ms = (time.perf_counter() - t0) * 1000 / a.requests
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    (common.RESULTS / "profile-api.txt").write_text(profiler.output_text(show_all=False))
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        client.post("/api/v1/search", body, content_type="application/json")
+    queries = [q["sql"][:160] for q in captured.captured_queries]
+
+    queue = f"bench-profile-{os.getpid()}"
+    celery_app.conf.task_default_queue = queue
+    relay_kb = common.tenant_kb("relay")
+    document, _ = Document.objects.get_or_create(
+        kb=relay_kb, key="relay", defaults={"title": "relay"}
+    )
+    with transaction.atomic():
+        tasks = [
+            task_create(kind=IngestionTask.Kind.GC, kb_id=relay_kb.pk, document_id=document.pk)
+            for _ in range(a.events)
+        ]
+    profiler = Profiler(interval=0.0005)
+    with profiler:
+        t0 = time.perf_counter()
+        sent = 0
+        while sent < a.events and time.perf_counter() - t0 < 120:
+            sent += outbox_relay_batch()
+        relay_s = time.perf_counter() - t0
+    (common.RESULTS / "profile-relay.txt").write_text(profiler.output_text(show_all=False))
+    IngestionTask.objects.filter(pk__in=[t.pk for t in tasks]).delete()
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).delete(queue)
+    # EXPLAIN ANALYZE of the selector's vector statement, as the API runs it.
+    from ingestion import providers
+    from retrieval import selectors
+    from retrieval.principals import Principal
+
+    version = kb.active_index_version
+    vector = providers.get_provider(
+        provider=version.provider, model=version.model, dimensions=version.dimensions
+    ).embed([QUERY])[0]
+    for label, groups in (("all", ["g1", "g10", "rest"]), ("1pct", ["g1"]), ("none", [])):
+        principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(groups))
+        params = selectors.search_params(principal=principal, kb=kb)
+        sql, sql_params = selectors.vector_query(params, version, vector, 10)
+        with transaction.atomic(), connection.cursor() as cursor:
+            selectors.use_iterative_scan(limit=10)
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, sql_params)
+            plan = "\n".join(r[0] for r in cursor.fetchall())
+        plan = re.sub(r"'\[[^']*\]'", "'[...]'", plan)
+        (common.RESULTS / f"profile-explain-{label}.txt").write_text(plan + "\n")
+    common.report(
+        "profile",
+        {
+            "api_in_process_ms_per_request": round(api_ms, 2),
+            "api_queries_per_request": len(queries),
+            "api_queries": queries,
+            "relay_events_per_s_under_profiler": round(a.events / relay_s, 1),
+        },
+        [
+            ("what", "value"),
+            ("API in-process ms/request (profiled)", round(api_ms, 2)),
+            ("SQL statements per API request", len(queries)),
+            ("relay events/s (profiled)", round(a.events / relay_s, 1)),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
