@@ -48,6 +48,10 @@ class TenantScopedAdmin(admin.ModelAdmin):
 
     tenant_path = "tenant_id"
 
+    def bound_view(self, view: Any) -> Any:
+        """An admin view function `view(model_admin, request, ...)`, behind the admin's login."""
+        return self.admin_site.admin_view(partial(view, self))
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         qs = super().get_queryset(request)
         if request.user.is_superuser:
@@ -268,9 +272,7 @@ class DocumentAdmin(TenantScopedAdmin):
         return False  # deletes go through the delete protocol, not a cascade
 
     def get_urls(self) -> list[Any]:
-        def wrap(view: Any) -> Any:
-            return self.admin_site.admin_view(partial(view, self))
-
+        wrap = self.bound_view
         return [
             path("upload/", wrap(admin_views.upload_many_view), name="kb_document_upload"),
             path(
@@ -366,9 +368,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         return False
 
     def get_urls(self) -> list[Any]:
-        def wrap(view: Any) -> Any:
-            return self.admin_site.admin_view(partial(view, self))
-
+        wrap = self.bound_view
         return [
             path(
                 "<path:pk>/index-versions/new/",
