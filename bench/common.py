@@ -242,37 +242,18 @@ def wait_settled(kb: Any, *, timeout: float = 3600.0, relay: bool = True) -> Non
 
 
 class Worker:
-    """A real `celery worker` on the bench queue (as tests/conftest.py's Worker)."""
+    """A real `celery worker` on the bench queue."""
 
     def __init__(self, concurrency: int = 2) -> None:
         from config.celery import app as celery_app
+        from config.devstack import celery_worker_argv
 
         queue = os.environ["CANON_QUEUE"]
         celery_app.conf.task_default_queue = queue
         self.log_path = ROOT / ".data" / f"bench-worker-{os.getpid()}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-Q",
-                queue,
-                "--pool",
-                "prefork",
-                "--concurrency",
-                str(concurrency),
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "info",
-                "-n",
-                f"{queue}@%h",
-            ],
+            celery_worker_argv(queue=queue, concurrency=concurrency),
             cwd=ROOT,
             env=dict(os.environ),
             stdout=self.log_path.open("wb"),

@@ -240,6 +240,16 @@ def stack() -> Iterator[Stack]:
                 stop()
 
 
+def celery_worker_argv(*, queue: str, pool: str = "prefork", concurrency: int = 1) -> list[str]:
+    """A `celery worker` on its own queue, quiet about cluster chatter (tests and benchmarks)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue,
+        "--pool", pool, "--concurrency", str(concurrency),
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "-l", "info", "-n", f"{queue}@%h",
+    ]  # fmt: skip
+
+
 # --- commands -----------------------------------------------------------------------------
 
 

@@ -456,6 +456,25 @@ def _purge_delay_seconds(kb: KnowledgeBase) -> float:
     return float(configured) if configured is not None else kb.retention_days * 86400.0
 
 
+def _visibility_event(
+    document: Document, *, action: str, actor: Actor, reason: str
+) -> KnowledgeBase:
+    """Record a delete or restore against the live build of the active version."""
+    kb = KnowledgeBase.objects.get(pk=document.kb_id)
+    PublicationEvent.objects.create(
+        kb_id=kb.pk,
+        document=document,
+        index_version_id=kb.active_index_version_id,
+        action=action,
+        build_id=selectors.live_build_id(
+            document=document, index_version_id=kb.active_index_version_id
+        ),
+        actor_id=_actor_id(actor),
+        reason=reason,
+    )
+    return kb
+
+
 def document_delete(*, document_id: int, actor: Actor = None, reason: str = "") -> Document:
     """Soft delete: invisible to search when this transaction commits. Writes a
     PublicationEvent and schedules physical cleanup after the retention window. Idempotent."""
@@ -465,17 +484,8 @@ def document_delete(*, document_id: int, actor: Actor = None, reason: str = "") 
             return document
         document.deleted_at = timezone.now()
         document.save(update_fields=["deleted_at", "updated_at"])
-        kb = KnowledgeBase.objects.get(pk=document.kb_id)
-        PublicationEvent.objects.create(
-            kb_id=kb.pk,
-            document=document,
-            index_version_id=kb.active_index_version_id,
-            action=PublicationEvent.Action.DELETE,
-            build_id=selectors.live_build_id(
-                document=document, index_version_id=kb.active_index_version_id
-            ),
-            actor_id=_actor_id(actor),
-            reason=reason,
+        kb = _visibility_event(
+            document, action=PublicationEvent.Action.DELETE, actor=actor, reason=reason
         )
         task_create(
             kind=IngestionTask.Kind.DELETE,
@@ -497,17 +507,8 @@ def document_restore(*, document_id: int, actor: Actor = None, reason: str = "")
         document.deleted_at = None
         document.save(update_fields=["deleted_at", "updated_at"])
         _rebuild_desired_after_restore(document)
-        kb = KnowledgeBase.objects.get(pk=document.kb_id)
-        PublicationEvent.objects.create(
-            kb_id=kb.pk,
-            document=document,
-            index_version_id=kb.active_index_version_id,
-            action=PublicationEvent.Action.RESTORE,
-            build_id=selectors.live_build_id(
-                document=document, index_version_id=kb.active_index_version_id
-            ),
-            actor_id=_actor_id(actor),
-            reason=reason,
+        _visibility_event(
+            document, action=PublicationEvent.Action.RESTORE, actor=actor, reason=reason
         )
     return document
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from config.celery import app as celery_app
+from config.devstack import celery_worker_argv
 from ingestion.services import outbox_relay_batch
 from kb.models import KnowledgeBase, Tenant, TenantMembership
 from kb.services import knowledge_base_create
@@ -71,27 +71,7 @@ class Worker:
         self.queue = queue
         self.log_path = log_path
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-Q",
-                queue,
-                "--pool",
-                pool,
-                "--concurrency",
-                "1",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "info",
-                "-n",
-                f"{queue}@%h",
-            ],
+            celery_worker_argv(queue=queue, pool=pool),
             cwd=ROOT,
             env=env,
             stdout=log_path.open("wb"),
