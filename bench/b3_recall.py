@@ -72,6 +72,7 @@ def main() -> None:
             recalls, counts = [], []
             for q, truth in zip(queries, exact, strict=True):
                 with transaction.atomic():
+                    selectors.use_iterative_scan(limit=10)
                     got = selectors._vector_rows(params, version, q.tolist(), 10)
                 counts.append(len(got))
                 recalls.append(len({r[0] for r in got} & truth) / len(truth))

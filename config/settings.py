@@ -217,6 +217,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
+# The HNSW walk of a vector search stops after this many index tuples (pgvector's
+# hnsw.max_scan_tuples); when that walk finds fewer than top_k visible rows, the exact form
+# answers (cheap, since then few chunks are visible).
+SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
 # The shared cache (rate-limit counters only): losing it loses no fact. Keys are prefixed with

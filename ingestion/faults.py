@@ -10,11 +10,13 @@ assert that the fault really happened at that point.
 
     CANON_FAULT_AFTER_OUTBOX_COMMIT=1   die after an upload committed, before any send
     CANON_FAULT_AFTER_CHUNK_BATCH=N     die after chunk batch N (1-based) committed
+    CANON_FAULT_CHUNK_BATCH_DELAY=S     sleep S seconds after each chunk batch (a slow disk)
     CANON_FAULT_BEFORE_SWITCH=1         die after every stage succeeded, before the switch
     CANON_FAULT_RELAY_AFTER_SEND=1      die after the relay sent a message, before marking it
     CANON_FAULT_DROP_HEARTBEATS=1       never renew leases
     CANON_FAULT_POISON=TEXT             die while parsing any file that contains TEXT
-    CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT: before_switch | in_switch
+    CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT, every time it is reached:
+                                        before_switch | in_switch | relay_after_send
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 
@@ -44,7 +47,7 @@ def _die(point: str) -> None:
 
 
 def pause_point(point: str) -> None:
-    """Freeze this process at `point` when CANON_FAULT_PAUSE_AT names it."""
+    """Freeze this process at `point`, every time, when CANON_FAULT_PAUSE_AT names it."""
     if _enabled("PAUSE_AT") == point:
         _mark(f"paused_{point}")
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -56,6 +59,9 @@ def after_outbox_commit() -> None:
 
 
 def after_chunk_batch(batch_number: int) -> None:
+    delay = _enabled("CHUNK_BATCH_DELAY")
+    if delay:
+        time.sleep(float(delay))
     target = _enabled("AFTER_CHUNK_BATCH")
     if target and int(target) == batch_number:
         _die(f"after_chunk_batch_{batch_number}")
@@ -70,6 +76,7 @@ def before_switch() -> None:
 def relay_after_send() -> None:
     if _enabled("RELAY_AFTER_SEND"):
         _die("relay_after_send")
+    pause_point("relay_after_send")
 
 
 def heartbeat_dropped() -> bool:

@@ -32,7 +32,7 @@ from ingestion.services import (
 )
 from kb import storage
 from kb.models import Build, IndexVersion
-from kb.selectors import manifest_of
+from kb.selectors import build_completeness, manifest_of
 from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish, document_purge
 from kb.transactions import retry_conflicts
 
@@ -186,8 +186,11 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
     )
     pieces: list[JsonDict] = chunked["chunks"]
     with fenced(lease):
-        Build.objects.filter(pk=build.pk).update(
+        # Runs on every attempt; only a changed expectation invalidates an earlier verification.
+        Build.objects.filter(pk=build.pk).exclude(
             expected_chunk_count=len(pieces), manifest_sha256=chunked["manifest"]
+        ).update(
+            expected_chunk_count=len(pieces), manifest_sha256=chunked["manifest"], verified_at=None
         )
     if not pieces:
         raise TerminalError("empty", "The document produced no text to index.")
@@ -360,7 +363,29 @@ def _write(*, build: Build, pieces: list[JsonDict], lease: Lease) -> JsonDict:
                     build.index_version.dimensions,
                 ],
             )
-            Build.objects.filter(pk=build.pk).update(chunks_written=start + len(batch))
+            Build.objects.filter(pk=build.pk).update(
+                chunks_written=start + len(batch), verified_at=None
+            )
         batches += 1
         faults.after_chunk_batch(batches)
+    _verify(build=build, lease=lease)
     return {"batches": batches, "chunks": len(pieces)}
+
+
+def _verify(*, build: Build, lease: Lease) -> None:
+    """Check every written chunk against the build's expectations and record that they passed.
+
+    This is the one O(n) completeness check of a build, done here so that the switch, which
+    holds the document lock, reads only the build row. Fenced, so it cannot interleave with a
+    write of another attempt; raises IncompleteBuild (terminal) when the rows do not match.
+    """
+    with fenced(lease):
+        row = Build.objects.select_related("index_version").get(pk=build.pk)
+        problems = build_completeness(build_id=build.pk).problems(
+            expected_count=row.expected_chunk_count,
+            dimensions=row.index_version.dimensions,
+            manifest=row.manifest_sha256,
+        )
+        if problems:
+            raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
+        Build.objects.filter(pk=build.pk).update(verified_at=Now())

@@ -178,11 +178,16 @@ class Build(models.Model):
     chunks_written = models.PositiveIntegerField(default=0)
     dimensions = models.PositiveIntegerField()
     manifest_sha256 = models.CharField(max_length=64, blank=True)
+    # Set by the write stage once the written chunks were checked against the expected count,
+    # dimensions and manifest; cleared (under the same lease fence) by any later chunk write.
+    # The switch trusts it, so the switch reads no chunk rows.
+    verified_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    collected_at = models.DateTimeField(null=True, blank=True)  # chunks garbage-collected
+    # Set (under the build lock) when retention gives the build up; its chunks go after that.
+    collected_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

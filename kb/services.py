@@ -10,16 +10,16 @@ import enum
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
 from ingestion import faults
-from ingestion.leases import Lease, lease_check
+from ingestion.leases import Lease, fenced, lease_check
 from ingestion.models import AuditEvent, IngestionTask
 from ingestion.services import outbox_add, task_create
 from kb import locks, selectors
@@ -240,8 +240,9 @@ def build_publish(
     document, then the build, then (with `lease`) the task — the one lock order. Checks, in order:
     the lease is still held (else LeaseLost); the build is not already decided; the document is
     not deleted and the build's revision is `desired_revision` (CAS; else the build is superseded
-    unpublished, so a late or duplicate event can never move the pointer back); completeness
-    (else IncompleteBuild). Then, if the knowledge base requires approval and this is not an
+    unpublished, so a late or duplicate event can never move the pointer back); completeness as
+    the write stage verified it, read from the build row so the switch is O(1) in the build's
+    size (else IncompleteBuild). Then, if the knowledge base requires approval and this is not an
     approval, the build waits as ready; otherwise the Publication points at it, the previous build
     becomes superseded (retained for rollback) and a PublicationEvent is written.
 
@@ -266,11 +267,7 @@ def build_publish(
             build.finished_at = timezone.now()
             build.save(update_fields=["state", "error", "finished_at", "updated_at"])
             return PublishResult(PublishOutcome.STALE, build.pk)
-        problems = selectors.build_completeness(build_id=build.pk).problems(
-            expected_count=build.expected_chunk_count,
-            dimensions=build.index_version.dimensions,
-            manifest=build.manifest_sha256,
-        )
+        problems = selectors.build_switch_problems(build)
         if problems:
             raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
         if build.kb.require_approval and not approve and not _revision_approved(build):
@@ -425,12 +422,8 @@ def document_rollback(
             raise ActionRefused(
                 f"Build {build.pk} is {build.state}, not a retained earlier version."
             )
-        problems = selectors.build_completeness(build_id=build.pk).problems(
-            expected_count=build.expected_chunk_count,
-            dimensions=build.index_version.dimensions,
-            manifest=build.manifest_sha256,
-        )
-        if problems or not build.expected_chunk_count:
+        problems = selectors.build_switch_problems(build)
+        if problems:
             raise ActionRefused(f"Build {build.pk} is not retained complete: {'; '.join(problems)}")
         document.desired_revision = build.revision.number
         document.save(update_fields=["desired_revision", "updated_at"])
@@ -547,38 +540,50 @@ PURGE_BATCH = 5000
 
 
 def document_purge(*, document_id: int, lease: Lease) -> int:
-    """Physically remove a deleted document's chunks and pointers in fenced batches, then mark
-    it purged. Returns the number of chunks removed. A no-op if the document was restored
-    meanwhile; idempotent. Rows of Document, Revision and Build stay as history."""
+    """Physically remove a deleted document's chunks and pointers, then mark it purged.
+
+    First, in one transaction under the document lock, the one-way door: pointers removed,
+    every build given up (`collected_at`) and `purged_at` set, so a restore from here on is
+    refused and can never serve a half-deleted build. Then the chunks go in fenced batches.
+    A no-op if the document was restored first or deleted again later (the later delete's task
+    purges); idempotent, also after a crash halfway. Returns the number of chunks removed.
+    Document, Revision and Build rows stay as history.
+    """
+    with transaction.atomic():
+        document = locks.lock_document(document_id)
+        lease_check(lease)
+        if document.deleted_at is None:
+            return 0
+        if IngestionTask.objects.filter(
+            kind=IngestionTask.Kind.DELETE, document_id=document_id, pk__gt=lease.task_id
+        ).exists():
+            # Deleted again after a restore: the later delete's own task purges, once its
+            # retention window has passed.
+            return 0
+        if document.purged_at is None:
+            now = timezone.now()
+            Publication.objects.filter(document_id=document_id).delete()
+            Build.objects.filter(document_id=document_id, state=Build.State.LIVE).update(
+                state=Build.State.SUPERSEDED
+            )
+            Build.objects.filter(document_id=document_id, collected_at__isnull=True).update(
+                collected_at=now, verified_at=None
+            )
+            document.purged_at = now
+            document.save(update_fields=["purged_at", "updated_at"])
     removed = 0
     while True:
-        with transaction.atomic():
-            document = locks.lock_document(document_id)
-            lease_check(lease)
-            if document.deleted_at is None:
-                return removed
-            if IngestionTask.objects.filter(
-                kind=IngestionTask.Kind.DELETE, document_id=document_id, pk__gt=lease.task_id
-            ).exists():
-                # Deleted again after a restore: the later delete's own task purges, once its
-                # retention window has passed.
-                return removed
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "DELETE FROM kb_chunk WHERE id IN "
-                    "(SELECT id FROM kb_chunk WHERE document_id = %s LIMIT %s)",
-                    [document_id, PURGE_BATCH],
-                )
-                batch = cursor.rowcount
-            removed += batch
-            if batch < PURGE_BATCH:
-                Publication.objects.filter(document_id=document_id).delete()
-                Build.objects.filter(document_id=document_id, state=Build.State.LIVE).update(
-                    state=Build.State.SUPERSEDED
-                )
-                document.purged_at = timezone.now()
-                document.save(update_fields=["purged_at", "updated_at"])
-                return removed
+        with fenced(lease), connection.cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM kb_chunk WHERE id IN "
+                "(SELECT id FROM kb_chunk WHERE document_id = %s LIMIT %s)",
+                [document_id, PURGE_BATCH],
+            )
+            batch = cursor.rowcount
+        removed += batch
+        if batch < PURGE_BATCH:
+            Build.objects.filter(document_id=document_id).update(chunks_written=0)
+            return removed
 
 
 # --- index versions ------------------------------------------------------------------------
@@ -789,6 +794,18 @@ GC_LOCK_KEY = 0x43616E6F6E03
 GC_BATCH = 5000
 
 
+def _build_give_up(build_id: int, eligible: QuerySet[Build], now: datetime) -> None:
+    """Mark one build collected under its lock, if it is still eligible once the lock is held.
+
+    A rollback locks the build too and then points a Publication at it, so the two serialize:
+    the re-check after the lock sees a rollback that won, and a rollback that comes second sees
+    `collected_at` and refuses. Only after this mark are the build's chunks deleted.
+    """
+    with transaction.atomic():
+        locks.lock_build(build_id)
+        eligible.filter(pk=build_id).update(collected_at=now, verified_at=None)
+
+
 def retention_collect(*, max_batches: int = 20) -> int:
     """Garbage-collect what the retention window no longer protects, in bounded batches:
     chunks of superseded builds and of retired index versions (whose HNSW index is dropped).
@@ -822,7 +839,7 @@ def retention_collect(*, max_batches: int = 20) -> int:
                         state=Build.State.SUPERSEDED, updated_at=now
                     )
                     IndexVersion.objects.filter(pk=version.pk).update(collected_at=now)
-            builds = (
+            eligible = (
                 Build.objects.filter(kb=kb, collected_at__isnull=True)
                 .filter(
                     Q(state=Build.State.SUPERSEDED, updated_at__lt=cutoff)
@@ -831,24 +848,28 @@ def retention_collect(*, max_batches: int = 20) -> int:
                 )
                 .exclude(pk__in=Publication.objects.values("build_id"))
                 .exclude(tasks__status__in=open_statuses)
-                .values_list("pk", flat=True)
             )
-            for build_id in builds[:1000]:
-                while max_batches > 0:
-                    max_batches -= 1
-                    with connection.cursor() as cursor:
-                        cursor.execute(
-                            "DELETE FROM kb_chunk WHERE id IN "
-                            "(SELECT id FROM kb_chunk WHERE build_id = %s LIMIT %s)",
-                            [build_id, GC_BATCH],
-                        )
-                        batch = cursor.rowcount
-                    deleted += batch
-                    if batch < GC_BATCH:
-                        Build.objects.filter(pk=build_id).update(collected_at=now)
-                        break
-                if max_batches <= 0:
-                    return deleted
+            for build_id in eligible.values_list("pk", flat=True)[:1000]:
+                _build_give_up(build_id, eligible, now)
+        # Chunks of given-up builds, including those a crashed run left behind.
+        for build_id in Build.objects.filter(
+            collected_at__isnull=False, chunks_written__gt=0
+        ).values_list("pk", flat=True)[:1000]:
+            while max_batches > 0:
+                max_batches -= 1
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "DELETE FROM kb_chunk WHERE id IN "
+                        "(SELECT id FROM kb_chunk WHERE build_id = %s LIMIT %s)",
+                        [build_id, GC_BATCH],
+                    )
+                    batch = cursor.rowcount
+                deleted += batch
+                if batch < GC_BATCH:
+                    Build.objects.filter(pk=build_id).update(chunks_written=0, verified_at=None)
+                    break
+            if max_batches <= 0:
+                return deleted
         for version_id in IndexVersion.objects.filter(collected_at__isnull=False).values_list(
             "pk", flat=True
         ):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
@@ -71,7 +72,9 @@ class SearchFilters:
 def knowledge_base_for(*, principal: Principal, kb_ref: str) -> KnowledgeBase:
     """The principal's knowledge base by slug (or id); KnowledgeBaseNotFound otherwise, with no
     difference between 'does not exist' and 'belongs to someone else'."""
-    kbs = KnowledgeBase.objects.filter(tenant_id=principal.tenant_id)
+    kbs = KnowledgeBase.objects.filter(tenant_id=principal.tenant_id).select_related(
+        "active_index_version"
+    )
     kb = kbs.filter(slug=kb_ref).first()
     if kb is None and kb_ref.isascii() and kb_ref.isdigit() and len(kb_ref) < 19:
         kb = kbs.filter(pk=int(kb_ref)).first()
@@ -143,16 +146,44 @@ def vector_query(
     return sql, {**params, "q": literal, "limit": limit}
 
 
+_ITERATIVE_SCAN = (
+    "set_config('hnsw.iterative_scan', 'strict_order', true), "
+    "set_config('hnsw.ef_search', %(ef)s, true), "
+    "set_config('hnsw.max_scan_tuples', %(max_scan)s, true), "
+    "set_config('enable_sort', 'off', true)"
+)
+
+
+def _iterative_scan_params(limit: int) -> dict[str, str]:
+    return {
+        "ef": str(max(EF_SEARCH, limit)),
+        "max_scan": str(max(settings.SEARCH_MAX_SCAN_TUPLES, 20 * limit)),
+    }
+
+
 def use_iterative_scan(*, limit: int) -> None:
     """For this transaction: walk the HNSW graph until `limit` rows pass the visibility filters
     (pgvector iterative scan), and prefer that ordered index scan to sorting: the planner's join
-    estimates otherwise make it read every visible chunk and sort them."""
+    estimates otherwise make it read every visible chunk and sort them. The walk stops after
+    SEARCH_MAX_SCAN_TUPLES index tuples: a principal who sees that little is answered faster by
+    the exact form (see `_vector_rows`)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
-            "set_config('hnsw.ef_search', %s, true), set_config('enable_sort', 'off', true)",
-            [str(max(EF_SEARCH, limit))],
-        )
+        cursor.execute(f"SELECT {_ITERATIVE_SCAN}", _iterative_scan_params(limit))
+
+
+def _still_active(
+    *, kb_id: int, version: IndexVersion, vector: list[float] | None, top_k: int
+) -> bool:
+    """Whether `version` is still the knowledge base's active one in this transaction's
+    snapshot; for a vector search, the same round trip sets up the iterative scan."""
+    sql = "SELECT EXISTS (SELECT 1 FROM kb_knowledgebase WHERE id = %(kb)s AND "
+    sql += "active_index_version_id = %(iv)s)"
+    if vector is not None:
+        sql += ", " + _ITERATIVE_SCAN  # a constant; values are bound
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"kb": kb_id, "iv": version.pk, **_iterative_scan_params(top_k)})
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _vector_rows(
@@ -160,14 +191,13 @@ def _vector_rows(
 ) -> list[tuple[Any, ...]]:
     """Approximate nearest visible chunks; if the index scan gave up before finding `limit`
     visible rows (very selective filters hit hnsw.max_scan_tuples), the exact form answers, so a
-    filter never starves the result."""
+    filter never starves the result. The caller set up the iterative scan (`_still_active`)."""
     sql, sql_params = vector_query(params, version, vector, limit)
     with connection.cursor() as cursor:
-        use_iterative_scan(limit=limit)
         cursor.execute(sql, sql_params)
         rows = cursor.fetchall()
-        cursor.execute("SELECT set_config('enable_sort', 'on', true)")
         if len(rows) < limit:
+            cursor.execute("SELECT set_config('enable_sort', 'on', true)")
             sql, sql_params = vector_query(params, version, vector, limit, exact=True)
             cursor.execute(sql, sql_params)
             rows = cursor.fetchall()
@@ -278,22 +308,29 @@ def search(
     swap happened in between, the search starts again with the new version.
     """
     started = time.perf_counter()
+    # The version `kb` was read with (`knowledge_base_for` selects it); after a swap, re-read.
+    version = kb.active_index_version
     while True:
-        version = IndexVersion.objects.get(
-            pk=KnowledgeBase.objects.values_list("active_index_version_id", flat=True).get(pk=kb.pk)
-        )
+        if version is None:
+            version = IndexVersion.objects.get(
+                pk=KnowledgeBase.objects.values_list("active_index_version_id", flat=True).get(
+                    pk=kb.pk
+                )
+            )
         vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
         with transaction.atomic():
             _snapshot()
-            if not KnowledgeBase.objects.filter(
-                pk=kb.pk, active_index_version_id=version.pk
-            ).exists():
+            if not _still_active(kb_id=kb.pk, version=version, vector=vector, top_k=top_k):
+                version = None
                 continue
             ranked: list[list[Hit]] = []
             if vector is not None:
                 ranked.append(_hits(_vector_rows(params, version, vector, top_k)))
             if mode in ("keyword", "hybrid"):
+                if vector is not None:  # the iterative scan's enable_sort=off ends here
+                    with connection.cursor() as cursor:
+                        cursor.execute("SELECT set_config('enable_sort', 'on', true)")
                 ranked.append(_hits(_keyword_rows(params, version, query, top_k)))
         hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
         took_ms = (time.perf_counter() - started) * 1000

@@ -1,16 +1,19 @@
 """Per-principal request rate limits, counted in the shared (Redis) cache.
 
-A fixed window per principal: one atomic INCR per request, so concurrent requests on many web
-processes are counted exactly. If the cache is unreachable the request is let through and a
-warning logged: the rate limit protects the service, it is not a fact worth an outage.
+A fixed window per principal: one atomic INCR per request (one round trip, pipelined with the
+window's creation), so concurrent requests on many web processes are counted exactly. If the
+cache is unreachable the request is let through and a warning logged: the rate limit protects
+the service, it is not a fact worth an outage.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from rest_framework.request import Request
@@ -27,6 +30,27 @@ def parse_rate(rate: str) -> tuple[int, int]:
     """'600/min' -> (600, 60)."""
     count, _, period = rate.partition("/")
     return int(count), PERIODS[period.strip().lower()]
+
+
+@functools.lru_cache(maxsize=4)
+def _redis(url: str, connect_timeout: float, timeout: float) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=connect_timeout, socket_timeout=timeout)
+
+
+def _count(key: str, *, ttl: int) -> int:
+    """Count one request in `key`'s window: create it with its expiry if new, then INCR, in
+    one pipelined round trip to the default cache's Redis (its location and timeouts)."""
+    config: dict[str, Any] = settings.CACHES["default"]
+    options: dict[str, Any] = config.get("OPTIONS", {})
+    client = _redis(
+        str(config["LOCATION"]),
+        float(options.get("socket_connect_timeout", 1.0)),
+        float(options.get("socket_timeout", 1.0)),
+    )
+    pipe = client.pipeline(transaction=False)
+    pipe.set(key, 0, ex=ttl, nx=True)
+    pipe.incr(key)
+    return int(pipe.execute()[1])
 
 
 class PrincipalRateThrottle(BaseThrottle):
@@ -47,10 +71,9 @@ class PrincipalRateThrottle(BaseThrottle):
         limit, period = parse_rate(settings.CANON_API_RATE)
         now = time.time()
         window = int(now // period)
-        cache_key = f"throttle:{ident}:{period}:{window}"
+        cache_key = cache.make_key(f"throttle:{ident}:{period}:{window}")
         try:
-            cache.add(cache_key, 0, timeout=period + 1)
-            count = cache.incr(cache_key)
+            count = _count(cache_key, ttl=period + 1)
         except Exception as exc:  # the cache is down: fail open
             logger.warning("rate limit not checked, the cache is unavailable: %s", exc)
             return True

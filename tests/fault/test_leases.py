@@ -7,10 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +15,6 @@ from typing import Any
 
 import psutil
 import pytest
-from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
 from django.db.models.functions import Now
@@ -219,7 +215,12 @@ def test_f_l1_worker_frozen_past_its_lease_changes_nothing_when_resumed(
 # while writing it one chunk per fenced transaction takes many lease lengths.
 SLOW_DOCUMENT_PARAGRAPHS = 120
 FAST_WRITES = {"CANON_LEASE_TTL_SECONDS": FAULT_LEASE_TTL, "CANON_CHUNK_WRITE_BATCH": "200"}
-SLOW_WRITES = {"CANON_LEASE_TTL_SECONDS": FAULT_LEASE_TTL, "CANON_CHUNK_WRITE_BATCH": "1"}
+# One chunk per fenced transaction, 20 ms apart: writing outlasts the lease on any machine.
+SLOW_WRITES = {
+    "CANON_LEASE_TTL_SECONDS": FAULT_LEASE_TTL,
+    "CANON_CHUNK_WRITE_BATCH": "1",
+    "CANON_FAULT_CHUNK_BATCH_DELAY": "0.02",
+}
 
 
 def publish_big_first_revision(worker_factory: Any, kb: KnowledgeBase) -> tuple[Document, str]:
@@ -457,67 +458,23 @@ def test_f_p1_heartbeat_connection_killed_mid_write_does_not_cost_the_lease(
     assert_verified()
 
 
-class SlowBrokerLink:
-    """A TCP relay to the broker that holds every client-to-server packet for `delay` seconds:
-    a slow network between one process and Redis. A relay process sending through it spends
-    its time inside its relay transaction, with its outbox rows locked, between sends."""
-
-    def __init__(self, broker_url: str, delay: float) -> None:
-        parts = urllib.parse.urlsplit(broker_url)
-        self._target = (parts.hostname or "127.0.0.1", parts.port or 6379)
-        self._delay = delay
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self._server.settimeout(0.2)
-        port = self._server.getsockname()[1]
-        self.url = urllib.parse.urlunsplit(parts._replace(netloc=f"127.0.0.1:{port}"))
-        self._stop = threading.Event()
-        self._sockets: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, name="slow-link", daemon=True)
-
-    def __enter__(self) -> SlowBrokerLink:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        for sock in [self._server, *self._sockets]:
-            sock.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            upstream = socket.create_connection(self._target)
-            self._sockets += [client, upstream]
-            for source, sink, delay in ((client, upstream, self._delay), (upstream, client, 0.0)):
-                threading.Thread(target=self._pump, args=(source, sink, delay), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket, delay: float) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                time.sleep(delay)
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-
 def test_f_p1_connection_killed_under_the_relay_mid_batch(
-    worker_factory: Any, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+    worker_factory: Any, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # The relay process under test is the only relay until the fault is over: uploads do not
     # nudge a worker to relay, and nothing else runs the beat's relay.
     monkeypatch.setattr(ingestion_services, "relay_nudge", lambda: None)
     worker = worker_factory(pool="solo", **WORKER_ENV)
     application_name = f"canon-f-p1-relay-{uuid.uuid4().hex[:8]}"
+    markers = tmp_path / "markers"
 
-    with (
-        SlowBrokerLink(django_settings.CELERY_BROKER_URL, delay=0.1) as link,
-        searching(kb, ["warm paragraph 1", "batch paragraph 1", "paragraph"]) as searcher,
-    ):
+    with searching(kb, ["batch paragraph 1", "paragraph"]) as searcher:
+        # given a batch of uploads committed at once
+        with transaction.atomic():
+            documents = [upload(kb, f"doc{i}", paragraphs(f"batch{i}", n=2)) for i in range(8)]
+        tasks = IngestionTask.objects.filter(document__in=documents)
+        events = OutboxEvent.objects.filter(task__in=tasks)
+        # and a relay process that freezes once it has sent the batch, before marking it
         relay = manage_subprocess(
             "canon_relay",
             "--loop",
@@ -526,41 +483,36 @@ def test_f_p1_connection_killed_under_the_relay_mid_batch(
             env={
                 "CANON_DB_APPLICATION_NAME": application_name,
                 "CANON_QUEUE": worker.queue,
-                "REDIS_URL": link.url,
+                "CANON_FAULT_PAUSE_AT": "relay_after_send",
+                "CANON_FAULT_MARKER_DIR": str(markers),
             },
         )
         try:
-            # given a relay process that delivers the outbox (over a slow link to the broker)
-            warmup = upload(kb, "warmup", paragraphs("warm", n=2))
             wait_for(
-                lambda: live_revision(warmup) == 1,
+                lambda: any(markers.glob("paused_relay_after_send.*")),
                 relay=False,
-                what="the relay process to deliver the first upload",
+                what="the relay to send the batch",
             )
-
-            # when a batch of uploads commits at once and the relay is killed mid-batch: some
-            # of it sent (a worker already claimed a task), none of it marked published
-            with transaction.atomic():
-                documents = [upload(kb, f"doc{i}", paragraphs(f"batch{i}", n=2)) for i in range(8)]
-            tasks = IngestionTask.objects.filter(document__in=documents)
-            events = OutboxEvent.objects.filter(task__in=tasks)
-
-            def relay_mid_batch() -> bool:
-                in_transaction = "idle in transaction" in backend_states(application_name)
-                return in_transaction and tasks.filter(attempt__gte=1).exists()
-
-            wait_for(relay_mid_batch, relay=False, timeout=30, what="the relay to be mid-batch")
+            wait_for(
+                lambda: tasks.filter(attempt__gte=1).exists(),
+                relay=False,
+                what="a worker to claim a task of the sent batch",
+            )
+            # when its database connection is killed in the middle of its transaction
+            assert "idle in transaction" in backend_states(application_name)
             assert terminate_backends(application_name) >= 1
-            # then the relay's mark never committed: every event of the batch is unpublished
+            os.kill(relay.pid, signal.SIGCONT)
+            # then the relay's mark never committed: every event of the batch is unpublished,
+            # though the worker is running what was sent
             assert events.filter(published_at__isnull=False).count() == 0
-            sent_before_kill = tasks.filter(attempt__gte=1).count()
-            assert 1 <= sent_before_kill < len(documents)
 
-            # the relay process either dies of its lost connection or recovers by itself
+            # the relay process either dies of its lost connection or recovers by itself (and
+            # then freezes after each send again: keep it going)
             deadline = time.monotonic() + 15
             while relay.poll() is None and events.filter(published_at__isnull=True).exists():
                 assert time.monotonic() < deadline, "the relay neither died nor recovered"
                 time.sleep(0.2)
+                os.kill(relay.pid, signal.SIGCONT)
             if relay.poll() is not None:
                 assert relay.stdout is not None
                 output = relay.stdout.read().decode(errors="replace")

@@ -68,7 +68,7 @@ def test_a_duplicate_message_claims_nothing_and_changes_nothing(kb: KnowledgeBas
     assert IngestionTask.objects.get(pk=task_id).attempt == 1
 
 
-def test_an_incomplete_build_is_refused_and_the_live_one_keeps_serving(kb: KnowledgeBase) -> None:
+def test_an_unverified_build_is_refused_and_the_live_one_keeps_serving(kb: KnowledgeBase) -> None:
     task_1 = upload(kb, "Live text. " * 300)
     document = Document.objects.get(key="doc")
     task_execute(task_id=task_1, worker_id="w1")
@@ -77,15 +77,50 @@ def test_an_incomplete_build_is_refused_and_the_live_one_keeps_serving(kb: Knowl
     task_2 = upload(kb, "Candidate text. " * 300, document)
     assert task_execute(task_id=task_2, worker_id="w2") == "awaiting_approval"
     candidate = Build.objects.get(revision__number=2)
-    assert candidate.state == Build.State.READY
-    # lose one chunk of the candidate
-    assert candidate.expected_chunk_count
-    candidate.chunks.filter(ordinal=candidate.expected_chunk_count - 1).delete()
+    assert candidate.state == Build.State.READY and candidate.verified_at is not None
+    # what a chunk write of another attempt leaves behind until it verifies again
+    Build.objects.filter(pk=candidate.pk).update(verified_at=None)
 
-    with pytest.raises(services.IncompleteBuild, match="chunks are written"):
+    with pytest.raises(services.IncompleteBuild, match="not verified complete"):
         services.build_publish(build_id=candidate.pk, approve=True)
 
     assert live_revision(document) == 1
+
+
+def test_the_write_stage_refuses_rows_that_do_not_match_and_the_live_build_keeps_serving(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task_1 = upload(kb, "Live text. " * 300)
+    document = Document.objects.get(key="doc")
+    task_execute(task_id=task_1, worker_id="w1")
+    task_2 = upload(kb, "Candidate text. " * 300, document)
+    # an embed stage that caches nothing: the write joins no vector for the new chunks
+    monkeypatch.setattr("ingestion.pipeline._embed", lambda pieces, version: {"embedded": 0})
+
+    assert task_execute(task_id=task_2, worker_id="w2") == "failed"
+
+    candidate = Build.objects.get(revision__number=2)
+    task = IngestionTask.objects.get(pk=task_2)
+    assert candidate.verified_at is None
+    assert task.last_error_code == "incomplete_build" and "have no embedding" in task.last_error
+    assert live_revision(document) == 1
+
+
+def test_the_switch_reads_no_chunk_rows(kb: KnowledgeBase) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    kb.require_approval = True
+    kb.save()
+    task_id = upload(kb, "Switch text. " * 400)
+    assert task_execute(task_id=task_id, worker_id="w1") == "awaiting_approval"
+    candidate = Build.objects.get()
+
+    with CaptureQueriesContext(connection) as queries:
+        services.build_publish(build_id=candidate.pk, approve=True)
+
+    assert live_revision(candidate.document) == 1
+    assert not [q["sql"] for q in queries.captured_queries if "kb_chunk" in q["sql"]]
 
 
 def test_stage_results_are_recorded_once_per_stage(kb: KnowledgeBase) -> None:

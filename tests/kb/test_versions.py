@@ -238,9 +238,52 @@ def test_gc_collects_only_unreferenced_builds_past_retention(kb: KnowledgeBase) 
         assert kept.collected_at is None
         assert Chunk.objects.filter(build=kept).count() == kept.expected_chunk_count
     assert services.retention_collect() == 0
-    with pytest.raises(services.ActionRefused):
+    with pytest.raises(services.ActionRefused, match="garbage-collected"):
         services.document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
     call_command("kb_verify")
+
+
+def test_retention_rechecks_under_the_build_lock_and_spares_a_build_rolled_back_to(
+    kb: KnowledgeBase,
+) -> None:
+    old = publish(kb, "doc", "Old text. " * 50)
+    publish(kb, "doc", "New text. " * 50)
+    long_ago = timezone.now() - timedelta(days=kb.retention_days + 1)
+    Build.objects.filter(pk=old.pk).update(updated_at=long_ago)
+    # what retention read as eligible just before a rollback made the old build live again
+    eligible = Build.objects.filter(collected_at__isnull=True, updated_at__lt=timezone.now())
+    eligible = eligible.exclude(pk__in=Publication.objects.values("build_id"))
+    assert old.pk in set(eligible.values_list("pk", flat=True))
+    services.document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
+
+    services._build_give_up(old.pk, eligible, timezone.now())
+
+    old.refresh_from_db()
+    assert old.state == Build.State.LIVE and old.collected_at is None
+    assert Chunk.objects.filter(build=old).count() == old.expected_chunk_count
+    call_command("kb_verify")
+
+
+def test_a_purge_gives_up_every_build_in_batches_and_restore_is_refused(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingestion.leases import task_claim
+
+    build = publish(kb, "doc", "Text to purge. " * 300)
+    services.document_delete(document_id=build.document_id, actor=None)
+    task = IngestionTask.objects.get(kind=IngestionTask.Kind.DELETE)
+    IngestionTask.objects.filter(pk=task.pk).update(available_at=timezone.now())
+    lease = task_claim(task_id=task.pk, owner="purger")
+    assert lease is not None
+    monkeypatch.setattr(services, "PURGE_BATCH", 2)
+
+    assert services.document_purge(document_id=build.document_id, lease=lease) > 2
+
+    build.refresh_from_db()
+    assert build.collected_at is not None and build.verified_at is None
+    assert not Chunk.objects.filter(document_id=build.document_id).exists()
+    with pytest.raises(services.ActionRefused, match="purged"):
+        services.document_restore(document_id=build.document_id)
 
 
 def role_user(name: str, group: str, tenant: Tenant) -> Client:

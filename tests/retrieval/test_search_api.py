@@ -154,3 +154,28 @@ def test_last_used_time_is_recorded_at_minute_precision(
     ApiKey.objects.update(last_used_at=timezone.now() - timedelta(minutes=5))
     assert post(api_key, body).status_code == 200
     assert ApiKey.objects.get().last_used_at > timezone.now() - timedelta(minutes=1)  # type: ignore[operator]
+
+
+def test_a_vector_search_request_runs_five_sql_statements_in_one_transaction(
+    published: KnowledgeBase, api_key: str
+) -> None:
+    """The per-request cost B2 measures (docs/BENCHMARKS.md): the key and its knowledge bases,
+    the knowledge base with its active version, the snapshot, the version re-check with the
+    scan settings, the vector statement. A new statement here is a visible decision."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    # top_k 1: one visible chunk answers it, so no exact fallback runs
+    body = {"kb": "handbook", "query": "cafeteria", "mode": "vector", "top_k": 1}
+    assert post(api_key, body).status_code == 200  # records last_used_at (once a minute)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = post(api_key, body)
+
+    assert response.status_code == 200 and response.json()["hits"]
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert len([s for s in statements if s not in ("BEGIN", "COMMIT")]) == 5, statements
+    assert statements[2:4] == [
+        "BEGIN",
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+    ]
