@@ -8,7 +8,7 @@ from celery import Celery
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("canon")
-app.config_from_object("django.conf:settings", namespace="CELERY")
+app.config_from_object("config.celery_settings")  # read lazily; see that module
 app.autodiscover_tasks()
 
 app.conf.beat_schedule = {
