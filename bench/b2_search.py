@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -143,7 +144,14 @@ def main() -> None:
             "config.wsgi:application",
         ],
         cwd=common.ROOT,
-        env=dict(os.environ),
+        # Production settings (README: DEBUG=0), plain HTTP on loopback as behind a TLS proxy.
+        env={
+            **os.environ,
+            "DEBUG": "0",
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "SECURE_SSL_REDIRECT": "0",
+        },
     )
     url = f"http://127.0.0.1:{port}/api/v1/search"
     body = json.dumps({"kb": kb.slug, "query": QUERY, "top_k": 10, "mode": "vector"})

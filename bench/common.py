@@ -26,7 +26,7 @@ DB_NAME = "canon_bench"
 CORPUS_SLUG = "corpus"
 DIMS = 384
 CHUNKS_PER_DOC = 200
-DEFAULT_CHUNKS = int(os.environ.get("BENCH_CHUNKS", "20000"))
+DEFAULT_CHUNKS = int(os.environ.get("BENCH_CHUNKS", "100000"))
 
 _WORDS: list[str] = []
 

@@ -99,6 +99,12 @@ DATABASES = {
 DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
     "CANON_DB_APPLICATION_NAME", f"canon-{os.getpid()}"
 )
+# Server-side parameter binding lets psycopg prepare a statement it has run 5 times on a
+# connection: planning the search statement (six relations, an HNSW cost estimate) costs more
+# than executing it. Turn it off behind a pooler in transaction mode (prepared statements are
+# per server connection there).
+if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
+    DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -365,7 +365,14 @@ def test_f_p1_connection_killed_under_a_worker(
         )
         task.refresh_from_db()
         assert task.last_error_code == "OperationalError"
-        assert "terminating connection due to administrator command" in task.last_error
+        # the server's notice, or psycopg's when it saw the socket closed before sending
+        assert any(
+            sign in task.last_error
+            for sign in (
+                "terminating connection due to administrator command",
+                "connection is closed",
+            )
+        ), task.last_error
         assert "task will be retried" in worker.log()
         assert live_revision(document) == 1
 

@@ -179,3 +179,22 @@ def test_a_vector_search_request_runs_five_sql_statements_in_one_transaction(
         "BEGIN",
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
     ]
+
+
+def test_the_search_statement_is_prepared_once_per_connection(
+    published: KnowledgeBase, api_key: str
+) -> None:
+    """Planning the vector statement costs more than running it (docs/BENCHMARKS.md, B2):
+    server-side binding lets psycopg prepare it after a few runs on a connection."""
+    from django.db import connection
+
+    body = {"kb": "handbook", "query": "cafeteria", "mode": "vector", "top_k": 1}
+    for _ in range(6):
+        assert post(api_key, body).status_code == 200
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", ["%<=>%"]
+        )
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert len(prepared) == 1 and "ORDER BY c.embedding" in prepared[0], prepared
