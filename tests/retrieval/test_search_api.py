@@ -198,3 +198,22 @@ def test_the_search_statement_is_prepared_once_per_connection(
         )
         prepared = [row[0] for row in cursor.fetchall()]
     assert len(prepared) == 1 and "ORDER BY c.embedding" in prepared[0], prepared
+
+
+def test_keyword_search_matches_every_term_first_then_any_term(
+    kb: KnowledgeBase, api_key: str
+) -> None:
+    publish(kb, "both", "The harbour ferry leaves at noon.")
+    publish(kb, "ferry", "Ferry, ferry, ferry: the ferry timetable lists every ferry.")
+    publish(kb, "harbour", "The harbour office closes early.")
+
+    def keys(top_k: int) -> list[str]:
+        body = {"kb": "handbook", "query": "harbour ferry", "mode": "keyword", "top_k": top_k}
+        response = post(api_key, body)
+        assert response.status_code == 200, response.content
+        return [hit["document_key"] for hit in response.json()["hits"]]
+
+    # every term found top_k rows, so the chunk that repeats one term (which outranks it when
+    # any term matches) is not considered
+    assert keys(1) == ["both"]
+    assert sorted(keys(3)) == ["both", "ferry", "harbour"]  # too few: any term answers
