@@ -811,8 +811,10 @@ def retention_collect(*, max_batches: int = 20) -> int:
     chunks of superseded builds and of retired index versions (whose HNSW index is dropped).
 
     Never touches a build that a Publication points at, that an open task references, or that
-    waits for approval (state ready). Singleton via an advisory lock; idempotent. Returns the
-    number of chunk rows deleted.
+    waits for approval (state ready). A build is first given up under its lock
+    (`_build_give_up`), then its chunks are deleted, so nothing can point at a half-deleted
+    build; a crash in between is finished by the next run. Singleton via an advisory lock;
+    idempotent. Returns the number of chunk rows deleted.
     """
     from ingestion.models import IngestionTask as Task
 
