@@ -229,6 +229,8 @@ SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
 SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
+# An upload's Idempotency-Key is honoured for at least this long, then garbage-collected.
+IDEMPOTENCY_RETENTION_HOURS = env_int("CANON_IDEMPOTENCY_RETENTION_HOURS", 24)
 # The shared cache (rate-limit counters only): losing it loses no fact. Keys are prefixed with
 # the database name, so deployments (and test runs) sharing one Redis never count together.
 CACHES = {

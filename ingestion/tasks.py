@@ -38,8 +38,10 @@ def sweep_leases() -> int:
 @shared_task(name="ingestion.tasks.collect_garbage", ignore_result=True)
 def collect_garbage() -> int:
     from kb.services import retention_collect
+    from retrieval.services import idempotency_records_expire
 
     job_ran("gc")
+    idempotency_records_expire()
     return retention_collect()
 
 

@@ -11,10 +11,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from kb import services as kb_services
 from kb.models import Document, KnowledgeBase, Revision
@@ -247,3 +250,14 @@ def document_soft_delete(*, principal: Principal, document_id: int, actor: Actor
         raise Refused(403, "permission_denied", "You may not delete documents.")
     by = f"key {principal.api_key_id}" if principal.api_key_id else f"user {principal.user_id}"
     kb_services.document_delete(document_id=document.pk, actor=actor, reason=f"API delete ({by})")
+
+
+def idempotency_records_expire() -> int:
+    """Delete upload idempotency records older than IDEMPOTENCY_RETENTION_HOURS; return how many.
+
+    A key is honoured for at least that long: a repeat after its record is gone is a new
+    upload. Idempotent; one statement, no locks beyond the rows it deletes.
+    """
+    cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

@@ -368,3 +368,27 @@ def test_a_session_user_needs_the_delete_permission(kb: KnowledgeBase) -> None:
     assert response.status_code == 403
     document.refresh_from_db()
     assert document.deleted_at is None
+
+
+def test_idempotency_keys_are_honoured_for_the_retention_window_then_collected(
+    client: Client, kb: KnowledgeBase, settings: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ingestion.tasks import collect_garbage
+
+    settings.IDEMPOTENCY_RETENTION_HOURS = 24
+    first = post_file(client, "old-key")
+    assert post_file(client, "old-key").json() == first.json()  # replayed
+    post_file(client, "new-key", content=b"Travel policy, revised.")
+    IdempotencyRecord.objects.filter(key="old-key").update(
+        created_at=timezone.now() - timedelta(hours=25)
+    )
+
+    collect_garbage()  # the beat task, run in this process
+
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["new-key"]
+    again = post_file(client, "old-key", content=b"Travel policy, third.")
+    assert again.status_code == 201 and again.json()["revision"] == 3  # a new upload now
