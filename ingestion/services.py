@@ -74,16 +74,23 @@ def relay_nudge() -> None:
         logger.warning("relay nudge not sent: %s", exc)
 
 
-def _publish(task: Any, *, args: tuple[Any, ...] = (), **options: Any) -> None:
-    """Publish one message, failing at once when the broker cannot be reached.
+@contextlib.contextmanager
+def _producer(app: Any) -> Iterator[Any]:
+    """A producer whose broker connection is up, failing at once when it cannot be reached.
 
-    `retry=False` only stops Celery from retrying the publish; kombu still retries the
-    *connection* until `broker_connection_timeout` before raising (about 6 s per message when
+    `retry=False` on a publish only stops Celery from retrying the publish; kombu still retries
+    the *connection* until `broker_connection_timeout` before raising (about 6 s per message when
     Redis refuses connections). One connection attempt is enough here: the outbox keeps the
     intent and the relay backs off.
     """
-    with task.app.producer_or_acquire() as producer:
+    with app.producer_or_acquire() as producer:
         producer.connection.ensure_connection(max_retries=0)
+        yield producer
+
+
+def _publish(task: Any, *, args: tuple[Any, ...] = (), **options: Any) -> None:
+    """Publish one message, failing at once when the broker cannot be reached."""
+    with _producer(task.app) as producer:
         task.apply_async(args=args, producer=producer, retry=False, **options)
 
 
@@ -91,25 +98,24 @@ def _publish(task: Any, *, args: tuple[Any, ...] = (), **options: Any) -> None:
 def _run_task_publisher() -> Iterator[Callable[[OutboxEvent], object]]:
     """Yield a send function that buffers `run_task` messages; all of them go to Redis in one
     pipelined round trip when the block exits (kombu's `Producer.batch`). Fails at once when the
-    broker cannot be reached (see `_publish`)."""
+    broker cannot be reached (see `_producer`)."""
     from ingestion.tasks import run_task
 
-    declared: list[bool] = []
+    first = True
 
     def publish(event: OutboxEvent) -> None:
+        nonlocal first
         task_id = int(event.payload["task_id"])
         # The queue is declared by the batch's first message only; ready-made reprs spare
         # Celery a saferepr per message.
         options: dict[str, Any] = {"argsrepr": f"({task_id},)", "kwargsrepr": "{}"}
-        if declared:
+        if not first:
             options["declare"] = []
         run_task.apply_async(args=(task_id,), producer=producer, retry=False, **options)
-        declared.append(True)
+        first = False
 
-    with run_task.app.producer_or_acquire() as producer:
-        producer.connection.ensure_connection(max_retries=0)
-        with producer.batch(max_size=settings.RELAY_BATCH_SIZE):
-            yield publish
+    with _producer(run_task.app) as producer, producer.batch(max_size=settings.RELAY_BATCH_SIZE):
+        yield publish
 
 
 def outbox_relay_batch(
