@@ -464,9 +464,7 @@ def _history_rows(
             ORDER BY score DESC, c.id LIMIT %(limit)s
         """
         sql_params = {**params, "tsquery": tsquery, "limit": limit}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, sql_params)
-        return cursor.fetchall()
+    return _fetch(sql, sql_params)
 
 
 def _history_unretained(params: dict[str, Any], version: IndexVersion) -> int:
