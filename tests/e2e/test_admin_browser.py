@@ -29,6 +29,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:  # make test installs them; say so 
     pytest.skip("Debian's chromium and chromium-driver are not installed", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -86,6 +87,13 @@ class Person:
         self.driver.find_element(By.CSS_SELECTOR, selector).click()
 
     def text(self) -> str:
+        """The page's text; a body replaced while it was read (a navigation, a reload) is read
+        again from the new page."""
+        for _ in range(5):
+            try:
+                return str(self.driver.find_element(By.TAG_NAME, "body").text)
+            except StaleElementReferenceException:
+                time.sleep(0.1)
         return str(self.driver.find_element(By.TAG_NAME, "body").text)
 
     def wait_for_text(self, text: str, *, timeout: float = 60, reload: bool = False) -> None:
