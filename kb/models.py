@@ -138,6 +138,9 @@ class Revision(models.Model):
     """An immutable uploaded source. The file lives under a content-addressed path."""
 
     document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="revisions")
+    # The title found in the file (HTML <title>/<h1>, PDF metadata, DOCX properties, first
+    # heading); set by the parse stage.
+    extracted_title = models.CharField(max_length=500, blank=True, default="")
     number = models.PositiveIntegerField()
     storage_path = models.CharField(max_length=300)
     sha256 = models.CharField(max_length=64)
@@ -215,7 +218,12 @@ class Chunk(models.Model):
     content_hash = models.CharField(max_length=64)
     token_count = models.PositiveIntegerField()
     embedding = VectorField(null=True, blank=True)
+    # Pipeline p1 only: the `simple` tsvector of the words and CJK bigrams (legacy keyword leg).
     lexical = SearchVectorField(null=True, blank=True)
+    # From p2 on: the number of analysed terms (BM25's document length; postings in Posting).
+    lexical_length = models.PositiveIntegerField(null=True, blank=True)
+    # The headings above the chunk, outermost first, joined by " › " ("11. Indexes › 11.8 ...").
+    heading_path = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -284,3 +292,56 @@ class PublicationEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.document} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Posting(models.Model):
+    """One analysed term of one chunk: the keyword index (`retrieval.lexical`).
+
+    `impact` is the term's BM25 weight in the chunk without IDF, under a nominal average length,
+    so a term's postings can be read best-first from the index and a common word never makes a
+    search rank every chunk that contains it. Written with the chunk, under the same lease fence;
+    deleted before the chunk (retention, purge)."""
+
+    pk = models.CompositePrimaryKey("chunk_id", "term")
+    chunk = models.ForeignKey(Chunk, on_delete=models.DO_NOTHING, related_name="+")
+    index_version = models.ForeignKey(IndexVersion, on_delete=models.DO_NOTHING, related_name="+")
+    term = models.CharField(max_length=64)
+    tf = models.PositiveSmallIntegerField()
+    impact = models.FloatField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["index_version", "term", "-impact"],
+                include=["chunk", "tf"],
+                name="posting_term_impact",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.term!r} in chunk {self.chunk_id}"
+
+
+class LexicalStat(models.Model):
+    """A build's share of its index version's BM25 statistics: for each term, how many of its
+    chunks contain it; for the term "" the build's chunk count and total length. The version's
+    statistics are the sum over the builds whose chunks are retained (as a search engine counts
+    deleted documents until a merge). Replaced whole when the build's chunks are written, deleted
+    with them."""
+
+    pk = models.CompositePrimaryKey("build_id", "term")
+    build = models.ForeignKey(Build, on_delete=models.DO_NOTHING, related_name="+")
+    index_version = models.ForeignKey(IndexVersion, on_delete=models.DO_NOTHING, related_name="+")
+    term = models.CharField(max_length=64, blank=True)
+    chunks = models.PositiveIntegerField()
+    length = models.BigIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["index_version", "term"], include=["chunks", "length"], name="lexstat_term"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.term!r}: {self.chunks} chunks of build {self.build_id}"
