@@ -188,6 +188,15 @@ BREAKER_KEY_PREFIX = env_str("CANON_BREAKER_KEY_PREFIX", "canon:breaker")
 # downloaded.
 LOCAL_MODELS_DIR = env_str("CANON_LOCAL_MODELS_DIR", str(BASE_DIR / ".data" / "models"))
 LOCAL_MODEL_DEVICE = env_str("CANON_LOCAL_MODEL_DEVICE", "cpu")
+# Local models (`use`, `sentence-transformers`): load these `provider/model` entries when a web
+# process or a Celery worker child starts, not on the first query (`make run` sets it for web
+# and worker); and the BLAS threads each process may use (worker children x threads <= cores).
+PRELOAD_EMBEDDING_MODELS = [
+    entry.strip()
+    for entry in env_str("CANON_PRELOAD_EMBEDDING_MODELS", "").split(",")
+    if entry.strip()
+]
+EMBEDDING_THREADS = max(1, env_int("CANON_EMBEDDING_THREADS", 1))
 
 # --- Celery (see docs/ARCHITECTURE.md, "Celery settings") ----------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -227,6 +236,9 @@ SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
 # hnsw.max_scan_tuples); when that walk finds fewer than top_k visible rows, the exact form
 # answers (cheap, since then few chunks are visible).
 SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
+# Postings of each query term the keyword leg reads best-first before it ranks the candidates
+# exactly; a scope that finds fewer than top_k visible among them reads eight times deeper.
+KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 200)
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
 # An upload's Idempotency-Key is honoured for at least this long, then garbage-collected.

@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from ingestion import chunker, faults, parsers, providers, text
+from ingestion import chunker, faults, parsers, providers, writer
 from ingestion.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
 from ingestion.models import EmbeddingCache, IngestionTask, StageResult
 from ingestion.services import (
@@ -32,7 +32,7 @@ from ingestion.services import (
 )
 from kb import storage
 from kb.models import Build, IndexVersion
-from kb.selectors import build_completeness, manifest_of
+from kb.selectors import manifest_of
 from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish, document_purge
 from kb.transactions import retry_conflicts
 
@@ -317,75 +317,11 @@ def chunk_key(
 
 
 def _write(*, build: Build, pieces: list[JsonDict], lease: Lease) -> JsonDict:
-    """Upsert chunk rows on (build, ordinal) in fenced batches, joining cached embeddings."""
-    batch_size = settings.CHUNK_WRITE_BATCH
-    batches = 0
-    for start in range(0, len(pieces), batch_size):
-        batch = pieces[start : start + batch_size]
-        with fenced(lease), connection.cursor() as cursor:
-            cursor.execute(
-                """
-                INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
-                                      chunk_key, text, content_hash, token_count, embedding,
-                                      lexical, created_at)
-                SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.content_hash,
-                       x.token_count, ec.embedding, to_tsvector('simple', x.lexical), now()
-                FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::int[], %s::text[])
-                     AS x(ordinal, chunk_key, text, content_hash, token_count, lexical)
-                LEFT JOIN ingestion_embeddingcache ec
-                       ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
-                ON CONFLICT (build_id, ordinal) DO UPDATE
-                   SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
-                       content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
-                       embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical
-                """,
-                [
-                    build.kb_id,
-                    build.pk,
-                    build.document_id,
-                    build.index_version_id,
-                    [p["ordinal"] for p in batch],
-                    [
-                        chunk_key(
-                            document_id=build.document_id,
-                            index_version_id=build.index_version_id,
-                            revision=build.revision.number,
-                            ordinal=p["ordinal"],
-                            content_hash=p["content_hash"],
-                        )
-                        for p in batch
-                    ],
-                    [p["text"] for p in batch],
-                    [p["content_hash"] for p in batch],
-                    [p["token_count"] for p in batch],
-                    [text.lexical_document(p["text"]) for p in batch],
-                    cache_model(build.index_version),
-                    build.index_version.dimensions,
-                ],
-            )
-            Build.objects.filter(pk=build.pk).update(
-                chunks_written=start + len(batch), verified_at=None
-            )
-        batches += 1
-        faults.after_chunk_batch(batches)
-    _verify(build=build, lease=lease)
-    return {"batches": batches, "chunks": len(pieces)}
-
-
-def _verify(*, build: Build, lease: Lease) -> None:
-    """Check every written chunk against the build's expectations and record that they passed.
-
-    This is the one O(n) completeness check of a build, done here so that the switch, which
-    holds the document lock, reads only the build row. Fenced, so it cannot interleave with a
-    write of another attempt; raises IncompleteBuild (terminal) when the rows do not match.
-    """
-    with fenced(lease):
-        row = Build.objects.select_related("index_version").get(pk=build.pk)
-        problems = build_completeness(build_id=build.pk).problems(
-            expected_count=row.expected_chunk_count,
-            dimensions=row.index_version.dimensions,
-            manifest=row.manifest_sha256,
-        )
-        if problems:
-            raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
-        Build.objects.filter(pk=build.pk).update(verified_at=Now())
+    """Chunk rows, postings and statistics, then the build's verification (`ingestion.writer`)."""
+    return writer.chunks_write(
+        build=build,
+        pieces=pieces,
+        lease=lease,
+        chunk_key=chunk_key,
+        model_key=cache_model(build.index_version),
+    )

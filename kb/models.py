@@ -223,7 +223,7 @@ class Chunk(models.Model):
     # From p2 on: the number of analysed terms (BM25's document length; postings in Posting).
     lexical_length = models.PositiveIntegerField(null=True, blank=True)
     # The headings above the chunk, outermost first, joined by " › " ("11. Indexes › 11.8 ...").
-    heading_path = models.TextField(blank=True, default="")
+    heading_path = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -303,7 +303,7 @@ class Posting(models.Model):
     deleted before the chunk (retention, purge)."""
 
     pk = models.CompositePrimaryKey("chunk_id", "term")
-    chunk = models.ForeignKey(Chunk, on_delete=models.DO_NOTHING, related_name="+")
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+")
     index_version = models.ForeignKey(IndexVersion, on_delete=models.DO_NOTHING, related_name="+")
     term = models.CharField(max_length=64)
     tf = models.PositiveSmallIntegerField()

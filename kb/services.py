@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -39,7 +40,10 @@ from kb.transactions import retry_conflicts
 
 logger = logging.getLogger(__name__)
 
-PIPELINE_VERSION = "p1"
+# What a new index version is built with. p2: BM25 postings instead of the `simple` tsvector,
+# main-content extraction and heading paths. Versions keep the pipeline they were created with;
+# a knowledge base moves to a new one through a new index version and a swap.
+PIPELINE_VERSION = "p2"
 
 Actor = AbstractBaseUser | AnonymousUser | None
 
@@ -574,12 +578,13 @@ def document_purge(*, document_id: int, lease: Lease) -> int:
     removed = 0
     while True:
         with fenced(lease), connection.cursor() as cursor:
-            cursor.execute(
-                "DELETE FROM kb_chunk WHERE id IN "
-                "(SELECT id FROM kb_chunk WHERE document_id = %s LIMIT %s)",
+            if removed == 0:
+                _lexical_statistics_forget(cursor, builds_of_document=document_id)
+            batch = _chunks_delete(
+                cursor,
+                "SELECT id FROM kb_chunk WHERE document_id = %s LIMIT %s",
                 [document_id, PURGE_BATCH],
             )
-            batch = cursor.rowcount
         removed += batch
         if batch < PURGE_BATCH:
             Build.objects.filter(document_id=document_id).update(chunks_written=0)
@@ -860,12 +865,12 @@ def retention_collect(*, max_batches: int = 20) -> int:
             while max_batches > 0:
                 max_batches -= 1
                 with connection.cursor() as cursor:
-                    cursor.execute(
-                        "DELETE FROM kb_chunk WHERE id IN "
-                        "(SELECT id FROM kb_chunk WHERE build_id = %s LIMIT %s)",
+                    _lexical_statistics_forget(cursor, build=build_id)
+                    batch = _chunks_delete(
+                        cursor,
+                        "SELECT id FROM kb_chunk WHERE build_id = %s LIMIT %s",
                         [build_id, GC_BATCH],
                     )
-                    batch = cursor.rowcount
                 deleted += batch
                 if batch < GC_BATCH:
                     Build.objects.filter(pk=build_id).update(chunks_written=0, verified_at=None)
@@ -880,3 +885,29 @@ def retention_collect(*, max_batches: int = 20) -> int:
             ).exists():
                 ann_index_drop(version_id=version_id)
     return deleted
+
+
+def _chunks_delete(cursor: Any, select_ids: str, params: list[Any]) -> int:
+    """Delete the chunks `select_ids` (a constant SELECT of chunk ids) chooses, their keyword
+    postings with them; returns how many chunks went. The caller gave their build up first."""
+    cursor.execute(
+        f"WITH gone AS MATERIALIZED ({select_ids}), "  # noqa: S608 (a constant; values are bound)
+        "postings AS (DELETE FROM kb_posting WHERE chunk_id IN (SELECT id FROM gone)) "
+        "DELETE FROM kb_chunk WHERE id IN (SELECT id FROM gone)",
+        params,
+    )
+    return int(cursor.rowcount)
+
+
+def _lexical_statistics_forget(
+    cursor: Any, *, build: int | None = None, builds_of_document: int | None = None
+) -> None:
+    """A given-up build leaves its index version's BM25 statistics before its chunks go."""
+    if build is not None:
+        cursor.execute("DELETE FROM kb_lexicalstat WHERE build_id = %s", [build])
+    else:
+        cursor.execute(
+            "DELETE FROM kb_lexicalstat WHERE build_id IN "
+            "(SELECT id FROM kb_build WHERE document_id = %s)",
+            [builds_of_document],
+        )

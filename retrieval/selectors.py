@@ -26,8 +26,10 @@ from django.utils import timezone
 
 from ingestion import providers, text
 from ingestion.models import AuditEvent
+from ingestion.writer import uses_postings
 from kb import selectors as kb_selectors
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
+from retrieval import bm25
 from retrieval.principals import Principal
 
 RRF_K = 60
@@ -48,6 +50,7 @@ class Hit:
     document_title: str
     revision: int
     build_id: int
+    heading_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,14 +100,15 @@ def _filters(params: dict[str, Any]) -> str:
     return sql
 
 
-def _visible(*, iv: int, params: dict[str, Any] | None = None) -> str:
+def _visible(*, iv: int, params: dict[str, Any] | None = None, join: str = "") -> str:
     """FROM/WHERE of every search: the visibility rule, tenant and access groups (and the
     client's filters in `params`), chunk-first so the planner can drive the version's HNSW (or
-    GIN) index. The index version id is inlined as a literal so the partial-index predicate
-    `index_version_id = N` is provably implied."""
+    posting) index; `join` (a constant) is joined to the chunk first. The index version id is
+    inlined as a literal so the partial-index predicate `index_version_id = N` is provably
+    implied."""
     iv = int(iv)
     return f"""
-    FROM kb_chunk c
+    FROM kb_chunk c {join}
     JOIN kb_publication p ON p.build_id = c.build_id AND p.index_version_id = {iv}
     JOIN kb_knowledgebase k ON k.id = p.kb_id AND k.active_index_version_id = {iv}
     JOIN kb_document d ON d.id = p.document_id
@@ -116,7 +120,7 @@ def _visible(*, iv: int, params: dict[str, Any] | None = None) -> str:
     """
 
 
-_COLUMNS = "c.id, c.text, c.ordinal, d.key, d.title, r.number, c.build_id"
+_COLUMNS = "c.id, c.text, c.ordinal, d.key, d.title, r.number, c.build_id, c.heading_path"
 EF_SEARCH = 100
 
 
@@ -208,6 +212,23 @@ def _vector_rows(
 def _keyword_rows(
     params: dict[str, Any], version: IndexVersion, query: str, limit: int
 ) -> list[tuple[Any, ...]]:
+    """BM25 over the version's postings (`retrieval.bm25`); a p1 version, until it is replaced,
+    keeps its `simple` tsvector ranking."""
+    if not uses_postings(version):
+        return _legacy_keyword_rows(params, version, query, limit)
+    return bm25.ranked_rows(
+        version_id=version.pk,
+        weights=bm25.query_weights(version_id=version.pk, query=query),
+        params=params,
+        columns=_COLUMNS,
+        visible=lambda join: _visible(iv=version.pk, params=params, join=join),
+        limit=limit,
+    )
+
+
+def _legacy_keyword_rows(
+    params: dict[str, Any], version: IndexVersion, query: str, limit: int
+) -> list[tuple[Any, ...]]:
     sql = f"""
         SELECT {_COLUMNS}, ts_rank_cd(c.lexical, to_tsquery('simple', %(tsquery)s)) AS score
         {_visible(iv=version.pk, params=params)}
@@ -223,7 +244,7 @@ def _keyword_rows(
 
 
 def _tsqueries(query: str) -> list[str]:
-    """The keyword leg's queries, to try in order: every term, then any term.
+    """The p1 keyword leg's queries, to try in order: every term, then any term.
 
     Ranking is O(matching chunks), and any-term matching of common words matches nearly every
     chunk (66 ms at 4,000 chunks in docs/BENCHMARKS.md); every-term matching is both cheaper and
@@ -264,7 +285,8 @@ def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
             document_title=r[4],
             revision=r[5],
             build_id=r[6],
-            score=float(r[7]),
+            heading_path=r[7],
+            score=float(r[8]),
         )
         for r in rows
     ]
@@ -423,12 +445,14 @@ def _live_then(*, iv: int) -> str:
     """  # noqa: S608
 
 
-def _visible_then(*, iv: int, params: dict[str, Any]) -> str:
+def _visible_then(*, iv: int, params: dict[str, Any], join: str = "") -> str:
     """FROM/WHERE of an as-of search: the chunks of the builds live at %(as_of)s that are still
-    retained, scoped by tenant, the documents' current access groups and the client's filters."""
+    retained, scoped by tenant, the documents' current access groups and the client's filters;
+    `join` (a constant) is joined to the chunk."""
     return f"""
     FROM {_live_then(iv=iv)}
     JOIN kb_chunk c ON c.build_id = live.build_id AND c.index_version_id = {int(iv)}
+    {join}
     JOIN kb_document d ON d.id = live.document_id
     JOIN kb_knowledgebase k ON k.id = d.kb_id
     JOIN kb_build b ON b.id = live.build_id
@@ -512,16 +536,25 @@ def search_as_of(
     started = time.perf_counter()
     version = index_version_at(kb=kb, at=as_of)
     vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
-    tsqueries = _tsqueries(query) if mode in ("keyword", "hybrid") else []
     params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
     ranked: list[list[Hit]] = []
     with transaction.atomic():
         _snapshot()
         if vector is not None:
             ranked.append(_hits(_history_rows(params, version, vector, None, top_k)))
-        if mode in ("keyword", "hybrid"):
+        if mode in ("keyword", "hybrid") and uses_postings(version):
+            rows = bm25.ranked_rows(
+                version_id=version.pk,
+                weights=bm25.query_weights(version_id=version.pk, query=query),
+                params=params,
+                columns=_COLUMNS,
+                visible=lambda join: _visible_then(iv=version.pk, params=params, join=join),
+                limit=top_k,
+            )
+            ranked.append(_hits(rows))
+        elif mode in ("keyword", "hybrid"):
             rows = _first_enough(
-                tsqueries,
+                _tsqueries(query),
                 top_k,
                 lambda tsquery: _history_rows(params, version, None, tsquery, top_k),
             )

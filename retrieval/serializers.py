@@ -82,6 +82,9 @@ class HitOutput(serializers.Serializer):
     document_title = serializers.CharField()
     revision = serializers.IntegerField()
     build_id = serializers.IntegerField()
+    heading_path = serializers.CharField(
+        help_text='The headings above the chunk, outermost first, joined by " › ".'
+    )
 
 
 class SearchOutput(serializers.Serializer):

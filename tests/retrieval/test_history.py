@@ -109,6 +109,10 @@ def test_builds_no_longer_retained_are_counted_not_searched(
     timeline: Timeline, historian: Client
 ) -> None:
     with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM kb_posting WHERE chunk_id IN (SELECT id FROM kb_chunk WHERE build_id = %s)",
+            [timeline.r1.pk],
+        )
         cursor.execute("DELETE FROM kb_chunk WHERE build_id = %s", [timeline.r1.pk])
     Build.objects.filter(pk=timeline.r1.pk).update(collected_at=timezone.now())
 

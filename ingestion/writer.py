@@ -1,0 +1,188 @@
+"""The write stage: a build's chunk rows, their keyword postings and statistics, then the one
+completeness check of the build.
+
+Everything here is fenced by the task's lease (`ingestion.leases.fenced`) and idempotent: chunk
+rows are upserted on (build, ordinal), a batch's postings are replaced whole, and the build's
+lexical statistics are recomputed from its postings, so a retried or redelivered write stage
+converges to the same rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models.functions import Now
+
+from ingestion import analysis, faults, text
+from ingestion.leases import Lease, fenced
+from kb.models import Build, IndexVersion
+from kb.selectors import build_completeness
+from kb.services import IncompleteBuild
+
+JsonDict = dict[str, Any]
+
+# Index versions of this pipeline keep the legacy `simple` tsvector instead of postings.
+LEGACY_LEXICAL_PIPELINES = frozenset({"p1"})
+
+
+def uses_postings(version: IndexVersion) -> bool:
+    """Whether the version's keyword leg is BM25 over postings (else the p1 tsvector)."""
+    return version.pipeline_version not in LEGACY_LEXICAL_PIPELINES
+
+
+def keyword_text(piece: JsonDict) -> str:
+    """What the keyword index reads of a chunk: its heading path, then its text."""
+    heading = piece.get("heading_path") or ""
+    return f"{heading}\n{piece['text']}" if heading else piece["text"]
+
+
+def chunks_write(
+    *, build: Build, pieces: list[JsonDict], lease: Lease, chunk_key: Any, model_key: str
+) -> JsonDict:
+    """Upsert the build's chunk rows in fenced batches, joining cached embeddings; for postings
+    versions also each batch's postings; then the build's statistics and its verification."""
+    version = build.index_version
+    postings = uses_postings(version)
+    batch_size = settings.CHUNK_WRITE_BATCH
+    batches = 0
+    for start in range(0, len(pieces), batch_size):
+        batch = pieces[start : start + batch_size]
+        analysed = [analysis.term_frequencies(keyword_text(p)) for p in batch] if postings else []
+        with fenced(lease), connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
+                                      chunk_key, text, heading_path, content_hash, token_count,
+                                      embedding, lexical, lexical_length, created_at)
+                SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.heading_path,
+                       x.content_hash, x.token_count, ec.embedding,
+                       CASE WHEN %s THEN to_tsvector('simple', x.lexical) END, x.lexical_length,
+                       now()
+                FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
+                            %s::text[], %s::int[])
+                     AS x(ordinal, chunk_key, text, heading_path, content_hash, token_count,
+                          lexical, lexical_length)
+                LEFT JOIN ingestion_embeddingcache ec
+                       ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
+                ON CONFLICT (build_id, ordinal) DO UPDATE
+                   SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
+                       heading_path = EXCLUDED.heading_path,
+                       content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
+                       embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical,
+                       lexical_length = EXCLUDED.lexical_length
+                RETURNING id, ordinal
+                """,
+                [
+                    build.kb_id,
+                    build.pk,
+                    build.document_id,
+                    build.index_version_id,
+                    not postings,
+                    [p["ordinal"] for p in batch],
+                    [
+                        chunk_key(
+                            document_id=build.document_id,
+                            index_version_id=build.index_version_id,
+                            revision=build.revision.number,
+                            ordinal=p["ordinal"],
+                            content_hash=p["content_hash"],
+                        )
+                        for p in batch
+                    ],
+                    [p["text"] for p in batch],
+                    [p.get("heading_path", "") for p in batch],
+                    [p["content_hash"] for p in batch],
+                    [p["token_count"] for p in batch],
+                    [None if postings else text.lexical_document(p["text"]) for p in batch],
+                    [length for _, length in analysed] if postings else [None] * len(batch),
+                    model_key,
+                    version.dimensions,
+                ],
+            )
+            ids_by_ordinal = {ordinal: chunk_id for chunk_id, ordinal in cursor.fetchall()}
+            if postings:
+                _postings_replace(
+                    cursor,
+                    version_id=version.pk,
+                    chunk_ids=[ids_by_ordinal[p["ordinal"]] for p in batch],
+                    analysed=analysed,
+                )
+            Build.objects.filter(pk=build.pk).update(
+                chunks_written=start + len(batch), verified_at=None
+            )
+        batches += 1
+        faults.after_chunk_batch(batches)
+    if postings:
+        _statistics_replace(build=build, lease=lease)
+    build_verify(build=build, lease=lease)
+    return {"batches": batches, "chunks": len(pieces)}
+
+
+def _postings_replace(
+    cursor: Any,
+    *,
+    version_id: int,
+    chunk_ids: list[int],
+    analysed: list[tuple[dict[str, int], int]],
+) -> None:
+    """Replace the postings of these chunks (a retried batch may have written some)."""
+    cursor.execute("DELETE FROM kb_posting WHERE chunk_id = ANY(%s)", [chunk_ids])
+    ids: list[int] = []
+    terms: list[str] = []
+    tfs: list[int] = []
+    impacts: list[float] = []
+    for chunk_id, (frequencies, length) in zip(chunk_ids, analysed, strict=True):
+        for term, tf in frequencies.items():
+            ids.append(chunk_id)
+            terms.append(term)
+            tfs.append(min(tf, 32767))
+            impacts.append(analysis.impact(tf, length))
+    cursor.execute(
+        """
+        INSERT INTO kb_posting (chunk_id, index_version_id, term, tf, impact)
+        SELECT x.chunk_id, %s, x.term, x.tf, x.impact
+        FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::float8[])
+             AS x(chunk_id, term, tf, impact)
+        """,
+        [version_id, ids, terms, tfs, impacts],
+    )
+
+
+def _statistics_replace(*, build: Build, lease: Lease) -> None:
+    """The build's share of the version's BM25 statistics, recomputed from its postings."""
+    with fenced(lease), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM kb_lexicalstat WHERE build_id = %s", [build.pk])
+        cursor.execute(
+            """
+            INSERT INTO kb_lexicalstat (build_id, index_version_id, term, chunks, length)
+            SELECT %(build)s, %(iv)s, p.term, count(*), 0
+            FROM kb_posting p JOIN kb_chunk c ON c.id = p.chunk_id
+            WHERE c.build_id = %(build)s
+            GROUP BY p.term
+            UNION ALL
+            SELECT %(build)s, %(iv)s, '', count(*), coalesce(sum(c.lexical_length), 0)
+            FROM kb_chunk c WHERE c.build_id = %(build)s
+            """,
+            {"build": build.pk, "iv": build.index_version_id},
+        )
+
+
+def build_verify(*, build: Build, lease: Lease) -> None:
+    """Check every written chunk against the build's expectations and record that they passed.
+
+    This is the one O(n) completeness check of a build, done here so that the switch, which
+    holds the document lock, reads only the build row. Fenced, so it cannot interleave with a
+    write of another attempt; raises IncompleteBuild (terminal) when the rows do not match.
+    """
+    with fenced(lease):
+        row = Build.objects.select_related("index_version").get(pk=build.pk)
+        problems = build_completeness(build_id=build.pk).problems(
+            expected_count=row.expected_chunk_count,
+            dimensions=row.index_version.dimensions,
+            manifest=row.manifest_sha256,
+        )
+        if problems:
+            raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
+        Build.objects.filter(pk=build.pk).update(verified_at=Now())
