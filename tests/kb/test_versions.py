@@ -23,6 +23,8 @@ from kb.models import (
     Document,
     IndexVersion,
     KnowledgeBase,
+    LexicalStat,
+    Posting,
     Publication,
     Tenant,
     TenantMembership,
@@ -233,6 +235,10 @@ def test_gc_collects_only_unreferenced_builds_past_retention(kb: KnowledgeBase) 
 
     old.refresh_from_db()
     assert old.collected_at is not None and not Chunk.objects.filter(build=old).exists()
+    # its keyword postings and its share of the BM25 statistics went with it
+    assert not LexicalStat.objects.filter(build=old).exists()
+    assert Posting.objects.filter(index_version=old.index_version).exists()
+    assert not Posting.objects.exclude(chunk__build__in=[live, pending]).exists()
     for kept in (live, pending):
         kept.refresh_from_db()
         assert kept.collected_at is None
@@ -282,6 +288,7 @@ def test_a_purge_gives_up_every_build_in_batches_and_restore_is_refused(
     build.refresh_from_db()
     assert build.collected_at is not None and build.verified_at is None
     assert not Chunk.objects.filter(document_id=build.document_id).exists()
+    assert not Posting.objects.exists() and not LexicalStat.objects.exists()
     with pytest.raises(services.ActionRefused, match="purged"):
         services.document_restore(document_id=build.document_id)
 

@@ -1,0 +1,58 @@
+"""Lexical analysis: the terms a chunk is indexed with and a query is matched by."""
+
+from __future__ import annotations
+
+from ingestion.analysis import document_terms, impact, query_terms, term_frequencies
+
+
+def test_english_words_are_stemmed_and_stop_words_dropped() -> None:
+    assert query_terms("The types of indexes") == ["type", "index"]
+    assert query_terms("Indexing a type") == ["index", "type"]
+
+
+def test_an_identifier_is_a_term_whole_and_by_its_parts() -> None:
+    assert query_terms("work_mem") == ["work_mem", "work", "mem"]
+    assert query_terms("pg_stat_activity") == ["pg_stat_activity", "pg", "stat", "activ"]
+    assert query_terms("os.path.join()") == ["os.path.join", "os", "path", "join"]
+    # a stop word inside an identifier matches only through the whole identifier
+    assert query_terms("mic_to_windows_866") == ["mic_to_windows_866", "mic", "window", "866"]
+
+
+def test_a_sentence_end_is_not_an_identifier() -> None:
+    assert query_terms("Use it. Then stop") == ["use", "stop"]
+
+
+def test_full_width_and_case_fold() -> None:
+    assert query_terms("ＰＯＳＴＧＲＥＳ Vacuum") == query_terms("postgres vacuum")
+
+
+def test_chinese_documents_give_characters_and_bigrams_queries_give_bigrams() -> None:
+    assert document_terms("连接池") == ["连", "接", "池", "连接", "接池"]
+    assert query_terms("连接池") == ["连接", "接池"]
+    assert query_terms("表") == ["表"]
+    assert query_terms("向量 索引") == ["向量", "索引"]
+
+
+def test_mixed_text_keeps_both_scripts() -> None:
+    assert query_terms("配置 shared_buffers 参数") == [
+        "配置",
+        "shared_buffers",
+        "share",
+        "buffer",
+        "参数",
+    ]
+
+
+def test_over_long_tokens_are_not_indexed() -> None:
+    assert document_terms("x" * 65 + " word") == ["word"]
+
+
+def test_term_frequencies_count_repeats_and_length() -> None:
+    frequencies, length = term_frequencies("apple banana apple")
+    assert frequencies == {"appl": 2, "banana": 1}
+    assert length == 3
+
+
+def test_impact_saturates_with_tf_and_falls_with_length() -> None:
+    assert impact(1, 100) < impact(2, 100) < impact(50, 100) < 2.2
+    assert impact(2, 50) > impact(2, 100) > impact(2, 400)
