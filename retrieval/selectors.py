@@ -29,10 +29,9 @@ from ingestion.models import AuditEvent
 from ingestion.writer import uses_postings
 from kb import selectors as kb_selectors
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
-from retrieval import bm25
+from retrieval import bm25, fusion
 from retrieval.principals import Principal
 
-RRF_K = 60
 MODES = ("vector", "keyword", "hybrid")
 
 
@@ -293,15 +292,15 @@ def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
 
 
 def _fuse(ranked_lists: list[list[Hit]], top_k: int) -> list[Hit]:
-    """Reciprocal rank fusion."""
-    scores: dict[int, float] = {}
-    hits: dict[int, Hit] = {}
-    for ranked in ranked_lists:
-        for rank, hit in enumerate(ranked):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (RRF_K + rank + 1)
-            hits.setdefault(hit.chunk_id, hit)
-    order = sorted(scores, key=lambda cid: (-scores[cid], cid))[:top_k]
-    return [Hit(**{**hits[cid].__dict__, "score": round(scores[cid], 6)}) for cid in order]
+    """The hybrid ranking of the vector and keyword lists (`retrieval.fusion`)."""
+    vector, keyword = ranked_lists
+    return fusion.fuse(
+        vector=vector,
+        keyword=keyword,
+        top_k=top_k,
+        method=settings.HYBRID_FUSION,
+        vector_weight=settings.HYBRID_VECTOR_WEIGHT,
+    )
 
 
 def search_params(
@@ -370,14 +369,15 @@ def search(
             if not _still_active(kb_id=kb.pk, version=version, vector=vector, top_k=top_k):
                 version = None
                 continue
+            limit = fusion.depth(top_k) if mode == "hybrid" else top_k
             ranked: list[list[Hit]] = []
             if vector is not None:
-                ranked.append(_hits(_vector_rows(params, version, vector, top_k)))
+                ranked.append(_hits(_vector_rows(params, version, vector, limit)))
             if mode in ("keyword", "hybrid"):
                 if vector is not None:  # the iterative scan's enable_sort=off ends here
                     with connection.cursor() as cursor:
                         cursor.execute("SELECT set_config('enable_sort', 'on', true)")
-                ranked.append(_hits(_keyword_rows(params, version, query, top_k)))
+                ranked.append(_hits(_keyword_rows(params, version, query, limit)))
         hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
         took_ms = (time.perf_counter() - started) * 1000
         return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)
@@ -537,11 +537,12 @@ def search_as_of(
     version = index_version_at(kb=kb, at=as_of)
     vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
     params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
+    limit = fusion.depth(top_k) if mode == "hybrid" else top_k
     ranked: list[list[Hit]] = []
     with transaction.atomic():
         _snapshot()
         if vector is not None:
-            ranked.append(_hits(_history_rows(params, version, vector, None, top_k)))
+            ranked.append(_hits(_history_rows(params, version, vector, None, limit)))
         if mode in ("keyword", "hybrid") and uses_postings(version):
             rows = bm25.ranked_rows(
                 version_id=version.pk,
@@ -549,14 +550,14 @@ def search_as_of(
                 params=params,
                 columns=_COLUMNS,
                 visible=lambda join: _visible_then(iv=version.pk, params=params, join=join),
-                limit=top_k,
+                limit=limit,
             )
             ranked.append(_hits(rows))
         elif mode in ("keyword", "hybrid"):
             rows = _first_enough(
                 _tsqueries(query),
-                top_k,
-                lambda tsquery: _history_rows(params, version, None, tsquery, top_k),
+                limit,
+                lambda tsquery: _history_rows(params, version, None, tsquery, limit),
             )
             ranked.append(_hits(rows))
         unretained = _history_unretained(params, version)
