@@ -239,6 +239,10 @@ SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
 # Postings of each query term the keyword leg reads best-first before it ranks the candidates
 # exactly; a scope that finds fewer than top_k visible among them reads eight times deeper.
 KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 200)
+# How mode=hybrid fuses its legs (`retrieval.fusion`): "convex" or "rrf", and the vector leg's
+# weight (the keyword leg has 1 - weight). Chosen by bench/quality; see docs/BENCHMARKS.md.
+HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "convex")
+HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.5"))
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
 # An upload's Idempotency-Key is honoured for at least this long, then garbage-collected.
