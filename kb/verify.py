@@ -132,6 +132,35 @@ def _chunks() -> list[Violation]:
     return found
 
 
+def _keyword_index() -> list[Violation]:
+    """Every live build of a postings version (pipeline p2 on) is in the keyword index: each
+    chunk has postings and a length, and the build's statistics count its chunks."""
+    return [
+        Violation("keyword-index", f"build {build_id}", detail)
+        for build_id, detail in _rows(
+            """
+            SELECT b.id,
+                   CASE WHEN s.chunks IS NULL THEN 'has no BM25 statistics'
+                        WHEN s.chunks <> x.chunks THEN 'statistics count ' || s.chunks
+                             || ' chunks, the build has ' || x.chunks
+                        ELSE x.unindexed || ' chunks have no postings' END
+            FROM kb_publication p
+            JOIN kb_build b ON b.id = p.build_id
+            JOIN kb_indexversion iv ON iv.id = b.index_version_id AND iv.pipeline_version <> 'p1'
+            CROSS JOIN LATERAL (
+                SELECT count(*) AS chunks,
+                       count(*) FILTER (WHERE c.lexical_length IS NULL OR (c.lexical_length > 0
+                           AND NOT EXISTS (SELECT 1 FROM kb_posting t WHERE t.chunk_id = c.id)))
+                       AS unindexed
+                FROM kb_chunk c WHERE c.build_id = b.id
+            ) x
+            LEFT JOIN kb_lexicalstat s ON s.build_id = b.id AND s.term = ''
+            WHERE s.chunks IS DISTINCT FROM x.chunks OR x.unindexed > 0
+            """
+        )
+    ]
+
+
 def _tasks() -> list[Violation]:
     found = [
         Violation("task-can-run", f"task {task_id}", f"is {status} with no pending outbox event")
@@ -158,4 +187,4 @@ def _tasks() -> list[Violation]:
 
 def verify() -> list[Violation]:
     """Every violation of the invariants in docs/ARCHITECTURE.md; empty when all hold."""
-    return _active_index_versions() + _publications() + _chunks() + _tasks()
+    return _active_index_versions() + _publications() + _chunks() + _keyword_index() + _tasks()

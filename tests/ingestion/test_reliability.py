@@ -16,7 +16,7 @@ from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.pipeline import TerminalError, classify, task_execute
 from ingestion.services import lease_sweep, outbox_relay_batch
 from kb import services
-from kb.models import Build, Chunk, Document, KnowledgeBase, Publication
+from kb.models import Build, Chunk, Document, KnowledgeBase, Posting, Publication
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.helpers import upload_task
@@ -204,6 +204,18 @@ def test_kb_verify_reports_planted_violations(kb: KnowledgeBase) -> None:
     report = str(failure.value)
     assert f"[live-build-complete] build {build.pk}" in report
     assert f"[task-can-run] task {stuck.pk}" in report
+    # the lost chunk left the build's BM25 statistics counting one chunk too many
+    assert f"[keyword-index] build {build.pk}: statistics count" in report
+
+
+def test_kb_verify_reports_a_live_chunk_missing_from_the_keyword_index(kb: KnowledgeBase) -> None:
+    task = upload_task(kb, "doc", "Some text about vacuum and indexes.")
+    task_execute(task_id=task.pk, worker_id="w")
+    build = Build.objects.get()
+    Posting.objects.filter(chunk__build=build).delete()
+
+    with pytest.raises(CommandError, match=rf"\[keyword-index\] build {build.pk}: 1 chunks have"):
+        call_command("kb_verify")
 
 
 def test_kb_verify_reports_an_active_pointer_at_a_retired_version(kb: KnowledgeBase) -> None:
