@@ -303,8 +303,11 @@ class Posting(models.Model):
     deleted before the chunk (retention, purge)."""
 
     pk = models.CompositePrimaryKey("chunk_id", "term")
-    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+")
-    index_version = models.ForeignKey(IndexVersion, on_delete=models.DO_NOTHING, related_name="+")
+    # The primary key (chunk, term) serves lookups by chunk: no index of its own.
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+", db_index=False)
+    index_version = models.ForeignKey(
+        IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
+    )
     term = models.CharField(max_length=64)
     tf = models.PositiveSmallIntegerField()
     impact = models.FloatField()
@@ -330,8 +333,10 @@ class LexicalStat(models.Model):
     with them."""
 
     pk = models.CompositePrimaryKey("build_id", "term")
-    build = models.ForeignKey(Build, on_delete=models.DO_NOTHING, related_name="+")
-    index_version = models.ForeignKey(IndexVersion, on_delete=models.DO_NOTHING, related_name="+")
+    build = models.ForeignKey(Build, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
+    index_version = models.ForeignKey(
+        IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
+    )
     term = models.CharField(max_length=64, blank=True)
     chunks = models.PositiveIntegerField()
     length = models.BigIntegerField(default=0)

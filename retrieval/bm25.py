@@ -8,13 +8,15 @@ snapshot.
 N, df and avg_length are the index version's statistics (`kb.models.LexicalStat`, summed over
 its retained builds), read in the same snapshot as the chunks.
 
-Latency is bounded whatever the query: for each term the statement reads at most `depth`
-postings, best first, from the (version, term, impact DESC) index, and ranks only the union of
-those candidates, exactly (every query term's tf looked up by primary key). A chunk therefore
-competes when it is among the best `depth` chunks for at least one query term, which every
-chunk in a top 10 is in practice; a common word never makes a search rank every chunk that
-contains it. When the candidates hold fewer than `limit` rows the caller may see (a narrow
-scope, filters), `ranked_rows` reads deeper, up to every posting of the terms.
+Latency is bounded whatever the query: for each term the search reads at most `depth`
+postings, best first, from the (version, term, impact DESC) index; keeps the most promising of
+those candidates by an upper bound on their score (what was read, plus for each term whose list
+was cut the last impact read, as MaxScore does); and ranks those exactly (every query term's tf
+looked up by primary key). A chunk therefore competes when it is among the best `depth` chunks
+for at least one query term, which every chunk in a top 10 is in practice; a common word never
+makes a search rank every chunk that contains it. When that finds fewer than `limit` rows the
+caller may see (a narrow scope, filters), `ranked_rows` reads deeper and ranks more, up to every
+posting of the terms.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from ingestion import analysis
 
 # How much deeper each retry reads when a narrow scope starves the candidates.
 DEEPEN = 8
+# How many candidates are ranked exactly, per result wanted (at least RANKED_MIN).
+RANKED_PER_RESULT = 4
+RANKED_MIN = 50
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,12 @@ class QueryWeights:
 
     terms: list[str]
     idfs: list[float]
-    max_df: int
+    dfs: list[int]
     avg_length: float
+
+    @property
+    def max_df(self) -> int:
+        return max(self.dfs, default=0)
 
     def __bool__(self) -> bool:
         return bool(self.terms)
@@ -67,7 +76,7 @@ def query_weights(*, version_id: int, query: str) -> QueryWeights:
     contains are dropped: they cannot match."""
     terms = analysis.query_terms(query)
     if not terms:
-        return QueryWeights([], [], 0, 1.0)
+        return QueryWeights([], [], [], 1.0)
     with connection.cursor() as cursor:
         cursor.execute(
             _STATISTICS,
@@ -79,19 +88,20 @@ def query_weights(*, version_id: int, query: str) -> QueryWeights:
     return QueryWeights(
         terms=present,
         idfs=[idf(chunks=total_chunks, df=stats[t][0]) for t in present],
-        max_df=max((stats[t][0] for t in present), default=0),
+        dfs=[stats[t][0] for t in present],
         avg_length=(total_length / total_chunks) if total_chunks else 1.0,
     )
 
 
 def candidates_query(*, version_id: int) -> str:
     """The best `bm25_depth` postings of each term, read from the (version, term, impact DESC)
-    index: the chunks that may rank. Bounded by terms x depth whatever the terms' frequency."""
+    index: (chunk, term's position in bm25_terms, impact). Bounded by terms x depth whatever the
+    terms' frequency, and answered from the index alone."""
     return f"""
-        SELECT DISTINCT best.chunk_id
-        FROM unnest(%(bm25_terms)s::text[]) AS q(term)
+        SELECT best.chunk_id, q.n, best.impact
+        FROM unnest(%(bm25_terms)s::text[]) WITH ORDINALITY AS q(term, n)
         CROSS JOIN LATERAL (
-            SELECT p.chunk_id FROM kb_posting p
+            SELECT p.chunk_id, p.impact FROM kb_posting p
             WHERE p.index_version_id = {int(version_id)} AND p.term = q.term
             ORDER BY p.impact DESC
             LIMIT %(bm25_depth)s
@@ -99,34 +109,57 @@ def candidates_query(*, version_id: int) -> str:
     """  # noqa: S608 (an integer; values are bound)
 
 
+def most_promising(
+    rows: list[tuple[int, int, float]], weights: QueryWeights, *, depth: int, keep: int
+) -> list[int]:
+    """The `keep` candidates with the best upper bound on their score (MaxScore's bound): the
+    impacts read, plus, for every term whose postings were cut at `depth` and that did not
+    list the chunk, that term's last impact read (no chunk left unread can weigh more)."""
+    known: dict[int, dict[int, float]] = {}
+    floor = [0.0] * len(weights.terms)
+    for chunk_id, n, impact in rows:
+        known.setdefault(chunk_id, {})[n - 1] = impact
+        floor[n - 1] = impact  # rows come best first per term: this ends at the last one read
+    cut = [i for i, df in enumerate(weights.dfs) if df > depth]
+    bounds = {}
+    for chunk_id, impacts in known.items():
+        read = sum(weights.idfs[i] * impact for i, impact in impacts.items())
+        unread = sum(weights.idfs[i] * floor[i] for i in cut if i not in impacts)
+        bounds[chunk_id] = (read + unread, read)
+    return sorted(bounds, key=lambda cid: (-bounds[cid][0], -bounds[cid][1], cid))[:keep]
+
+
+# The chunk columns the visibility rule and the hits read (`retrieval.selectors`).
+_CHUNK_COLUMNS = "id, text, ordinal, build_id, heading_path, kb_id, index_version_id, document_id"
+
+
 def ranking_query(*, columns: str, visible: Callable[[str], str]) -> str:
     """Exact BM25 of the candidates `bm25_ids` that the caller may see, best first.
 
-    `visible(join)` returns the FROM/WHERE that applies the visibility rule to chunk alias `c`,
-    with `join` joined in; the candidates' ids restrict `c`, so the statement is driven by the
-    chunk's primary key from a few hundred ids, and each candidate's tf of every query term is
-    read by the postings' primary key (chunk, term)."""
+    The candidates are scored first, in a materialised CTE driven by the chunks' primary key,
+    each query term's tf read by the postings' primary key (chunk, term); then `visible(rel)`,
+    the FROM/WHERE of the visibility rule with chunk alias `c` bound to relation `rel`, keeps
+    those the caller may see. So the plan is the same whatever the planner guesses about the
+    id array: a few hundred primary-key reads, never a walk of the visible chunks."""
     k1, b = float(analysis.K1), float(analysis.B)
-    scored = f"""
-        JOIN (
-            SELECT p.chunk_id,
-                   sum(q.idf * p.tf * {k1 + 1} / (p.tf + {k1} * (
-                       {1 - b} + {b} * sc.lexical_length / %(bm25_avg)s))) AS score
-            FROM kb_posting p
-            JOIN unnest(%(bm25_terms)s::text[], %(bm25_idfs)s::float8[]) AS q(term, idf)
-                 ON q.term = p.term
-            JOIN kb_chunk sc ON sc.id = p.chunk_id
-            WHERE p.chunk_id = ANY(%(bm25_ids)s::bigint[])
-              AND p.term = ANY(%(bm25_terms)s::text[])
-            GROUP BY p.chunk_id
-        ) s ON s.chunk_id = c.id AND c.id = ANY(%(bm25_ids)s::bigint[])
-    """  # noqa: S608 (floats; values are bound)
     return f"""
-        SELECT {columns}, s.score
-        {visible(scored)}
-        ORDER BY s.score DESC, c.id
+        WITH q AS (
+            SELECT * FROM unnest(%(bm25_terms)s::text[], %(bm25_idfs)s::float8[]) AS q(term, idf)
+        ),
+        scored AS MATERIALIZED (
+            SELECT {", ".join("c." + col for col in _CHUNK_COLUMNS.split(", "))}, (
+                SELECT sum(q.idf * p.tf * {k1 + 1} / (p.tf + {k1} * (
+                           {1 - b} + {b} * c.lexical_length / %(bm25_avg)s)))
+                FROM q JOIN kb_posting p ON p.chunk_id = c.id AND p.term = q.term
+            ) AS score
+            FROM kb_chunk c
+            WHERE c.id = ANY(%(bm25_ids)s::bigint[])
+        )
+        SELECT {columns}, c.score
+        {visible("scored")}
+        ORDER BY c.score DESC, c.id
         LIMIT %(limit)s
-    """
+    """  # noqa: S608 (floats and constant fragments; values are bound)
 
 
 def ranked_rows(
@@ -138,15 +171,16 @@ def ranked_rows(
     visible: Callable[[str], str],
     limit: int,
 ) -> list[tuple[Any, ...]]:
-    """The top `limit` visible chunks by BM25: the bounded read first, deeper only when the
-    candidates held too few visible rows and some term had more postings than were read.
-
-    Two statements in the caller's snapshot: the candidates, then their ranking."""
+    """The top `limit` visible chunks by BM25, in the caller's snapshot: the candidates (terms x
+    depth postings), the most promising of them by their score's upper bound, and the exact
+    ranking of those the caller may see. Deeper (and wider) only when that found fewer than
+    `limit` visible rows while some term had more postings than were read."""
     if not weights:
         return []
     candidates = candidates_query(version_id=version_id)
     ranking = ranking_query(columns=columns, visible=visible)
     depth = max(settings.KEYWORD_CANDIDATES, limit)
+    keep = max(RANKED_PER_RESULT * limit, RANKED_MIN)
     bound = {
         **params,
         "bm25_terms": weights.terms,
@@ -157,9 +191,10 @@ def ranked_rows(
     while True:
         with connection.cursor() as cursor:
             cursor.execute(candidates, {**bound, "bm25_depth": depth})
-            ids = [row[0] for row in cursor.fetchall()]
+            ids = most_promising(cursor.fetchall(), weights, depth=depth, keep=keep)
             cursor.execute(ranking, {**bound, "bm25_ids": ids})
             rows = cursor.fetchall()
-        if len(rows) >= limit or depth >= weights.max_df:
+        if len(rows) >= limit or (depth >= weights.max_df and len(ids) < keep):
             return rows
         depth *= DEEPEN
+        keep *= DEEPEN

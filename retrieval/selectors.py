@@ -99,15 +99,15 @@ def _filters(params: dict[str, Any]) -> str:
     return sql
 
 
-def _visible(*, iv: int, params: dict[str, Any] | None = None, join: str = "") -> str:
+def _visible(*, iv: int, params: dict[str, Any] | None = None, chunks: str = "kb_chunk") -> str:
     """FROM/WHERE of every search: the visibility rule, tenant and access groups (and the
-    client's filters in `params`), chunk-first so the planner can drive the version's HNSW (or
-    posting) index; `join` (a constant) is joined to the chunk first. The index version id is
-    inlined as a literal so the partial-index predicate `index_version_id = N` is provably
-    implied."""
+    client's filters in `params`), chunk-first so the planner can drive the version's HNSW
+    index. `chunks` (a constant) is the relation read as the chunks `c`: the table, or the keyword
+    leg's scored candidates. The index version id is inlined as a literal so the partial-index
+    predicate `index_version_id = N` is provably implied."""
     iv = int(iv)
     return f"""
-    FROM kb_chunk c {join}
+    FROM {chunks} c
     JOIN kb_publication p ON p.build_id = c.build_id AND p.index_version_id = {iv}
     JOIN kb_knowledgebase k ON k.id = p.kb_id AND k.active_index_version_id = {iv}
     JOIN kb_document d ON d.id = p.document_id
@@ -220,7 +220,7 @@ def _keyword_rows(
         weights=bm25.query_weights(version_id=version.pk, query=query),
         params=params,
         columns=_COLUMNS,
-        visible=lambda join: _visible(iv=version.pk, params=params, join=join),
+        visible=lambda chunks: _visible(iv=version.pk, params=params, chunks=chunks),
         limit=limit,
     )
 
@@ -445,14 +445,13 @@ def _live_then(*, iv: int) -> str:
     """  # noqa: S608
 
 
-def _visible_then(*, iv: int, params: dict[str, Any], join: str = "") -> str:
+def _visible_then(*, iv: int, params: dict[str, Any], chunks: str = "kb_chunk") -> str:
     """FROM/WHERE of an as-of search: the chunks of the builds live at %(as_of)s that are still
     retained, scoped by tenant, the documents' current access groups and the client's filters;
-    `join` (a constant) is joined to the chunk."""
+    `chunks` (a constant) is the relation read as the chunks `c`."""
     return f"""
     FROM {_live_then(iv=iv)}
-    JOIN kb_chunk c ON c.build_id = live.build_id AND c.index_version_id = {int(iv)}
-    {join}
+    JOIN {chunks} c ON c.build_id = live.build_id AND c.index_version_id = {int(iv)}
     JOIN kb_document d ON d.id = live.document_id
     JOIN kb_knowledgebase k ON k.id = d.kb_id
     JOIN kb_build b ON b.id = live.build_id
@@ -549,7 +548,7 @@ def search_as_of(
                 weights=bm25.query_weights(version_id=version.pk, query=query),
                 params=params,
                 columns=_COLUMNS,
-                visible=lambda join: _visible_then(iv=version.pk, params=params, join=join),
+                visible=lambda chunks: _visible_then(iv=version.pk, params=params, chunks=chunks),
                 limit=limit,
             )
             ranked.append(_hits(rows))

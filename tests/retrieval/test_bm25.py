@@ -227,7 +227,8 @@ def test_a_common_word_reads_a_bounded_number_of_postings(common_words: Knowledg
     # the ranking: driven by the candidates' ids, every row read by a primary key
     plan = explain(
         bm25.ranking_query(
-            columns=_COLUMNS, visible=lambda join: _visible(iv=version.pk, params=params, join=join)
+            columns=_COLUMNS,
+            visible=lambda chunks: _visible(iv=version.pk, params=params, chunks=chunks),
         ),
         {**bound, "bm25_ids": ids},
     )
