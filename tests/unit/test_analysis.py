@@ -23,7 +23,7 @@ def test_a_sentence_end_is_not_an_identifier() -> None:
 
 
 def test_full_width_and_case_fold() -> None:
-    full_width = "".join(chr(ord(c) + 0xFEE0) for c in "POSTGRES")  # "ＰＯＳＴＧＲＥＳ"
+    full_width = "".join(chr(ord(c) + 0xFEE0) for c in "POSTGRES")  # full-width forms
     assert query_terms(f"{full_width} Vacuum") == query_terms("postgres vacuum")
 
 
