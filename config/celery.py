@@ -3,7 +3,7 @@ DatabaseScheduler copies them into its tables when beat starts."""
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -33,3 +33,15 @@ app.conf.beat_schedule = {
         "options": {"expires": 600},
     },
 }
+
+
+# Local embedding models (CANON_PRELOAD_EMBEDDING_MODELS) are loaded by each worker child when it
+# starts and kept warm; the parent only forks, so it loads nothing. See ingestion.providers.use.
+@signals.worker_process_init.connect
+def _preload_models(**_: object) -> None:
+    from django.conf import settings
+
+    from ingestion import providers
+
+    if settings.PRELOAD_EMBEDDING_MODELS:
+        providers.preload(settings.PRELOAD_EMBEDDING_MODELS)

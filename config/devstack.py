@@ -264,9 +264,43 @@ def cmd_exec(argv: list[str]) -> int:
         return subprocess.run(argv, env=current.env(), check=False).returncode
 
 
+# `make run` embeds with the multilingual model packaged with Canon unless told otherwise
+# (`make test` stays on `hash`: fast, and no model is loaded).
+DEMO_EMBEDDING = {
+    "CANON_EMBEDDING_PROVIDER": "use",
+    "CANON_EMBEDDING_MODEL": "use-multilingual-v3",
+    "CANON_EMBEDDING_DIMENSIONS": "512",
+}
+
+
+def demo_embedding_env(env: dict[str, str], *, concurrency: int) -> dict[str, dict[str, str]]:
+    """The embedding settings of `make run`, and for web and worker: the model to load at start
+    (CANON_PRELOAD_EMBEDDING_MODELS) and BLAS threads per process, so that the worker's
+    `concurrency` children together use the machine's cores and no more."""
+    if "CANON_EMBEDDING_PROVIDER" not in env:
+        env.update(DEMO_EMBEDDING)
+    preload = env.get("CANON_PRELOAD_EMBEDDING_MODELS")
+    if preload is None:
+        preload = f"{env['CANON_EMBEDDING_PROVIDER']}/{env.get('CANON_EMBEDDING_MODEL', '')}"
+    cores = os.cpu_count() or 1
+    threads = env.get("CANON_EMBEDDING_THREADS")
+    return {
+        "web": {
+            "CANON_PRELOAD_EMBEDDING_MODELS": preload,
+            "CANON_EMBEDDING_THREADS": threads or "1",
+        },
+        "worker": {
+            "CANON_PRELOAD_EMBEDDING_MODELS": preload,
+            "CANON_EMBEDDING_THREADS": threads or str(max(1, cores // max(1, concurrency))),
+        },
+    }
+
+
 def cmd_run() -> int:
     with stack() as current:
         env = current.env()
+        concurrency = os.environ.get("CANON_WORKER_CONCURRENCY", "2")
+        per_process = demo_embedding_env(env, concurrency=int(concurrency))
         _manage(env, "migrate", "--no-input", "-v", "0")
         _manage(env, "canon_bootstrap")
         web_port = os.environ.get("CANON_WEB_PORT", "8000")
@@ -287,7 +321,7 @@ def cmd_run() -> int:
                 "-l",
                 "info",
                 "--concurrency",
-                os.environ.get("CANON_WORKER_CONCURRENCY", "2"),
+                concurrency,
             ],
             "beat": [
                 str(bindir / "celery"),
@@ -300,7 +334,10 @@ def cmd_run() -> int:
                 "django_celery_beat.schedulers:DatabaseScheduler",
             ],
         }
-        procs = {name: subprocess.Popen(cmd, cwd=ROOT, env=env) for name, cmd in commands.items()}
+        procs = {
+            name: subprocess.Popen(cmd, cwd=ROOT, env={**env, **per_process.get(name, {})})
+            for name, cmd in commands.items()
+        }
         stopping = False
 
         def shutdown(signum: int, _frame: object) -> None:

@@ -207,6 +207,9 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CANON_QUEUE", "canon")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A pool child loads its embedding models before it reports up (CANON_PRELOAD_EMBEDDING_MODELS,
+# a few seconds on a busy machine); Celery's default of 4 s would kill and restart it forever.
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = env_float("CANON_WORKER_PROC_ALIVE_TIMEOUT", 60.0)
 CELERY_TASK_TIME_LIMIT = env_int("CANON_TASK_TIME_LIMIT", 1800)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 # Longer than the hard time limit, so the broker never redelivers a task that is still running.

@@ -4,6 +4,7 @@ tenant-scoped admin queryset, so another tenant's ids are 404s. The work is done
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from ingestion import providers
 from kb import selectors, services
 from kb.models import Build, Document, IndexVersion, KnowledgeBase
 from kb.uploads import UploadRejected, upload_accept
@@ -293,17 +295,56 @@ def upload_many_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Htt
 # --- index versions ------------------------------------------------------------------------
 
 
+def _provider_choices() -> list[tuple[str, str]]:
+    """Every provider this installation can run (sentence-transformers only with its extra)."""
+    return [(spec.name, spec.label) for spec in providers.provider_specs() if spec.available()]
+
+
 class IndexVersionForm(forms.Form):
-    provider = forms.ChoiceField(choices=[("hash", "hash"), ("openai", "openai")])
-    model = forms.CharField(max_length=200)
-    dimensions = forms.IntegerField(min_value=1, max_value=16000)
+    """Provider, model and dimensions of a new index version. A blank model or dimension takes
+    the provider's default; a model whose dimension is known must be given exactly that one."""
+
+    provider = forms.ChoiceField(choices=_provider_choices)
+    model = forms.CharField(max_length=200, required=False)
+    dimensions = forms.IntegerField(min_value=1, max_value=16000, required=False)
     chunk_size = forms.IntegerField(min_value=50, max_value=20000)
     chunk_overlap = forms.IntegerField(min_value=0, max_value=5000)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        specs = [spec for spec in providers.provider_specs() if spec.available()]
+        self.fields["provider"].widget.attrs["data-defaults"] = json.dumps(
+            {spec.name: [spec.default_model, spec.default_dimensions] for spec in specs}
+        )
+        self.fields["model"].help_text = "Blank: " + "; ".join(
+            f"{spec.name} → {spec.default_model}" for spec in specs
+        )
+        self.fields["dimensions"].help_text = (
+            "Must be what the model returns. Blank: the model's own ("
+            + "; ".join(f"{spec.name} → {spec.default_dimensions}" for spec in specs)
+            + ")."
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("chunk_overlap", 0) * 2 >= data.get("chunk_size", 0):
             raise forms.ValidationError("The overlap must be less than half the chunk size.")
+        name = data.get("provider")
+        if not name:
+            return data
+        spec = providers.provider_spec(name)
+        model = (data.get("model") or "").strip() or spec.default_model
+        dimensions = data.get("dimensions") or spec.models.get(model, spec.default_dimensions)
+        data["model"], data["dimensions"] = model, dimensions
+        problem = spec.dimension_problem(model, dimensions)
+        if problem:
+            self.add_error("model" if model not in spec.models else "dimensions", problem)
+        if name == providers.LOCAL_PROVIDER:
+            path = providers.local_model_path(model)
+            if not path.is_dir():
+                self.add_error(
+                    "model", f"No local model at {path}: put the model directory there first."
+                )
         return data
 
 
@@ -322,9 +363,9 @@ def index_version_create_view(
     kb = _kb(model_admin, request, pk)
     active = kb.active_index_version
     initial = {
-        "provider": active.provider if active else "hash",
+        "provider": active.provider if active else providers.HASH_PROVIDER,
         "model": active.model if active else "",
-        "dimensions": active.dimensions if active else 384,
+        "dimensions": active.dimensions if active else None,
         "chunk_size": active.chunk_size if active else 800,
         "chunk_overlap": active.chunk_overlap if active else 100,
     }

@@ -1,5 +1,10 @@
 """Idempotently create the demo tenant, knowledge base, admin login and API key, and print them.
 
+The knowledge base `handbook` gets the default embedding (`make run` sets it to the packaged
+multilingual model, `use`). One that already exists keeps its index version, whatever it embeds
+with (an old `.data` on `hash`): switching is *New index version…* in the admin, never a silent
+rebuild.
+
 The generated password and key are kept in .data/bootstrap.json (git-ignored, local only) so a
 second run prints the same credentials instead of silently replacing them.
 """
@@ -59,6 +64,15 @@ class Command(BaseCommand):
         state_path.write_text(json.dumps(state))
         state_path.chmod(0o600)
         port = os.environ.get("CANON_WEB_PORT", "8000")
+        version = kb.active_index_version
+        embedding = (
+            f"{version.provider} {version.model} ({version.dimensions}d)" if version else "none"
+        )
+        if version is not None and version.provider != settings.EMBEDDING_PROVIDER:
+            embedding += (
+                f"; the default is now {settings.EMBEDDING_PROVIDER}: switch with "
+                "*New index version…* on the knowledge base in the admin"
+            )
         self.stdout.write(
             "\n".join(
                 [
@@ -67,6 +81,7 @@ class Command(BaseCommand):
                     f"  admin:    http://127.0.0.1:{port}/admin/   user {username}  "
                     f"password {state['password']}",
                     f"  search:   POST http://127.0.0.1:{port}/api/v1/search",
+                    f"  {kb.slug} embeds with {embedding}",
                     f"  API key:  {state['api_key']}",
                     f"  example:  curl -s -H 'Authorization: Bearer {state['api_key']}' "
                     f"-H 'Content-Type: application/json' "

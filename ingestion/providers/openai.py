@@ -1,30 +1,19 @@
-"""Embedding providers: the protocol every provider meets, the checks applied to what a provider
-returns, a deterministic dependency-free hash embedding, an OpenAI-compatible HTTP provider
-(bounded retries, timeouts, a circuit breaker shared by all workers) and an optional local
-sentence-transformers model.
-
-An IndexVersion names one provider, model and dimension; `get_provider` builds exactly that one.
-Nothing here ever falls back to another provider or model: a provider that cannot answer raises
-ProviderUnavailable and the task waits.
-"""
+"""`openai`: any OpenAI-compatible `POST {base_url}/embeddings` — bounded retries within a budget,
+timeouts on every phase, Retry-After honoured, a circuit breaker shared by all workers, the API
+key never logged."""
 
 from __future__ import annotations
 
 import email.utils
-import hashlib
 import json
 import logging
-import math
 import os
 import random
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import redis
@@ -38,173 +27,21 @@ from tenacity import (
 )
 
 from ingestion.breaker import BreakerOpen, CircuitBreaker, Permit
-from ingestion.text import is_cjk_term, lexical_terms
+from ingestion.providers.base import (
+    OPENAI_PROVIDER,
+    CircuitOpen,
+    EmbeddingShapeError,
+    ProviderRejected,
+    ProviderSpec,
+    ProviderUnavailable,
+    check_shape,
+    register,
+)
 
 logger = logging.getLogger(__name__)
 
-HASH_PROVIDER = "hash"
-OPENAI_PROVIDER = "openai"
-LOCAL_PROVIDER = "sentence-transformers"
-KNOWN_PROVIDERS = (HASH_PROVIDER, OPENAI_PROVIDER, LOCAL_PROVIDER)
-
 # Only these answers are worth trying again; any other error status is a refusal.
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
-
-# The trigrams of a word together weigh this much relative to the word itself.
-_TRIGRAM_WEIGHT = 0.75
-
-
-class EmbeddingError(Exception):
-    """Embedding failed; `retryable` says whether trying again later can succeed."""
-
-    retryable: bool = False
-
-
-class ProviderUnavailable(EmbeddingError):
-    """The provider could not be reached, timed out, is rate limiting or answered garbage.
-
-    `retry_at` (Unix seconds), when set, is the earliest time worth trying again (the breaker's
-    next probe, a Retry-After); `retry_after` is the server's Retry-After for this one answer.
-    """
-
-    retryable = True
-
-    def __init__(
-        self, message: str, *, retry_at: float | None = None, retry_after: float | None = None
-    ) -> None:
-        super().__init__(message)
-        self.retry_at = retry_at
-        self.retry_after = retry_after
-
-
-class CircuitOpen(ProviderUnavailable):
-    """The shared circuit breaker is open: no call was made."""
-
-
-class ProviderRejected(EmbeddingError):
-    """The provider answered and refused the request (400, 401, 404, 500, ...): retrying the
-    same request cannot help."""
-
-    retryable = False
-
-
-class ProviderMisconfigured(EmbeddingError):
-    """The provider cannot be used as configured (optional package missing, no model at the
-    path, unknown settings)."""
-
-    retryable = False
-
-
-class EmbeddingShapeError(EmbeddingError):
-    """The provider answered with the wrong number of vectors, wrong sizes or bad values."""
-
-    retryable = False
-
-
-class EmbeddingProvider(Protocol):
-    """Turns texts into vectors of `dimensions` floats, one per text, in order."""
-
-    name: str
-    model: str
-    dimensions: int
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
-class HashEmbeddingProvider:
-    """Feature hashing of `ingestion.text.lexical_terms` into a unit vector.
-
-    Each term adds 1 + ln(term frequency) at a signed position chosen by blake2b, so results are
-    identical in every process. Alphabetic words of three or more letters also add their
-    character trigrams at a lower weight, so near-spellings land close together. A text without
-    terms maps to the first unit vector, never to zeros (whose cosine distance is undefined).
-    """
-
-    def __init__(self, *, model: str = "hash-v1", dimensions: int = 256) -> None:
-        if dimensions < 1:
-            raise ValueError(f"embedding dimensions must be at least 1, got {dimensions}")
-        self.name = HASH_PROVIDER
-        self.model = model
-        self.dimensions = dimensions
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._embed_one(text) for text in texts]
-
-    def _embed_one(self, text: str) -> list[float]:
-        vector = [0.0] * self.dimensions
-        for term, count in Counter(lexical_terms(text)).items():
-            weight = 1.0 + math.log(count)
-            self._add(vector, term, weight)
-            if len(term) >= 3 and not term.isdigit() and not is_cjk_term(term):
-                padded = f"<{term}>"
-                trigrams = [padded[i : i + 3] for i in range(len(padded) - 2)]
-                trigram_weight = weight * _TRIGRAM_WEIGHT / math.sqrt(len(trigrams))
-                for trigram in trigrams:
-                    # "#" cannot occur in a term, so trigrams never collide with words.
-                    self._add(vector, "#" + trigram, trigram_weight)
-        norm = math.sqrt(math.fsum(value * value for value in vector))
-        if norm == 0.0:
-            return [1.0] + [0.0] * (self.dimensions - 1)
-        return [value / norm for value in vector]
-
-    def _add(self, vector: list[float], feature: str, weight: float) -> None:
-        index, sign = _feature_slot(feature, self.dimensions)
-        vector[index] += sign * weight
-
-
-@lru_cache(maxsize=65536)
-def _feature_slot(feature: str, dimensions: int) -> tuple[int, float]:
-    value = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
-    return value % dimensions, 1.0 if value >> 63 else -1.0
-
-
-def get_provider(
-    *, provider: str, model: str, dimensions: int, base_url: str | None = None
-) -> EmbeddingProvider:
-    """Return the provider named `provider` for exactly this model and dimension; ValueError for
-    a name this build does not know. `base_url` overrides CANON_OPENAI_BASE_URL (openai only)."""
-    if provider == HASH_PROVIDER:
-        return HashEmbeddingProvider(model=model, dimensions=dimensions)
-    if provider == OPENAI_PROVIDER:
-        return OpenAIEmbeddingProvider(
-            model=model, dimensions=dimensions, config=HttpProviderConfig.from_settings(base_url)
-        )
-    if provider == LOCAL_PROVIDER:
-        return SentenceTransformersProvider(model=model, dimensions=dimensions)
-    raise ValueError(
-        f"unknown embedding provider {provider!r}; known providers: {', '.join(KNOWN_PROVIDERS)}"
-    )
-
-
-def check_shape(
-    vectors: Sequence[Sequence[float]], *, expected_count: int, dimensions: int
-) -> None:
-    """Raise EmbeddingShapeError unless there are `expected_count` vectors of `dimensions` finite
-    numbers, none of them all zeros."""
-    if len(vectors) != expected_count:
-        raise EmbeddingShapeError(
-            f"The embedding provider returned {len(vectors)} vectors for {expected_count} texts."
-        )
-    for index, vector in enumerate(vectors):
-        if len(vector) != dimensions:
-            raise EmbeddingShapeError(
-                f"Vector {index} has {len(vector)} dimensions; expected {dimensions}."
-            )
-        try:
-            finite = all(math.isfinite(value) for value in vector)
-        except TypeError:
-            raise EmbeddingShapeError(
-                f"Vector {index} contains a value that is not a number."
-            ) from None
-        if not finite:
-            raise EmbeddingShapeError(f"Vector {index} contains NaN or infinity.")
-        if not any(vector):
-            raise EmbeddingShapeError(
-                f"Vector {index} is all zeros, so its cosine distance is undefined."
-            )
-
-
-# --- OpenAI-compatible HTTP provider -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -534,61 +371,19 @@ class OpenAIEmbeddingProvider:
 _BEARER = re.compile(r"Bearer\s+\S+")
 
 
-# --- local sentence-transformers model (optional extra `local-models`) ----------------------
+# The dimensions of OpenAI's own models (text-embedding-3-* can be shortened with
+# CANON_OPENAI_SEND_DIMENSIONS, so they are not fixed); any other model is the server's to say.
+_OPENAI_MODELS = {"text-embedding-ada-002": 1536}
 
-
-@lru_cache(maxsize=4)
-def _load_local_model(path: str, device: str) -> Any:
-    """Load a sentence-transformers model from a local directory, never from the network."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise ProviderMisconfigured(
-            "The sentence-transformers provider needs the optional extra: "
-            "pip install -e '.[local-models]'."
-        ) from exc
-    if not Path(path).is_dir():
-        raise ProviderMisconfigured(
-            f"No local model at {path}. Put the model directory there (Canon never downloads "
-            "models) or set CANON_LOCAL_MODELS_DIR."
-        )
-    return SentenceTransformer(path, device=device, local_files_only=True)
-
-
-class SentenceTransformersProvider:
-    """A sentence-transformers model loaded from a path (CANON_LOCAL_MODELS_DIR/<model>, or
-    `model` itself when absolute). Vectors are L2-normalised."""
-
-    def __init__(self, *, model: str, dimensions: int, models_dir: str | None = None) -> None:
-        from django.conf import settings
-
-        self.name = LOCAL_PROVIDER
-        self.model = model
-        self.dimensions = dimensions
-        path = Path(model)
-        if not path.is_absolute():
-            path = Path(models_dir or settings.LOCAL_MODELS_DIR) / model
-        self._encoder = _load_local_model(str(path), settings.LOCAL_MODEL_DEVICE)
-        get_dimension = getattr(self._encoder, "get_sentence_embedding_dimension", None) or getattr(
-            self._encoder, "get_embedding_dimension", None
-        )
-        actual = get_dimension() if get_dimension is not None else None
-        if actual is not None and actual != dimensions:
-            raise EmbeddingShapeError(
-                f"The local model {model} produces {actual} dimensions; the index version "
-                f"expects {dimensions}."
-            )
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        array = self._encoder.encode(
-            list(texts),
-            batch_size=max(1, len(texts)),
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return [[float(value) for value in row] for row in array]
+SPEC = register(
+    ProviderSpec(
+        name=OPENAI_PROVIDER,
+        label="openai (an OpenAI-compatible embedding service)",
+        default_model="text-embedding-3-small",
+        default_dimensions=1536,
+        models=_OPENAI_MODELS,
+        build=lambda model, dimensions, base_url: OpenAIEmbeddingProvider(
+            model=model, dimensions=dimensions, config=HttpProviderConfig.from_settings(base_url)
+        ),
+    )
+)

@@ -1,0 +1,78 @@
+"""Embedding providers, one module each, behind one small interface (`base`):
+
+- `hash` — deterministic feature hashing, no model (tests, lexical similarity);
+- `use` — Universal Sentence Encoder multilingual v3, packaged with Canon (the `make run` demo);
+- `openai` — any OpenAI-compatible embedding service (retries, timeouts, a shared breaker);
+- `sentence-transformers` — a local model directory (optional extra `local-models`).
+
+An IndexVersion names one provider, model and dimension; `get_provider` builds exactly that one.
+Nothing here ever falls back to another provider or model: a provider that cannot answer raises
+ProviderUnavailable and the task waits.
+"""
+
+from ingestion.providers.base import (
+    HASH_PROVIDER,
+    LOCAL_PROVIDER,
+    OPENAI_PROVIDER,
+    USE_PROVIDER,
+    CircuitOpen,
+    EmbeddingError,
+    EmbeddingProvider,
+    EmbeddingShapeError,
+    ProviderMisconfigured,
+    ProviderRejected,
+    ProviderSpec,
+    ProviderUnavailable,
+    check_shape,
+    get_provider,
+    preload,
+    provider_spec,
+    provider_specs,
+)
+from ingestion.providers.hash import HashEmbeddingProvider
+from ingestion.providers.openai import (
+    RETRYABLE_STATUS,
+    HttpProviderConfig,
+    OpenAIEmbeddingProvider,
+    breaker_name,
+)
+from ingestion.providers.sentence_transformers import (
+    SentenceTransformersProvider,
+    _load_local_model,
+)
+from ingestion.providers.sentence_transformers import model_path as local_model_path
+from ingestion.providers.use import USE_DIMENSIONS, USE_MODEL, UniversalSentenceEncoderProvider
+
+KNOWN_PROVIDERS = tuple(spec.name for spec in provider_specs())
+
+__all__ = [
+    "HASH_PROVIDER",
+    "KNOWN_PROVIDERS",
+    "LOCAL_PROVIDER",
+    "OPENAI_PROVIDER",
+    "RETRYABLE_STATUS",
+    "USE_DIMENSIONS",
+    "USE_MODEL",
+    "USE_PROVIDER",
+    "CircuitOpen",
+    "EmbeddingError",
+    "EmbeddingProvider",
+    "EmbeddingShapeError",
+    "HashEmbeddingProvider",
+    "HttpProviderConfig",
+    "OpenAIEmbeddingProvider",
+    "ProviderMisconfigured",
+    "ProviderRejected",
+    "ProviderSpec",
+    "ProviderUnavailable",
+    "SentenceTransformersProvider",
+    "UniversalSentenceEncoderProvider",
+    "_load_local_model",
+    "breaker_name",
+    "check_shape",
+    "get_provider",
+    "local_model_path",
+    "preload",
+    "provider_spec",
+    "provider_specs",
+]

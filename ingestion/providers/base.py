@@ -1,0 +1,192 @@
+"""What every embedding provider shares: the protocol, the errors (retryable or terminal), the
+checks applied to what a provider returns, and the registry `get_provider` builds from.
+
+Each provider module registers one ProviderSpec: its name, what the admin shows, the model and
+dimensions a new index version starts from, and how to build and preload it. Nothing here ever
+falls back to another provider or model.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+HASH_PROVIDER = "hash"
+OPENAI_PROVIDER = "openai"
+LOCAL_PROVIDER = "sentence-transformers"
+USE_PROVIDER = "use"
+
+
+class EmbeddingError(Exception):
+    """Embedding failed; `retryable` says whether trying again later can succeed."""
+
+    retryable: bool = False
+
+
+class ProviderUnavailable(EmbeddingError):
+    """The provider could not be reached, timed out, is rate limiting or answered garbage.
+
+    `retry_at` (Unix seconds), when set, is the earliest time worth trying again (the breaker's
+    next probe, a Retry-After); `retry_after` is the server's Retry-After for this one answer.
+    """
+
+    retryable = True
+
+    def __init__(
+        self, message: str, *, retry_at: float | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+        self.retry_after = retry_after
+
+
+class CircuitOpen(ProviderUnavailable):
+    """The shared circuit breaker is open: no call was made."""
+
+
+class ProviderRejected(EmbeddingError):
+    """The provider answered and refused the request (400, 401, 404, 500, ...): retrying the
+    same request cannot help."""
+
+    retryable = False
+
+
+class ProviderMisconfigured(EmbeddingError):
+    """The provider cannot be used as configured (optional package missing, no model at the
+    path, unknown settings)."""
+
+    retryable = False
+
+
+class EmbeddingShapeError(EmbeddingError):
+    """The provider answered with the wrong number of vectors, wrong sizes or bad values."""
+
+    retryable = False
+
+
+class EmbeddingProvider(Protocol):
+    """Turns texts into vectors of `dimensions` floats, one per text, in order."""
+
+    name: str
+    model: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def check_shape(
+    vectors: Sequence[Sequence[float]], *, expected_count: int, dimensions: int
+) -> None:
+    """Raise EmbeddingShapeError unless there are `expected_count` vectors of `dimensions` finite
+    numbers, none of them all zeros."""
+    if len(vectors) != expected_count:
+        raise EmbeddingShapeError(
+            f"The embedding provider returned {len(vectors)} vectors for {expected_count} texts."
+        )
+    for index, vector in enumerate(vectors):
+        if len(vector) != dimensions:
+            raise EmbeddingShapeError(
+                f"Vector {index} has {len(vector)} dimensions; expected {dimensions}."
+            )
+        try:
+            finite = all(math.isfinite(value) for value in vector)
+        except TypeError:
+            raise EmbeddingShapeError(
+                f"Vector {index} contains a value that is not a number."
+            ) from None
+        if not finite:
+            raise EmbeddingShapeError(f"Vector {index} contains NaN or infinity.")
+        if not any(vector):
+            raise EmbeddingShapeError(
+                f"Vector {index} is all zeros, so its cosine distance is undefined."
+            )
+
+
+# --- the registry ------------------------------------------------------------------------
+
+Factory = Callable[[str, int, str | None], EmbeddingProvider]
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One provider as the registry, the admin's *New index version…* form and the preloader
+    know it.
+
+    `models` maps the models whose dimension is fixed to that dimension: an index version of one
+    of them must use exactly it. `fixed_models` says the provider knows no other models.
+    `available` is False when an optional package is missing (the admin then does not offer it).
+    `preload` loads a model's weights into this process so the first call does not pay for it.
+    """
+
+    name: str
+    label: str
+    default_model: str
+    default_dimensions: int
+    build: Factory
+    models: Mapping[str, int] = field(default_factory=dict)
+    fixed_models: bool = False
+    available: Callable[[], bool] = lambda: True
+    preload: Callable[[str], None] | None = None
+
+    def dimension_problem(self, model: str, dimensions: int) -> str | None:
+        """Why `model` at `dimensions` cannot be an index version of this provider, or None."""
+        expected = self.models.get(model)
+        if expected is None and self.fixed_models:
+            known = ", ".join(self.models)
+            return f"The {self.name} provider has no model {model!r}; it has {known}."
+        if expected is not None and expected != dimensions:
+            return f"{model} produces {expected} dimensions, not {dimensions}."
+        return None
+
+
+_SPECS: dict[str, ProviderSpec] = {}
+
+
+def register(spec: ProviderSpec) -> ProviderSpec:
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def provider_specs() -> list[ProviderSpec]:
+    """Every registered provider, in registration order."""
+    return list(_SPECS.values())
+
+
+def provider_spec(name: str) -> ProviderSpec:
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown embedding provider {name!r}; known providers: {', '.join(_SPECS)}"
+        ) from None
+
+
+def get_provider(
+    *, provider: str, model: str, dimensions: int, base_url: str | None = None
+) -> EmbeddingProvider:
+    """Return the provider named `provider` for exactly this model and dimension; ValueError for
+    a name this build does not know. `base_url` overrides CANON_OPENAI_BASE_URL (openai only)."""
+    return provider_spec(provider).build(model, dimensions, base_url)
+
+
+def preload(entries: Sequence[str]) -> list[str]:
+    """Load the weights of each `provider/model` entry (CANON_PRELOAD_EMBEDDING_MODELS) into
+    this process, so the first build or query does not wait for them; returns what it loaded.
+    Providers with nothing to load (hash, openai) are skipped. Raises what loading raises: a
+    process configured to serve a model it cannot load should not start."""
+    loaded = []
+    for entry in entries:
+        name, _, model = entry.strip().partition("/")
+        if not name:
+            continue
+        spec = provider_spec(name)
+        if spec.preload is None:
+            continue
+        spec.preload(model or spec.default_model)
+        loaded.append(f"{name}/{model or spec.default_model}")
+    return loaded

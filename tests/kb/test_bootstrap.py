@@ -1,0 +1,68 @@
+"""`canon_bootstrap` (what `make run` calls): the demo knowledge base gets the default embedding
+(`make run` makes it the packaged multilingual model); one that exists keeps its index version."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from kb.models import KnowledgeBase, Tenant
+from kb.services import knowledge_base_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_settings(settings: Any, tmp_path: Path) -> Any:
+    settings.BASE_DIR = tmp_path  # .data/bootstrap.json goes here, not into the work tree
+    settings.EMBEDDING_PROVIDER = "use"
+    settings.EMBEDDING_MODEL = "use-multilingual-v3"
+    settings.EMBEDDING_DIMENSIONS = 512
+    return settings
+
+
+def bootstrap() -> str:
+    out = io.StringIO()
+    call_command("canon_bootstrap", stdout=out)
+    return out.getvalue()
+
+
+def test_the_demo_knowledge_base_embeds_with_the_packaged_model(demo_settings: Any) -> None:
+    output = bootstrap()
+
+    version = KnowledgeBase.objects.get(slug="handbook").active_index_version
+    assert version is not None
+    assert (version.provider, version.model, version.dimensions) == (
+        "use",
+        "use-multilingual-v3",
+        512,
+    )
+    assert "handbook embeds with use use-multilingual-v3 (512d)" in output
+
+
+def test_an_existing_hash_knowledge_base_is_left_alone_and_the_switch_is_named(
+    demo_settings: Any,
+) -> None:
+    # given an old .data whose handbook was created on hash
+    tenant = Tenant.objects.create(slug="demo", name="Demo")
+    knowledge_base_create(
+        tenant=tenant,
+        name="Handbook",
+        slug="handbook",
+        provider="hash",
+        model="canon-hash-v1",
+        dimensions=384,
+    )
+
+    output = bootstrap()
+
+    kb = KnowledgeBase.objects.get(slug="handbook")
+    assert kb.index_versions.count() == 1
+    assert kb.active_index_version is not None
+    assert kb.active_index_version.provider == "hash"
+    assert "handbook embeds with hash canon-hash-v1 (384d); the default is now use" in output
+    assert "New index version…" in output
