@@ -48,7 +48,7 @@ def fuse(
     keyword: Sequence[Hit],
     top_k: int,
     method: str = "convex",
-    vector_weight: float = 0.5,
+    vector_weight: float = 0.25,
 ) -> list[Hit]:
     """The fused top `top_k`; each hit's score is its fused score."""
     ranks: dict[int, int] = {}

@@ -29,7 +29,7 @@ def test_convex_keeps_a_confident_keyword_match_first() -> None:
     # vector is vague (close scores), keyword is sure of chunk 9
     vector = [hit(1, 0.61), hit(2, 0.60), hit(9, 0.59)]
     keyword = [hit(9, 12.0), hit(3, 2.0)]
-    assert ids(fuse(vector=vector, keyword=keyword, top_k=3)) == [9, 1, 2]
+    assert ids(fuse(vector=vector, keyword=keyword, top_k=3, vector_weight=0.5)) == [9, 1, 2]
 
 
 def test_convex_scores_are_the_weighted_normalised_sum() -> None:
@@ -44,7 +44,7 @@ def test_ties_break_by_the_better_rank_then_chunk_id() -> None:
     vector = [hit(5, 0.8), hit(4, 0.0)]
     keyword = [hit(4, 3.0), hit(5, 0.0)]
     # both score 0.5; each is first in one leg, so the lower chunk id wins
-    assert ids(fuse(vector=vector, keyword=keyword, top_k=2)) == [4, 5]
+    assert ids(fuse(vector=vector, keyword=keyword, top_k=2, vector_weight=0.5)) == [4, 5]
 
 
 def test_rrf_rewards_agreement() -> None:
