@@ -1,6 +1,10 @@
-"""Sentence-aware chunking that keeps chunks far from an edit byte-identical.
+"""Sentence-aware chunking that keeps chunks far from an edit byte-identical, and tells every
+chunk the headings above it.
 
-The rule, in three layers:
+A document is a list of blocks (`ingestion.extractors.Block`). Its headings are never chunks:
+they make the heading path ("os — Miscellaneous operating system interfaces › Files and
+Directories", outermost first, joined by " › ") of the blocks under them, and the blocks of one
+path form a section. Every section is chunked on its own:
 
 1. Paragraphs (separated by a blank line) are gathered into groups, and every group is chunked
    on its own, so a chunk never crosses a group boundary and no overlap is carried across one.
@@ -16,8 +20,19 @@ The rule, in three layers:
    the last quarter when there is one), each starting `overlap` characters before the previous
    cut.
 
-A chunk's text is the exact slice of the input from its first sentence to its last, so the
-whitespace between sentences (including paragraph breaks inside a group) is kept.
+No fragment under a tenth of `size` stands alone: such a group joins the next group of its
+section (the previous one at the section's end); a group's last chunk that small joins the
+chunk before it when both fit in `size`, or else takes over that chunk's last sentences; and a
+whole section that small ("See Also" and one line) is appended, its headings written as lines,
+to the previous chunk when that stays within `size` plus the fragment, or else put before the
+next section's first chunk (several in a row that reach the minimum together become one chunk
+under the headings they share). A fragment remains only where no sentence boundary allows
+otherwise (the tail of a sentence cut at `size`).
+
+A chunk's text is the exact slice of its section from its first sentence to its last (so the
+whitespace between sentences, including paragraph breaks inside a group, is kept), except for
+a merged section. What is embedded is `embedding_input(heading_path, text)`, and the content
+hash and token count are those of that input.
 """
 
 from __future__ import annotations
@@ -26,9 +41,13 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from ingestion.extractors.base import HEADING, PARAGRAPH, Block
 from ingestion.text import token_count
 
 MIN_CHUNK_SIZE = 50
+HEADING_SEPARATOR = " \u203a "
+# A chunk shorter than size / this is a fragment.
+_FRAGMENT_FRACTION = 10
 
 # A paragraph at least this fraction of the chunk size ends its group.
 _GROUP_END_FRACTION = 4
@@ -54,28 +73,145 @@ Span = tuple[int, int]
 
 @dataclass(frozen=True)
 class ChunkPiece:
-    """One chunk: its position, its exact text, sha256 hex of the UTF-8 text, its tokens."""
+    """One chunk: its position, its text, the sha256 hex and approximate token count of what is
+    embedded (`embedding_input`), and the headings above it (" › "-joined, "" for none)."""
 
     ordinal: int
     text: str
     content_hash: str
     token_count: int
+    heading_path: str = ""
+
+
+def embedding_input(heading_path: str, text: str) -> str:
+    """What the embedding model sees for a chunk: its heading path, a blank line, its text."""
+    return f"{heading_path}\n\n{text}" if heading_path else text
 
 
 def chunk_text(text: str, *, size: int, overlap: int) -> list[ChunkPiece]:
-    """Split `text` into chunks of at most `size` characters (see the module docstring).
+    """Split `text` (no headings) into chunks of at most `size` characters (see the module
+    docstring). Requires size >= 50 and 0 <= overlap < size / 2, else ValueError.
+    Whitespace-only text gives []. The result depends only on the arguments."""
+    return chunk_blocks([Block(PARAGRAPH, text)], size=size, overlap=overlap)
 
-    Requires size >= 50 and 0 <= overlap < size / 2, else ValueError. Whitespace-only text gives
-    []. The result depends only on the arguments.
-    """
+
+def chunk_blocks(blocks: list[Block], *, size: int, overlap: int) -> list[ChunkPiece]:
+    """Chunk a document's blocks (see the module docstring); the arguments as `chunk_text`."""
+    _check_arguments(size, overlap)
+    fragment = size // _FRAGMENT_FRACTION
+    chunks: list[tuple[list[str], str]] = []
+    # Small sections that fitted nowhere yet, for the next chunk (or to make one together).
+    waiting: list[tuple[list[str], str]] = []
+    for path, text in _sections(blocks):
+        spans = _section_spans(text, size, overlap)
+        if not spans:
+            continue
+        if len(spans) == 1 and spans[0][1] - spans[0][0] < fragment:
+            small = text[spans[0][0] : spans[0][1]]
+            if not waiting and chunks and len(chunks[-1][1]) + len(small) <= size + fragment:
+                previous_path, previous_text = chunks[-1]
+                chunks[-1] = (previous_path, _joined(previous_text, previous_path, path, small))
+                continue
+            waiting.append((path, small))
+            if sum(len(part) for _, part in waiting) >= fragment:
+                chunks.append(_together(waiting))
+                waiting = []
+            continue
+        section_chunks = [(path, text[start:end]) for start, end in spans]
+        if waiting:
+            first_path, first_text = section_chunks[0]
+            section_chunks[0] = (first_path, _prefixed(waiting, first_path, first_text))
+            waiting = []
+        chunks.extend(section_chunks)
+    if waiting:
+        if chunks:
+            previous_path, previous_text = chunks[-1]
+            together_path, together_text = _together(waiting)
+            chunks[-1] = (
+                previous_path,
+                _joined(previous_text, previous_path, together_path, together_text),
+            )
+        else:
+            # Nothing but small sections: together they are the document.
+            chunks.append(_together(waiting))
+    pieces: list[ChunkPiece] = []
+    for path, chunk in chunks:
+        heading_path = HEADING_SEPARATOR.join(path)
+        embedded = embedding_input(heading_path, chunk)
+        pieces.append(
+            ChunkPiece(
+                ordinal=len(pieces),
+                text=chunk,
+                content_hash=hashlib.sha256(embedded.encode()).hexdigest(),
+                token_count=token_count(embedded),
+                heading_path=heading_path,
+            )
+        )
+    return pieces
+
+
+def _sections(blocks: list[Block]) -> list[tuple[list[str], str]]:
+    """(heading path, text) of every run of non-heading blocks under the same headings."""
+    sections: list[tuple[list[str], str]] = []
+    headings: list[tuple[int, str]] = []
+    texts: list[str] = []
+    for block in blocks:
+        if block.kind == HEADING:
+            if texts:
+                sections.append(([title for _, title in headings], "\n\n".join(texts)))
+                texts = []
+            while headings and headings[-1][0] >= block.level:
+                headings.pop()
+            headings.append((block.level, block.text))
+        elif block.text.strip():
+            texts.append(block.text)
+    if texts:
+        sections.append(([title for _, title in headings], "\n\n".join(texts)))
+    return sections
+
+
+def _below(path: list[str], other: list[str]) -> list[str]:
+    """The headings of `path` under the ones it shares with `other`."""
+    shared = 0
+    while shared < min(len(path), len(other)) and path[shared] == other[shared]:
+        shared += 1
+    return path[shared:]
+
+
+def _joined(text: str, path: list[str], small_path: list[str], small: str) -> str:
+    """`text` followed by a small section, its own headings written as lines."""
+    return "\n\n".join([text, *_below(small_path, path), small])
+
+
+def _prefixed(smalls: list[tuple[list[str], str]], path: list[str], text: str) -> str:
+    """Small sections, their own headings written as lines, before `text`."""
+    parts = [part for small_path, small in smalls for part in (*_below(small_path, path), small)]
+    return "\n\n".join([*parts, text])
+
+
+def _together(smalls: list[tuple[list[str], str]]) -> tuple[list[str], str]:
+    """Small sections as one chunk under the headings they share, the others written as lines."""
+    shared = smalls[0][0]
+    for small_path, _ in smalls[1:]:
+        shared = shared[: len(shared) - len(_below(shared, small_path))]
+    parts = [part for small_path, small in smalls for part in (*_below(small_path, shared), small)]
+    return shared, "\n\n".join(parts)
+
+
+def _check_arguments(size: int, overlap: int) -> None:
     if size < MIN_CHUNK_SIZE:
         raise ValueError(f"chunk size must be at least {MIN_CHUNK_SIZE} characters, got {size}")
     if overlap < 0 or overlap * 2 >= size:
         raise ValueError(
             f"chunk overlap must be at least 0 and less than half the size {size}, got {overlap}"
         )
-    pieces: list[ChunkPiece] = []
-    for group in _paragraph_groups(text, size):
+
+
+def _section_spans(text: str, size: int, overlap: int) -> list[Span]:
+    """The chunks of one section as spans of its text."""
+    fragment = size // _FRAGMENT_FRACTION
+    spans: list[Span] = []
+    for group in _merge_small_groups(_paragraph_groups(text, size), fragment):
         units: list[Span] = []
         for paragraph in group:
             for sentence in _sentences(text, paragraph):
@@ -83,17 +219,46 @@ def chunk_text(text: str, *, size: int, overlap: int) -> list[ChunkPiece]:
                     units.extend(_split_long_sentence(text, sentence, size, overlap))
                 else:
                     units.append(sentence)
-        for start, end in _pack(units, size, overlap):
-            chunk = text[start:end]
-            pieces.append(
-                ChunkPiece(
-                    ordinal=len(pieces),
-                    text=chunk,
-                    content_hash=hashlib.sha256(chunk.encode()).hexdigest(),
-                    token_count=token_count(chunk),
-                )
-            )
-    return pieces
+        spans.extend(_no_small_tail(_pack(units, size, overlap), units, size, fragment))
+    return spans
+
+
+def _no_small_tail(packed: list[Span], units: list[Span], size: int, fragment: int) -> list[Span]:
+    """A group's last chunk shorter than `fragment` joins the chunk before it when both fit in
+    `size`; otherwise it takes over that chunk's last sentences until it is long enough."""
+    if len(packed) < 2 or packed[-1][1] - packed[-1][0] >= fragment:
+        return packed
+    (head_start, _), (_, end) = packed[-2], packed[-1]
+    if end - head_start <= size:
+        return [*packed[:-2], (head_start, end)]
+    for index in range(len(units) - 1, 0, -1):
+        tail_start = units[index][0]
+        if end - tail_start >= fragment:
+            head_end = units[index - 1][1]
+            if end - tail_start <= size and head_end - head_start >= fragment:
+                return [*packed[:-2], (head_start, head_end), (tail_start, end)]
+            break
+    return packed
+
+
+def _merge_small_groups(groups: list[list[Span]], fragment: int) -> list[list[Span]]:
+    """Join every group shorter than `fragment` to the next group (the previous one for the
+    last), so that no group is a fragment unless it is the section's only one."""
+    merged: list[list[Span]] = []
+    carried: list[Span] = []
+    for group in groups:
+        group = carried + group
+        carried = []
+        if group[-1][1] - group[0][0] < fragment:
+            carried = group
+        else:
+            merged.append(group)
+    if carried:
+        if merged:
+            merged[-1].extend(carried)
+        else:
+            merged.append(carried)
+    return merged
 
 
 def _strip_span(text: str, start: int, end: int) -> Span | None:

@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from ingestion import chunker, faults, parsers, providers, writer
+from ingestion import chunker, extractors, faults, providers, writer
 from ingestion.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
 from ingestion.models import EmbeddingCache, IngestionTask, StageResult
 from ingestion.services import (
@@ -31,7 +31,7 @@ from ingestion.services import (
     task_wait_for_provider,
 )
 from kb import storage
-from kb.models import Build, IndexVersion
+from kb.models import Build, Document, IndexVersion, Revision
 from kb.selectors import manifest_of
 from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish, document_purge
 from kb.transactions import retry_conflicts
@@ -178,6 +178,7 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         fingerprint=_sha(revision.sha256, revision.media_type, settings.PARSE_MAX_CHARS),
         compute=lambda: _parse(revision.storage_path, revision.media_type),
     )
+    _record_title(revision=revision, title=parsed.get("title", ""), lease=lease)
     chunked = stage_run(
         lease=lease,
         stage=StageResult.Stage.CHUNK,
@@ -231,26 +232,57 @@ def purge_run(*, task: IngestionTask, lease: Lease) -> str:
 
 
 def _parse(storage_path: str, media_type: str) -> JsonDict:
+    """Extract the file into derived storage as `Extracted.to_json` (title, headings, blocks)."""
     faults.poison(storage.absolute_path(storage_path).read_bytes()[:1_000_000])
     try:
-        content = parsers.parse_file(
+        extracted = extractors.extract(
             storage.absolute_path(storage_path), media_type, max_chars=settings.PARSE_MAX_CHARS
         )
-    except parsers.ParseError as exc:
+    except extractors.ParseError as exc:
         raise TerminalError("unparseable", str(exc)) from exc
-    stored = storage.store_bytes(content.encode("utf-8"), kind="derived")
-    return {"text_path": stored.path, "text_sha256": stored.sha256, "chars": len(content)}
+    stored = storage.store_bytes(extracted.to_json(), kind="derived")
+    return {
+        "text_path": stored.path,
+        "text_sha256": stored.sha256,
+        "chars": sum(len(block.text) for block in extracted.blocks),
+        "title": extracted.title,
+    }
+
+
+def _record_title(*, revision: Revision, title: str, lease: Lease) -> None:
+    """Write the revision's extracted title, and make it the document's title when the uploader
+    gave none (the title is then the key). Fenced; idempotent: both are conditional UPDATEs
+    that change nothing the second time, and a title the uploader gave is never replaced."""
+    with fenced(lease):
+        Revision.objects.filter(pk=revision.pk).exclude(extracted_title=title).update(
+            extracted_title=title
+        )
+        if title:
+            Document.objects.filter(pk=revision.document_id, title=F("key")).exclude(
+                title=title
+            ).update(title=title, updated_at=Now())
+
+
+def _stored_blocks(text_path: str) -> list[extractors.Block]:
+    """The blocks the parse stage stored; a plain-text file (what parse stored before it kept
+    headings) is one paragraph block."""
+    content = storage.read_text(text_path)
+    try:
+        return extractors.Extracted.from_json(content).blocks
+    except ValueError:
+        return [extractors.Block(extractors.PARAGRAPH, content)]
 
 
 def _chunk(text_path: str, version: IndexVersion) -> JsonDict:
-    pieces = chunker.chunk_text(
-        storage.read_text(text_path), size=version.chunk_size, overlap=version.chunk_overlap
+    pieces = chunker.chunk_blocks(
+        _stored_blocks(text_path), size=version.chunk_size, overlap=version.chunk_overlap
     )
     return {
         "chunks": [
             {
                 "ordinal": p.ordinal,
                 "text": p.text,
+                "heading_path": p.heading_path,
                 "content_hash": p.content_hash,
                 "token_count": p.token_count,
             }
@@ -283,7 +315,12 @@ def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     model_key = cache_model(version)
-    by_hash = {p["content_hash"]: p["text"] for p in pieces}
+    # The content hash is the hash of this input (chunker.embedding_input), so the cache holds
+    # one vector per text as embedded, heading path included.
+    by_hash = {
+        p["content_hash"]: chunker.embedding_input(p.get("heading_path", ""), p["text"])
+        for p in pieces
+    }
     cached = set(
         EmbeddingCache.objects.filter(
             model=model_key, dimensions=version.dimensions, content_hash__in=list(by_hash)

@@ -110,7 +110,8 @@ def test_builds_no_longer_retained_are_counted_not_searched(
 ) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
-            "DELETE FROM kb_posting WHERE chunk_id IN (SELECT id FROM kb_chunk WHERE build_id = %s)",
+            "DELETE FROM kb_posting WHERE chunk_id IN "
+            "(SELECT id FROM kb_chunk WHERE build_id = %s)",
             [timeline.r1.pk],
         )
         cursor.execute("DELETE FROM kb_chunk WHERE build_id = %s", [timeline.r1.pk])

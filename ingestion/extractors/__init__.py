@@ -1,0 +1,117 @@
+"""Turning uploaded files into titled, structured text: one module per format.
+
+Every format module offers `MEDIA_TYPES` and `extract(path, *, max_chars) -> Extracted`;
+`extract` here picks the module, then applies what holds for every format: text normalised
+(`ingestion.text.normalize_text`, code keeping its indentation), table-of-contents lines and
+the spaces between CJK characters removed from prose, empty blocks dropped, the length limit,
+and a one-line title of at most 500 characters.
+
+Every problem with the file itself raises `ParseError` whose message is a sentence a content
+manager can act on; such errors are terminal (retrying cannot help). Reading the file can still
+raise `OSError`, which is not the document's fault.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+
+from ingestion.extractors import cleanup, docx, html, markdown, pdf, plain
+from ingestion.extractors.base import (
+    APPLICATION_DOCX,
+    APPLICATION_PDF,
+    BLOCK_KINDS,
+    CODE,
+    DEFAULT_MAX_CHARS,
+    HEADING,
+    MAX_TITLE_CHARS,
+    PARAGRAPH,
+    SUPPORTED_MEDIA_TYPES,
+    TABLE,
+    TEXT_HTML,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    Block,
+    Extracted,
+    ParseError,
+    UnsupportedMediaType,
+    too_long,
+)
+from ingestion.extractors.detect import SNIFF_BYTES, detect_media_type
+from ingestion.text import normalize_text
+
+__all__ = [
+    "APPLICATION_DOCX",
+    "APPLICATION_PDF",
+    "BLOCK_KINDS",
+    "CODE",
+    "DEFAULT_MAX_CHARS",
+    "HEADING",
+    "PARAGRAPH",
+    "SNIFF_BYTES",
+    "SUPPORTED_MEDIA_TYPES",
+    "TABLE",
+    "TEXT_HTML",
+    "TEXT_MARKDOWN",
+    "TEXT_PLAIN",
+    "Block",
+    "Extracted",
+    "ParseError",
+    "UnsupportedMediaType",
+    "detect_media_type",
+    "extract",
+]
+
+Extractor = Callable[..., Extracted]
+
+EXTRACTORS: dict[str, Extractor] = {
+    media_type: module.extract
+    for module in (plain, markdown, html, pdf, docx)
+    for media_type in module.MEDIA_TYPES
+}
+
+
+def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> Extracted:
+    """Return the title and blocks of the file at `path`.
+
+    Raises ParseError when the file is empty, unreadable as `media_type`, has no text, or yields
+    more than `max_chars` characters; UnsupportedMediaType for an unsupported `media_type`.
+    """
+    extractor = EXTRACTORS.get(media_type)
+    if extractor is None:
+        raise UnsupportedMediaType(f'Documents of type "{media_type}" are not supported.')
+    if path.stat().st_size == 0:
+        raise ParseError("The file is empty.")
+    raw = extractor(path, max_chars=max_chars)
+    blocks: list[Block] = []
+    length = -2
+    for block in raw.blocks:
+        text = _finish_block(block)
+        if not text:
+            continue
+        blocks.append(Block(block.kind, text, level=block.level))
+        length += len(text) + 2
+        if length > max_chars:
+            raise too_long(max_chars)
+    if not blocks:
+        raise ParseError("The document contains no text.")
+    return Extracted(title=_finish_title(raw.title), blocks=blocks)
+
+
+def _finish_block(block: Block) -> str:
+    if block.kind == CODE:
+        # Indentation is meaning in code: normalize_text strips the first line's, so it is put
+        # back; only the blank lines around the code go.
+        first = next((line for line in block.text.split("\n") if line.strip()), "")
+        text = normalize_text(block.text)
+        return first[: len(first) - len(first.lstrip(" \t"))] + text if text else ""
+    if block.kind == HEADING:
+        return " ".join(cleanup.join_unspaced(normalize_text(block.text)).split())
+    rows = block.kind == TABLE
+    return normalize_text(cleanup.clean_prose(normalize_text(block.text), lines_are_rows=rows))
+
+
+def _finish_title(title: str) -> str:
+    title = " ".join(unicodedata.normalize("NFC", title).split())
+    return cleanup.join_unspaced(title)[:MAX_TITLE_CHARS]
