@@ -1,5 +1,6 @@
 """`python -m bench [--chunks N] [--seconds S] [--only B1,B3]`: every benchmark in order, each in
-its own process (B1 builds the corpus the others use). `make bench` runs this."""
+its own process (B1 builds the corpus B2..B7 use; B8 and B9 build their own). `make bench` runs
+this."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ BENCHES = {
     "B5": ("bench.b5_relay", []),
     "B6": ("bench.b6_incremental", []),
     "B7": ("bench.b7_churn", ["--seconds"]),
+    "B8": ("bench.quality", []),  # its own database and corpus (bench/quality)
+    "B9": ("bench.b9_keyword_latency", ["--chunks"]),  # its own database (canon_keyword)
 }
 
 

@@ -1,0 +1,352 @@
+"""B9 keyword and hybrid latency: p50/p95 of `search` in keyword and hybrid mode against vector
+mode in the same run, at 100,000 chunks (`--chunks`), for four kinds of query:
+
+- common: only words that occur in most chunks (each in >= 50 % of them);
+- rare: words that occur in well under 1 % of chunks;
+- mixed: two common words, one of middling frequency and one rare (a typical question);
+- random7: seven vocabulary words drawn uniformly (B2's kind of query).
+
+The corpus is bench/common.py's synthetic one (its vocabulary, 200 paragraphs of ~620 characters
+per document, so 200 chunks each) except that words are drawn Zipf-distributed (s = 1) instead of
+uniformly: with uniform draws no word occurs in more than ~2 % of chunks, so "common words" would
+not exist. It goes through Canon's path (upload services -> outbox -> relay -> a real worker ->
+switch) into a database of its own, `canon_keyword` (Redis db 3), which later runs reuse while
+it holds the same corpus built by the same pipeline version (`--fresh` rebuilds it).
+
+Queries run interleaved (the mode order rotating per query) in this process through
+`retrieval.selectors.search`. Target: hybrid p95 <= 3x vector p95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from bench import common
+
+DB_NAME = "canon_keyword"
+REDIS_DB = 3
+ZIPF_S = 1.0
+MODES = ("vector", "keyword", "hybrid")
+COMMON_DF = 0.5  # "common": in at least half the chunks
+RARE_DF = 0.005  # "rare": in at most 0.5 % of them
+TARGET = 3.0
+
+
+# --- corpus -----------------------------------------------------------------------------------
+
+
+class ZipfCorpus:
+    """common.py's vocabulary drawn Zipf-distributed; document i is seeded by i."""
+
+    def __init__(self, n_docs: int) -> None:
+        import numpy as np
+
+        self.vocab = list(dict.fromkeys(common._words()))  # the synthetic words, once each
+        weights = 1.0 / np.arange(1, len(self.vocab) + 1) ** ZIPF_S
+        self.p = weights / weights.sum()
+        self.n_docs = n_docs
+        self.df = np.zeros(len(self.vocab), dtype=np.int64)
+        self.paragraphs = 0
+
+    def document(self, i: int) -> str:
+        """Document i's text; also counts each word's document frequency over its paragraphs
+        (paragraph = chunk)."""
+        import numpy as np
+
+        rng = np.random.default_rng(1_000_003 + i)
+        lengths = random.Random(i)
+        ids = rng.choice(len(self.vocab), size=common.CHUNKS_PER_DOC * 160, p=self.p)
+        pos = 0
+        paragraphs = []
+        for _ in range(common.CHUNKS_PER_DOC):
+            start = pos
+            sentences: list[str] = []
+            length = 0
+            while length < 620:
+                n = lengths.randint(8, 16)
+                sentence = " ".join(self.vocab[j] for j in ids[pos : pos + n]).capitalize() + "."
+                pos += n
+                sentences.append(sentence)
+                length += len(sentence) + 1
+            self.df[np.unique(ids[start:pos])] += 1
+            self.paragraphs += 1
+            paragraphs.append(" ".join(sentences))
+        return common.join(paragraphs)
+
+    def fraction(self, word: str) -> float:
+        return float(self.df[self.vocab.index(word)]) / max(1, self.paragraphs)
+
+
+def queries(corpus: ZipfCorpus, per_class: int, seed: int = 11) -> dict[str, list[str]]:
+    """Query words picked by their measured document frequency in this corpus."""
+    rng = random.Random(seed)
+    share = corpus.df / max(1, corpus.paragraphs)
+    by_rank = list(range(len(corpus.vocab)))  # vocabulary index = Zipf rank - 1
+    common_words = [corpus.vocab[j] for j in by_rank if share[j] >= COMMON_DF]
+    rare = [corpus.vocab[j] for j in by_rank if 0 < share[j] <= RARE_DF]
+    middling = [corpus.vocab[j] for j in by_rank if 0.02 <= share[j] <= 0.2]
+    if len(common_words) < 2 or not rare or not middling:
+        raise RuntimeError(
+            f"corpus too small for the query classes: {len(common_words)} common, "
+            f"{len(middling)} middling, {len(rare)} rare words"
+        )
+    out: dict[str, list[str]] = {"common": [], "rare": [], "mixed": [], "random7": []}
+    for _ in range(per_class):
+        out["common"].append(
+            " ".join(rng.sample(common_words, min(len(common_words), rng.randint(3, 5))))
+        )
+        out["rare"].append(" ".join(rng.sample(rare, rng.randint(2, 3))))
+        words = [*rng.sample(common_words, 2), rng.choice(middling), rng.choice(rare)]
+        rng.shuffle(words)
+        out["mixed"].append(" ".join(words))
+        out["random7"].append(" ".join(rng.sample(corpus.vocab, 7)))
+    return out
+
+
+# --- setup ------------------------------------------------------------------------------------
+
+
+def _redis_url(db: int) -> str:
+    """The stack's Redis (REDIS_URL, else the one on :6379, else an embedded one started for this
+    run, as common.setup() would find it), database `db`."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        from config.devstack import ensure_redis
+
+        stops: list[Callable[[], None]] = []
+        url = ensure_redis(stops)
+        for stop in stops:
+            atexit.register(stop)
+    return urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
+
+
+def _slug(n_docs: int) -> str:
+    return f"b9-zipf-{n_docs}"
+
+
+def _reusable(n_docs: int) -> bool:
+    from kb.models import Build, Chunk, KnowledgeBase, Publication
+    from kb.services import PIPELINE_VERSION
+
+    kbs = list(KnowledgeBase.objects.select_related("active_index_version"))
+    if len(kbs) != 1 or kbs[0].slug != _slug(n_docs) or kbs[0].active_index_version is None:
+        return False
+    kb = kbs[0]
+    version = kb.active_index_version
+    assert version is not None
+    if version.pipeline_version != PIPELINE_VERSION:
+        return False
+    if Build.objects.filter(kb=kb).exclude(state=Build.State.LIVE).exists():
+        return False
+    live = Publication.objects.filter(kb=kb, index_version=version)
+    chunks = Chunk.objects.filter(kb=kb, build__in=live.values("build")).count()
+    return live.count() == n_docs and chunks == n_docs * common.CHUNKS_PER_DOC
+
+
+def build_corpus(corpus: ZipfCorpus, *, concurrency: int) -> tuple[Any, dict[str, Any]]:
+    from kb.models import Chunk
+
+    kb = common.tenant_kb(_slug(corpus.n_docs))
+    started = time.perf_counter()
+    with common.worker(concurrency=concurrency):
+        for start in range(0, corpus.n_docs, 50):
+            for i in range(start, min(corpus.n_docs, start + 50)):
+                common.upload(kb, f"doc-{i:05d}", corpus.document(i))
+            common.wait_settled(kb)
+            print(
+                f"[B9] {min(corpus.n_docs, start + 50)}/{corpus.n_docs} documents live "
+                f"({time.perf_counter() - started:.0f}s)",
+                flush=True,
+            )
+    seconds = time.perf_counter() - started
+    chunks = Chunk.objects.filter(kb=kb).count()
+    return kb, {"built": True, "seconds": round(seconds, 1), "chunks_per_s": chunks / seconds}
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+def measure(
+    kb: Any, classes: dict[str, list[str]], *, rounds: int, class_seconds: float
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, list[int]]]]:
+    from retrieval.principals import Principal
+    from retrieval.selectors import search
+
+    principal = Principal(
+        tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(), all_groups=True
+    )
+    # Warm up: the statements are prepared after five runs on a connection.
+    for q in classes["mixed"][:6]:
+        for mode in MODES:
+            search(principal=principal, kb=kb, query=q, top_k=10, mode=mode)
+    latency: dict[str, dict[str, list[float]]] = {c: {m: [] for m in MODES} for c in classes}
+    hits: dict[str, dict[str, list[int]]] = {c: {m: [] for m in MODES} for c in classes}
+    spent = dict.fromkeys(classes, 0.0)
+    turn = 0
+    for _ in range(rounds):
+        for name, qs in classes.items():
+            for q in qs:
+                if spent[name] > class_seconds:
+                    break
+                order = MODES[turn % 3 :] + MODES[: turn % 3]
+                turn += 1
+                for mode in order:
+                    t0 = time.perf_counter()
+                    result = search(principal=principal, kb=kb, query=q, top_k=10, mode=mode)
+                    elapsed = time.perf_counter() - t0
+                    spent[name] += elapsed
+                    latency[name][mode].append(elapsed * 1000)
+                    hits[name][mode].append(len(result.hits))
+    return latency, hits
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=common.DEFAULT_CHUNKS)
+    parser.add_argument("--queries", type=int, default=20, help="per class")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--class-seconds", type=float, default=120.0, help="stop a class after this much search"
+    )
+    parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    parser.add_argument("--db", default=DB_NAME)
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB)
+    parser.add_argument("--fresh", action="store_true", help="rebuild the corpus")
+    a = parser.parse_args(argv)
+    if a.db in ("canon", "canon_bench") or a.db.startswith("test_"):
+        parser.error(f"--db {a.db} belongs to someone else")
+    n_docs = max(1, a.chunks // common.CHUNKS_PER_DOC)
+    os.environ["REDIS_URL"] = _redis_url(a.redis_db)
+    common.DB_NAME = a.db  # setup() creates and migrates exactly this database
+    admin_url = os.environ.get("DATABASE_URL")  # setup() points DATABASE_URL at common.DB_NAME
+    common.setup(fresh=a.fresh)
+    from django.db import connections
+
+    from kb.models import Chunk
+
+    corpus = ZipfCorpus(n_docs)
+    if _reusable(n_docs):
+        t0 = time.perf_counter()
+        for i in range(n_docs):  # the same texts again, for the words' document frequencies
+            corpus.document(i)
+        kb = common.tenant_kb(_slug(n_docs))
+        build: dict[str, Any] = {"built": False, "regenerated_s": round(time.perf_counter() - t0)}
+        print(f"[B9] reusing {a.db}: {n_docs} documents already live", flush=True)
+    else:
+        connections.close_all()
+        if admin_url is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = admin_url
+        common.setup(fresh=True)
+        kb, build = build_corpus(corpus, concurrency=a.concurrency)
+    kb.refresh_from_db()
+    chunks = Chunk.objects.filter(kb=kb).count()
+    classes = queries(corpus, a.queries)
+    words_df = {
+        name: round(
+            sum(corpus.fraction(w) for q in qs for w in q.split())
+            / sum(len(q.split()) for q in qs),
+            4,
+        )
+        for name, qs in classes.items()
+    }
+    latency, hits = measure(kb, classes, rounds=a.rounds, class_seconds=a.class_seconds)
+
+    summary: dict[str, Any] = {
+        "chunks": chunks,
+        "documents": n_docs,
+        "corpus": build,
+        "zipf_s": ZIPF_S,
+        "mean_word_chunk_fraction": words_df,
+        "examples": {name: qs[:3] for name, qs in classes.items()},
+        "classes": {},
+        "target": f"hybrid p95 <= {TARGET}x vector p95",
+    }
+    rows: list[tuple[Any, ...]] = [
+        (
+            "queries",
+            "words in % of chunks",
+            "mode",
+            "n",
+            "p50 ms",
+            "p95 ms",
+            "p95 / vector p95",
+            "hits (min)",
+            "verdict",
+        )
+    ]
+    pooled: dict[str, list[float]] = {m: [] for m in MODES}
+    for name in classes:
+        vector_p95 = common.percentile(latency[name]["vector"], 95)
+        entry: dict[str, Any] = {}
+        for mode in MODES:
+            values = latency[name][mode]
+            pooled[mode] += values
+            p95 = common.percentile(values, 95)
+            entry[mode] = {
+                "n": len(values),
+                "p50_ms": round(common.percentile(values, 50), 2),
+                "p95_ms": round(p95, 2),
+                "p95_over_vector_p95": common.ratio(p95, vector_p95),
+                "min_hits": min(hits[name][mode], default=0),
+            }
+            verdict = ""
+            if mode == "hybrid":
+                met = p95 <= TARGET * vector_p95
+                entry["hybrid_target_met"] = met
+                verdict = "met" if met else "MISSED"
+            rows.append(
+                (
+                    name,
+                    f"{100 * words_df[name]:.1f}",
+                    mode,
+                    len(values),
+                    entry[mode]["p50_ms"],
+                    entry[mode]["p95_ms"],
+                    entry[mode]["p95_over_vector_p95"],
+                    entry[mode]["min_hits"],
+                    verdict,
+                )
+            )
+        summary["classes"][name] = entry
+    vector_p95 = common.percentile(pooled["vector"], 95)
+    summary["all"] = {}
+    for mode in MODES:
+        p95 = common.percentile(pooled[mode], 95)
+        summary["all"][mode] = {
+            "n": len(pooled[mode]),
+            "p50_ms": round(common.percentile(pooled[mode], 50), 2),
+            "p95_ms": round(p95, 2),
+            "p95_over_vector_p95": common.ratio(p95, vector_p95),
+        }
+        verdict = ""
+        if mode == "hybrid":
+            summary["all"]["hybrid_target_met"] = p95 <= TARGET * vector_p95
+            verdict = "met" if summary["all"]["hybrid_target_met"] else "MISSED"
+        rows.append(
+            (
+                "all",
+                "",
+                mode,
+                len(pooled[mode]),
+                summary["all"][mode]["p50_ms"],
+                summary["all"][mode]["p95_ms"],
+                summary["all"][mode]["p95_over_vector_p95"],
+                "",
+                verdict,
+            )
+        )
+    common.report("B9", summary, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
