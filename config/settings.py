@@ -241,7 +241,7 @@ SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
 SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
 # Postings of each query term the keyword leg reads best-first before it ranks the candidates
 # exactly; a scope that finds fewer than top_k visible among them reads eight times deeper.
-KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 200)
+KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 1000)
 # How mode=hybrid fuses its legs (`retrieval.fusion`): "convex" or "rrf", and the vector leg's
 # weight (the keyword leg has 1 - weight). Chosen by bench/quality; see docs/BENCHMARKS.md.
 HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "convex")

@@ -35,7 +35,7 @@ from ingestion import analysis
 DEEPEN = 8
 # How many candidates are ranked exactly, per result wanted (at least RANKED_MIN).
 RANKED_PER_RESULT = 4
-RANKED_MIN = 50
+RANKED_MIN = 100
 
 
 @dataclass(frozen=True)
@@ -94,39 +94,39 @@ def query_weights(*, version_id: int, query: str) -> QueryWeights:
 
 
 def candidates_query(*, version_id: int) -> str:
-    """The best `bm25_depth` postings of each term, read from the (version, term, impact DESC)
-    index: (chunk, term's position in bm25_terms, impact). Bounded by terms x depth whatever the
-    terms' frequency, and answered from the index alone."""
+    """The `bm25_keep` most promising chunks for the query, from the best `bm25_depth` postings
+    of each term (the (version, term, impact DESC) index, read best first under a LIMIT, from
+    the index alone), ordered by an upper bound on their score as MaxScore bounds it: the
+    impacts read, plus, for every term whose postings were cut (`bm25_cut`) and that did not
+    list the chunk, that term's last impact read, since no chunk left unread can weigh more.
+    Bounded by terms x depth whatever the terms' frequency."""
     return f"""
-        SELECT best.chunk_id, q.n, best.impact
-        FROM unnest(%(bm25_terms)s::text[]) WITH ORDINALITY AS q(term, n)
-        CROSS JOIN LATERAL (
-            SELECT p.chunk_id, p.impact FROM kb_posting p
-            WHERE p.index_version_id = {int(version_id)} AND p.term = q.term
-            ORDER BY p.impact DESC
-            LIMIT %(bm25_depth)s
-        ) best
+        WITH q AS (
+            SELECT * FROM unnest(%(bm25_terms)s::text[], %(bm25_idfs)s::float8[],
+                                 %(bm25_cut)s::boolean[]) WITH ORDINALITY AS q(term, idf, cut, n)
+        ),
+        best AS (
+            SELECT q.n, q.idf * b.impact AS weight, b.chunk_id
+            FROM q CROSS JOIN LATERAL (
+                SELECT p.chunk_id, p.impact FROM kb_posting p
+                WHERE p.index_version_id = {int(version_id)} AND p.term = q.term
+                ORDER BY p.impact DESC
+                LIMIT %(bm25_depth)s
+            ) b
+        ),
+        floors AS (
+            SELECT best.n, CASE WHEN bool_or(q.cut) THEN min(best.weight) ELSE 0 END AS floor
+            FROM best JOIN q ON q.n = best.n GROUP BY best.n
+        ),
+        bounds AS (
+            SELECT best.chunk_id, sum(best.weight) AS read, sum(floors.floor) AS covered
+            FROM best JOIN floors ON floors.n = best.n GROUP BY best.chunk_id
+        )
+        SELECT bounds.chunk_id
+        FROM bounds, (SELECT sum(floor) AS total FROM floors) t
+        ORDER BY bounds.read + t.total - bounds.covered DESC, bounds.read DESC, bounds.chunk_id
+        LIMIT %(bm25_keep)s
     """  # noqa: S608 (an integer; values are bound)
-
-
-def most_promising(
-    rows: list[tuple[int, int, float]], weights: QueryWeights, *, depth: int, keep: int
-) -> list[int]:
-    """The `keep` candidates with the best upper bound on their score (MaxScore's bound): the
-    impacts read, plus, for every term whose postings were cut at `depth` and that did not
-    list the chunk, that term's last impact read (no chunk left unread can weigh more)."""
-    known: dict[int, dict[int, float]] = {}
-    floor = [0.0] * len(weights.terms)
-    for chunk_id, n, impact in rows:
-        known.setdefault(chunk_id, {})[n - 1] = impact
-        floor[n - 1] = impact  # rows come best first per term: this ends at the last one read
-    cut = [i for i, df in enumerate(weights.dfs) if df > depth]
-    bounds = {}
-    for chunk_id, impacts in known.items():
-        read = sum(weights.idfs[i] * impact for i, impact in impacts.items())
-        unread = sum(weights.idfs[i] * floor[i] for i in cut if i not in impacts)
-        bounds[chunk_id] = (read + unread, read)
-    return sorted(bounds, key=lambda cid: (-bounds[cid][0], -bounds[cid][1], cid))[:keep]
 
 
 # The chunk columns the visibility rule and the hits read (`retrieval.selectors`).
@@ -171,9 +171,9 @@ def ranked_rows(
     visible: Callable[[str], str],
     limit: int,
 ) -> list[tuple[Any, ...]]:
-    """The top `limit` visible chunks by BM25, in the caller's snapshot: the candidates (terms x
-    depth postings), the most promising of them by their score's upper bound, and the exact
-    ranking of those the caller may see. Deeper (and wider) only when that found fewer than
+    """The top `limit` visible chunks by BM25, in the caller's snapshot, in two statements: the
+    most promising candidates (`candidates_query`), then the exact ranking of those the caller
+    may see (`ranking_query`). Deeper (and wider) only when that found fewer than
     `limit` visible rows while some term had more postings than were read."""
     if not weights:
         return []
@@ -189,12 +189,15 @@ def ranked_rows(
         "limit": limit,
     }
     while True:
+        cut = [df > depth for df in weights.dfs]
         with connection.cursor() as cursor:
-            cursor.execute(candidates, {**bound, "bm25_depth": depth})
-            ids = most_promising(cursor.fetchall(), weights, depth=depth, keep=keep)
+            cursor.execute(
+                candidates, {**bound, "bm25_depth": depth, "bm25_cut": cut, "bm25_keep": keep}
+            )
+            ids = [row[0] for row in cursor.fetchall()]
             cursor.execute(ranking, {**bound, "bm25_ids": ids})
             rows = cursor.fetchall()
-        if len(rows) >= limit or (depth >= weights.max_df and len(ids) < keep):
+        if len(rows) >= limit or (not any(cut) and len(ids) < keep):
             return rows
         depth *= DEEPEN
         keep *= DEEPEN

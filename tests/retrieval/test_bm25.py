@@ -216,6 +216,7 @@ def test_a_common_word_reads_a_bounded_number_of_postings(common_words: Knowledg
 
     # the candidates: the best 200 postings of the term, from the (version, term, impact) index
     # under a LIMIT, though 5,000 chunks contain it
+    bound = {**bound, "bm25_cut": [True], "bm25_keep": 200}
     plan = explain(bm25.candidates_query(version_id=version.pk), bound)
     reads = [n for n in nodes(plan) if n.get("Relation Name") == "kb_posting"]
     assert reads and all(n.get("Index Name") == "posting_term_impact" for n in reads), plan
@@ -255,3 +256,39 @@ def test_a_narrow_scope_reads_deeper_instead_of_starving(
     hits = search(principal=insider, kb=kb, query="common o7", top_k=10, mode="keyword").hits
     # every document's chunk 7 has both terms, and the short ones score higher
     assert all(h.ordinal == 7 for h in hits) and "doc-0" not in {h.document_key for h in hits}
+
+
+def test_candidates_are_ordered_by_an_upper_bound_on_their_score(
+    kb: KnowledgeBase, settings: Any
+) -> None:
+    publish(kb, "a", "rare rare common")
+    publish(kb, "b", "common common common common")
+    publish(kb, "c", "common")
+    version = kb.active_index_version
+    assert version is not None
+    chunk = {c.document.key: c.pk for c in Chunk.objects.select_related("document")}
+    weights = bm25.query_weights(version_id=version.pk, query="rare common")
+    assert weights.terms == ["rare", "common"] and weights.dfs == [1, 3]
+
+    def candidates(depth: int, keep: int) -> list[int]:
+        bound: dict[str, Any] = {
+            "bm25_terms": weights.terms,
+            "bm25_idfs": weights.idfs,
+            "bm25_cut": [df > depth for df in weights.dfs],
+            "bm25_depth": depth,
+            "bm25_keep": keep,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(bm25.candidates_query(version_id=version.pk), bound)
+            return [row[0] for row in cursor.fetchall()]
+
+    # one posting per term: "rare" lists a (whole), "common" is cut after b. a's bound is its
+    # rare weight plus common's last weight read, above b's common weight; c was never read.
+    assert candidates(1, 3) == [chunk["a"], chunk["b"]]
+    assert candidates(1, 1) == [chunk["a"]]
+    assert candidates(5, 5)[-1] == chunk["c"]
+
+    # a search that wants more than the first read holds reads deeper
+    settings.KEYWORD_CANDIDATES = 1
+    hits = search(principal=everyone(kb), kb=kb, query="rare common", top_k=3, mode="keyword").hits
+    assert [h.document_key for h in hits] == ["a", "b", "c"]
