@@ -328,3 +328,45 @@ def test_admin_actions_check_roles_and_tenants(approval_kb: KnowledgeBase) -> No
         content.get(f"/admin/kb/knowledgebase/{approval_kb.pk}/index-versions/new/").status_code
         == 403
     )
+
+
+def test_a_p1_knowledge_base_moves_to_bm25_through_a_new_index_version(
+    kb: KnowledgeBase, admin_user: User
+) -> None:
+    """Given a knowledge base whose active version predates p2 (tsvector keyword leg), when an
+    index admin builds a new version and swaps, then keyword search serves BM25 over postings,
+    and the old version kept serving its own way until the swap."""
+    v1 = kb.active_index_version
+    assert v1 is not None
+    IndexVersion.objects.filter(pk=v1.pk).update(pipeline_version="p1")
+    kb.refresh_from_db()
+    publish(kb, "a", "Vacuum reclaims storage occupied by dead tuples.")
+    publish(kb, "b", "Indexes speed up reads at the cost of writes.")
+    principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
+    assert not Posting.objects.exists()
+    before = search(principal=principal, kb=kb, query="vacuum", mode="keyword")
+    assert [h.document_key for h in before.hits] == ["a"]
+
+    v2 = services.index_version_create(
+        kb_id=kb.pk,
+        provider="hash",
+        model="canon-hash-v1",
+        dimensions=384,
+        chunk_size=800,
+        chunk_overlap=100,
+        actor=admin_user,
+    )
+    assert v2.pipeline_version == services.PIPELINE_VERSION != "p1"
+    run_pending()
+    # still v1's tsvector ranking while v2 is only built
+    during = search(principal=principal, kb=kb, query="vacuum", mode="keyword")
+    assert during.index_version == 1 and [h.document_key for h in during.hits] == ["a"]
+    services.index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
+
+    kb.refresh_from_db()
+    after = search(principal=principal, kb=kb, query="vacuuming indexes", mode="keyword")
+    assert after.index_version == 2
+    assert {h.document_key for h in after.hits} == {"a", "b"}  # stems: vacuum, index
+    assert Posting.objects.filter(index_version=v2).exists()
+    assert not Posting.objects.filter(index_version=v1).exists()
+    call_command("kb_verify")
