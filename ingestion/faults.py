@@ -15,6 +15,8 @@ assert that the fault really happened at that point.
     CANON_FAULT_RELAY_AFTER_SEND=1      die after the relay sent a message, before marking it
     CANON_FAULT_DROP_HEARTBEATS=1       never renew leases
     CANON_FAULT_POISON=TEXT             die while parsing any file that contains TEXT
+    CANON_FAULT_PARSER_RAISES=TEXT      raise an unexpected exception while parsing any file
+                                        that contains TEXT (a parser bug, not a bad file)
     CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT, every time it is reached:
                                         before_switch | in_switch | relay_after_send
 """
@@ -84,7 +86,12 @@ def heartbeat_dropped() -> bool:
 
 
 def poison(content: bytes) -> None:
-    """Stands in for a parser that crashes the process on a particular file."""
+    """Stands in for a parser that crashes the process on a particular file, or (PARSER_RAISES)
+    that raises an exception no extractor translates into a readable ParseError."""
     needle = _enabled("POISON")
     if needle and needle.encode() in content:
         _die("poison")
+    needle = _enabled("PARSER_RAISES")
+    if needle and needle.encode() in content:
+        _mark("parser_raises")
+        raise NotImplementedError(f"fault injection: the parser cannot handle {needle!r}")

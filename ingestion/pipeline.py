@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -199,7 +200,7 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         lease=lease,
         stage=StageResult.Stage.EMBED,
         fingerprint=_sha(chunked["manifest"], version.model, version.dimensions),
-        compute=lambda: _embed(pieces, version),
+        compute=lambda: _embed(pieces, version, build_id=build.pk, lease=lease),
     )
     stage_run(
         lease=lease,
@@ -305,12 +306,18 @@ def cache_model(version: IndexVersion) -> str:
     return f"{version.provider}:{version.model}"[:200]
 
 
-def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
+def _embed(
+    pieces: list[JsonDict], version: IndexVersion, *, build_id: int, lease: Lease
+) -> JsonDict:
     """Embed the texts not yet in the EmbeddingCache, in batches, outside any transaction.
 
     Each batch is cached as soon as it is embedded, so a task that waits for the provider halfway
     resumes where it stopped. ProviderUnavailable (breaker open, retries spent) propagates to
-    `task_execute`; a wrong count or dimension is EmbeddingShapeError, terminal."""
+    `task_execute`; a wrong count or dimension is EmbeddingShapeError, terminal.
+
+    `Build.chunks_embedded` (the admin's progress) is set, fenced, once the cached vectors are
+    known and after each batch: it counts chunks, not texts, since chunks with the same content
+    share one vector, and reaches `len(pieces)` when the last batch is cached."""
     provider = providers.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
@@ -327,6 +334,9 @@ def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
         ).values_list("content_hash", flat=True)
     )
     missing = [h for h in by_hash if h not in cached]
+    chunks_per_hash = Counter(p["content_hash"] for p in pieces)
+    with_vectors = sum(chunks_per_hash[h] for h in cached)
+    _record_embedded(build_id=build_id, chunks=with_vectors, lease=lease)
     batch_size = settings.EMBEDDING_BATCH_SIZE
     for start in range(0, len(missing), batch_size):
         hashes = missing[start : start + batch_size]
@@ -343,7 +353,15 @@ def _embed(pieces: list[JsonDict], version: IndexVersion) -> JsonDict:
                 """,
                 [model_key, version.dimensions, hashes, [_vector_literal(v) for v in vectors]],
             )
+        with_vectors += sum(chunks_per_hash[h] for h in hashes)
+        _record_embedded(build_id=build_id, chunks=with_vectors, lease=lease)
     return {"embedded": len(missing), "cached": len(cached)}
+
+
+def _record_embedded(*, build_id: int, chunks: int, lease: Lease) -> None:
+    """Fenced: a worker that lost its lease must not move another worker's progress."""
+    with fenced(lease):
+        Build.objects.filter(pk=build_id).update(chunks_embedded=chunks)
 
 
 def chunk_key(

@@ -131,17 +131,19 @@ class RevisionInline(admin.TabularInline):
     def builds(self, revision: Revision) -> str:
         rows = [
             (
-                b.index_version.number,
-                b.state,
-                b.chunks_written,
-                b.expected_chunk_count or "?",
-                f" — {b.error}" if b.error else "",
+                p["index_version"],
+                p["state"],
+                p["label"],
+                f" — {p['error']}" if p["error"] else "",
             )
-            for b in revision.builds.select_related("index_version").order_by(
-                "index_version__number"
+            for p in (
+                selectors.build_progress_of(build=b)
+                for b in revision.builds.select_related("index_version").order_by(
+                    "index_version__number"
+                )
             )
         ]
-        return format_html_join("", "<div>v{}: <b>{}</b> ({}/{} chunks){}</div>", rows) or "—"
+        return format_html_join("", "<div>v{}: <b>{}</b> ({} chunks){}</div>", rows) or "—"
 
 
 @admin.register(Document)
@@ -207,22 +209,12 @@ class DocumentAdmin(TenantScopedAdmin):
         running = [
             b
             for b in selectors.build_progress(document=document)
-            if b["state"] in (Build.State.PENDING, Build.State.BUILDING)
+            if b["state"] in selectors.RUNNING_BUILD_STATES
         ]
         bars = format_html_join(
             "",
-            '<div>r{} v{}: <progress max="{}" value="{}"></progress> {}/{}</div>',
-            (
-                (
-                    b["revision"],
-                    b["index_version"],
-                    b["expected"] or 1,
-                    b["written"],
-                    b["written"],
-                    b["expected"] if b["expected"] is not None else "?",
-                )
-                for b in running
-            ),
+            '<div>r{} v{}: <progress max="100" value="{}"></progress> {}</div>',
+            ((b["revision"], b["index_version"], b["percent"], b["label"]) for b in running),
         )
         return format_html(
             '<span class="canon-progress" data-url="{}" data-running="{}">{}</span>',
@@ -314,7 +306,10 @@ class DocumentAdmin(TenantScopedAdmin):
         if document is not None:
             live = selectors.live_build(document=document)
             extra.update(
-                builds=selectors.document_builds(document=document),
+                builds=[
+                    (b, selectors.build_progress_of(build=b))
+                    for b in selectors.document_builds(document=document)
+                ],
                 live_build=live,
                 history=document.events.select_related("actor", "build__revision").order_by("-id")[
                     :50
@@ -445,7 +440,7 @@ class BuildAdmin(TenantScopedAdmin):
 
     @admin.display(description="chunks")
     def progress(self, build: Build) -> str:
-        return format_html("{}/{}", build.chunks_written, build.expected_chunk_count or "?")
+        return format_html("{}", selectors.build_progress_of(build=build)["label"])
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

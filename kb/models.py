@@ -179,6 +179,9 @@ class Build(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     expected_chunk_count = models.PositiveIntegerField(null=True, blank=True)
     chunks_written = models.PositiveIntegerField(default=0)
+    # How many of the build's chunks have a vector (cached or embedded so far), set by the embed
+    # stage after each batch; the admin's progress counts it before any chunk is written.
+    chunks_embedded = models.PositiveIntegerField(default=0, db_default=0)
     dimensions = models.PositiveIntegerField()
     manifest_sha256 = models.CharField(max_length=64, blank=True)
     # Set by the write stage once the written chunks were checked against the expected count,

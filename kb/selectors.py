@@ -229,20 +229,68 @@ def document_builds(*, document: Document) -> QuerySet[Build]:
     )
 
 
+# The share of a build's bar that embedding fills; writing fills the rest. With the local `use`
+# model embedding runs at 50-150 chunks/s on two cores and writing (rows, postings, HNSW inserts)
+# at ~340 chunks/s (docs/BENCHMARKS.md, B1), so embedding is 70-90 % of a build's time.
+EMBED_PERCENT = 80
+RUNNING_BUILD_STATES = (Build.State.PENDING, Build.State.BUILDING)
+
+
+def build_progress_of(*, build: Build) -> dict[str, object]:
+    """One build's progress: its stage, counts, the bar's percent and the words beside it.
+
+    Stages: "queued", "parsing" (no expected count yet), "embedding" (fewer chunks with vectors
+    than expected), "writing" (fewer chunks written than expected), then the build's state. The
+    bar is one fraction that only moves forward: embedded chunks fill the first EMBED_PERCENT,
+    written chunks the rest; the label counts the stage's own chunks ("embedding 120/400").
+    Reads only the build row (and its already loaded revision and index version)."""
+    expected = build.expected_chunk_count
+    written = build.chunks_written
+    # A written chunk has its vector (the write stage reads it from the cache); this also covers
+    # builds embedded before chunks_embedded existed.
+    embedded = max(build.chunks_embedded, written)
+    if build.state == Build.State.PENDING:
+        stage = "queued"
+    elif build.state != Build.State.BUILDING:
+        stage = str(build.state)
+    elif expected is None:
+        stage = "parsing"
+    elif embedded < expected:
+        stage = "embedding"
+    elif written < expected:
+        stage = "writing"
+    else:
+        stage = str(build.state)
+    percent = 0
+    if expected:
+        weighted = EMBED_PERCENT * embedded + (100 - EMBED_PERCENT) * written
+        percent = max(0, min(100, weighted // expected))
+    if expected is None:
+        label = stage if build.state in RUNNING_BUILD_STATES else "?"
+    elif stage == "embedding":
+        label = f"embedding {embedded}/{expected}"
+    elif build.state in RUNNING_BUILD_STATES:
+        label = f"{stage} {written}/{expected}"
+    else:
+        label = f"{written}/{expected}"
+    return {
+        "id": build.pk,
+        "revision": build.revision.number,
+        "index_version": build.index_version.number,
+        "state": build.state,
+        "stage": stage,
+        "embedded": embedded,
+        "written": written,
+        "expected": expected,
+        "percent": percent,
+        "label": label,
+        "error": build.error,
+    }
+
+
 def build_progress(*, document: Document) -> list[dict[str, object]]:
-    """Per build: state and chunks written / expected, for the admin's progress bars."""
-    return [
-        {
-            "id": b.pk,
-            "revision": b.revision.number,
-            "index_version": b.index_version.number,
-            "state": b.state,
-            "written": b.chunks_written,
-            "expected": b.expected_chunk_count,
-            "error": b.error,
-        }
-        for b in document_builds(document=document)
-    ]
+    """Per build of the document, newest revision first: `build_progress_of`. One query."""
+    return [build_progress_of(build=b) for b in document_builds(document=document)]
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def test_the_write_stage_refuses_rows_that_do_not_match_and_the_live_build_keeps
     task_execute(task_id=task_1, worker_id="w1")
     task_2 = upload(kb, "Candidate text. " * 300, document)
     # an embed stage that caches nothing: the write joins no vector for the new chunks
-    monkeypatch.setattr("ingestion.pipeline._embed", lambda pieces, version: {"embedded": 0})
+    monkeypatch.setattr("ingestion.pipeline._embed", lambda pieces, version, **_: {"embedded": 0})
 
     assert task_execute(task_id=task_2, worker_id="w2") == "failed"
 
