@@ -41,7 +41,8 @@ app.conf.beat_schedule = {
 def _preload_models(**_: object) -> None:
     from django.conf import settings
 
-    from ingestion import providers
+    from ingestion import analysis, providers
 
     if settings.PRELOAD_EMBEDDING_MODELS:
         providers.preload(settings.PRELOAD_EMBEDDING_MODELS)
+        analysis.preload()

@@ -12,10 +12,11 @@ def _preload_models() -> None:
     never import this module."""
     from django.conf import settings
 
-    from ingestion import providers
+    from ingestion import analysis, providers
 
     if settings.PRELOAD_EMBEDDING_MODELS:
         providers.preload(settings.PRELOAD_EMBEDDING_MODELS)
+        analysis.preload()
 
 
 _preload_models()

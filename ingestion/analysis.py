@@ -11,18 +11,21 @@ input, no Django.
   `os.path.join`, `utf-8`) are a term of their own, unstemmed, and their parts are analysed as
   words: `work_mem` matches a query for `work_mem` best and one for "work memory" too; a stop
   word inside an identifier (`mic_to_windows`) matches only through the whole identifier.
-- CJK runs (Chinese, Japanese kana, Korean) give their overlapping character bigrams, which is
-  what BM25 over Chinese needs without a dictionary; documents are also indexed by single
-  characters so that a one-character query ("表") finds something. Queries use the bigrams of
-  each run of two or more characters, and the character itself for a one-character run.
+- Chinese (Han) text is cut into words by jieba (its dictionary ships inside the package): on
+  the evaluation corpus words beat overlapping bigrams (MRR@10 0.766 against 0.698), which
+  also match across word boundaries ("文件大小" has "件大"). Other CJK scripts (kana, Hangul)
+  give overlapping bigrams. Documents are also indexed by every single CJK character, outside
+  the document length, so that a one-character query ("表") finds something.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
+from typing import Any
 
 import Stemmer
 
@@ -43,6 +46,34 @@ STOP_WORDS = frozenset(
     there these they this to was will with
     """.split()  # noqa: SIM905 (a word list reads best as words)
 )
+
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_HAN_SPLIT_RE = re.compile(rf"([{_HAN}]+)|([^{_HAN}]+)")
+
+
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    """jieba's default tokenizer, its dictionary (inside the package) loaded once per process."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def preload() -> None:
+    """Load jieba's dictionary now (about half a second), not on the first Chinese text."""
+    _jieba()
+
+
+def _han_words(run: str, *, query: bool) -> list[str]:
+    """A query's words (jieba's accurate mode), or a document's words with the shorter words
+    inside the long ones (search mode: "文件大小" also gives "文件" and "大小"), so a query
+    matches a compound and its parts. Measured: MRR@10 0.766 on Chinese questions, against 0.753
+    for accurate mode on both sides and 0.716 for search mode on both."""
+    cut = _jieba().lcut(run) if query else _jieba().lcut_for_search(run)
+    return [w for w in cut if w.strip() and len(w) <= MAX_TERM_LENGTH]
 
 
 @lru_cache(maxsize=1)
@@ -77,46 +108,60 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-def _document_terms(text: str) -> tuple[list[str], list[str]]:
-    """(terms, the single characters of longer CJK runs), in order, with repeats."""
+def _cjk_run(run: str, *, query: bool) -> tuple[list[str], int]:
+    """A CJK run's terms and how many count in the length. Chinese (Han) text gives jieba's
+    words, other CJK scripts (kana, Hangul) overlapping bigrams. A document indexes every
+    character too (for one-character queries), outside the length; a one-character word is
+    that character's term, so it is counted once."""
     terms: list[str] = []
-    characters: list[str] = []
+    length = 0
+    for han, other in _HAN_SPLIT_RE.findall(run):
+        piece = han or other
+        if han:
+            words = _han_words(han, query=query)
+            terms.extend(words if query else [w for w in words if len(w) > 1])
+            length += len(words)
+        elif len(piece) == 1:
+            terms.append(piece)
+            length += 1
+        else:
+            terms.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+            length += len(piece) - 1
+    if not query and (len(run) > 1 or _HAN_SPLIT_RE.match(run)[1]):  # type: ignore[index]
+        terms.extend(run)
+    return terms, length
+
+
+def _analyse(text: str, *, query: bool) -> tuple[list[str], int]:
+    terms: list[str] = []
+    length = 0
     for cjk, token in _TOKEN_RE.findall(_fold(text)):
         if token:
-            terms.extend(_token_terms(token))
-        elif len(cjk) == 1:
-            terms.append(cjk)
+            words = _token_terms(token)
+            terms.extend(words)
+            length += len(words)
         else:
-            terms.extend(cjk[i : i + 2] for i in range(len(cjk) - 1))
-            characters.extend(cjk)
-    return terms, characters
+            run_terms, run_length = _cjk_run(cjk, query=query)
+            terms.extend(run_terms)
+            length += run_length
+    return terms, length
 
 
 def document_terms(text: str) -> list[str]:
     """Every term of a chunk, in order (with repeats: BM25 counts them)."""
-    terms, characters = _document_terms(text)
-    return terms + characters
+    return _analyse(text, query=False)[0]
 
 
 def query_terms(text: str) -> list[str]:
     """The distinct terms of a query, in first-seen order."""
-    terms: list[str] = []
-    for cjk, token in _TOKEN_RE.findall(_fold(text)):
-        if token:
-            terms.extend(_token_terms(token))
-        elif len(cjk) == 1:
-            terms.append(cjk)
-        else:
-            terms.extend(cjk[i : i + 2] for i in range(len(cjk) - 1))
-    return list(dict.fromkeys(terms))
+    return list(dict.fromkeys(_analyse(text, query=True)[0]))
 
 
 def term_frequencies(text: str) -> tuple[dict[str, int], int]:
-    """(term -> count, document length) of a chunk's text. The single characters of CJK runs
-    are indexed only for one-character queries and do not count in the length, so a Chinese
-    chunk's length is its bigrams, as the queries that use them see it."""
-    terms, characters = _document_terms(text)
-    return dict(Counter(terms + characters)), len(terms)
+    """(term -> count, document length) of a chunk's text. The length counts the words (and
+    bigrams) a query is matched by, not the single characters indexed beside them."""
+    terms, length = _analyse(text, query=False)
+    return dict(Counter(terms)), length
 
 
 # --- BM25 ------------------------------------------------------------------------------------

@@ -29,13 +29,19 @@ def test_full_width_and_case_fold() -> None:
     assert query_terms(f"{full_width} Vacuum") == query_terms("postgres vacuum")
 
 
-def test_chinese_documents_give_characters_and_bigrams_queries_give_bigrams() -> None:
-    assert document_terms("连接池") == ["连接", "接池", "连", "接", "池"]
-    # the characters are there for one-character queries; the length counts the bigrams
-    assert term_frequencies("连接池")[1] == 2
-    assert query_terms("连接池") == ["连接", "接池"]
-    assert query_terms("表") == ["表"]
-    assert query_terms("向量 索引") == ["向量", "索引"]
+def test_chinese_is_cut_into_words_and_documents_also_index_characters() -> None:
+    assert query_terms("统计每一行重复出现了多少次")[:2] == ["统计", "每"]
+    assert "件大" not in query_terms("显示文件大小")  # no bigram across a word boundary
+    assert query_terms("文件大小") == ["文件大小"]
+    # a document also has the words inside a compound, and every character
+    assert document_terms("文件大小") == ["文件", "大小", "文件大小", "文", "件", "大", "小"]
+    # the characters are there for one-character queries; the length counts the words
+    assert term_frequencies("文件大小")[1] == 3
+    assert query_terms("表") == ["表"] and document_terms("表格")[-2:] == ["表", "格"]
+
+
+def test_kana_and_hangul_give_bigrams() -> None:
+    assert query_terms("ひらがな 한국어") == ["ひら", "らが", "がな", "한국", "국어"]
 
 
 def test_mixed_text_keeps_both_scripts() -> None:
