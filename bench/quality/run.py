@@ -13,7 +13,7 @@ The documents go through Canon's real path: `retrieval.services.document_upload`
 upload service) -> outbox -> relay -> a real Celery worker -> switch, in a database of its own
 (`canon_quality`, dropped and recreated) and a Redis database other than 0.
 
-    python -m bench.quality [--provider hash --model canon-hash-v1 --dimensions 384]
+    python -m bench.quality [--provider use --model use-multilingual-v3 --dimensions 512 (default)]
                             [--limit-docs N] [--limit-questions N] [--corpus DIR] [--questions F]
 
 Writes bench/results/quality.json (metrics, latency, ingest, targets) and
@@ -604,9 +604,11 @@ def targets(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--provider", default="hash")
-    parser.add_argument("--model", default="canon-hash-v1")
-    parser.add_argument("--dimensions", type=int, default=384)
+    # The embedding `make run` serves with; `--provider hash --model canon-hash-v1
+    # --dimensions 384` measures the lexical-only baseline.
+    parser.add_argument("--provider", default="use")
+    parser.add_argument("--model", default="use-multilingual-v3")
+    parser.add_argument("--dimensions", type=int, default=512)
     parser.add_argument("--limit-docs", type=int, default=None)
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--corpus", type=Path, default=CORPUS_DIR)
