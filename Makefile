@@ -37,7 +37,7 @@ check:
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # Benchmarks (docs/BENCHMARKS.md): the `bench` extra, langchain-postgres without its pgvector<0.4
-# pin, and Debian's wrk. BENCH_ARGS, e.g. "--chunks 100000 --seconds 15" or "--only B1,B2".
+# pin, Debian's wrk, and groff for B8's Chinese man pages (its corpus comes from Debian packages). BENCH_ARGS, e.g. "--chunks 100000 --seconds 15" or "--only B1,B2".
 BENCH_STAMP := $(VENV)/.bench-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
@@ -46,8 +46,9 @@ $(BENCH_STAMP): $(STAMP)
 	@touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null ; }
+	@command -v wrk >/dev/null && command -v groff >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk groff-base >/dev/null ; }
 	$(PY) -m bench $(BENCH_ARGS)
 
 lint: $(STAMP)
