@@ -20,13 +20,11 @@ Queries run interleaved (the mode order rotating per query) in this process thro
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from bench import common
 
@@ -111,20 +109,6 @@ def queries(corpus: ZipfCorpus, per_class: int, seed: int = 11) -> dict[str, lis
 
 
 # --- setup ------------------------------------------------------------------------------------
-
-
-def _redis_url(db: int) -> str:
-    """The stack's Redis (REDIS_URL, else the one on :6379, else an embedded one started for this
-    run, as common.setup() would find it), database `db`."""
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        from config.devstack import ensure_redis
-
-        stops: list[Callable[[], None]] = []
-        url = ensure_redis(stops)
-        for stop in stops:
-            atexit.register(stop)
-    return urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
 
 
 def _slug(n_docs: int) -> str:
@@ -223,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.db in ("canon", "canon_bench") or a.db.startswith("test_"):
         parser.error(f"--db {a.db} belongs to someone else")
     n_docs = max(1, a.chunks // common.CHUNKS_PER_DOC)
-    os.environ["REDIS_URL"] = _redis_url(a.redis_db)
+    os.environ["REDIS_URL"] = common.redis_url(a.redis_db)
     common.DB_NAME = a.db  # setup() creates and migrates exactly this database
     admin_url = os.environ.get("DATABASE_URL")  # setup() points DATABASE_URL at common.DB_NAME
     common.setup(fresh=a.fresh)

@@ -41,6 +41,18 @@ def args(description: str, **extra: Any) -> argparse.Namespace:
 
 
 # --- database -------------------------------------------------------------------------------
+def redis_url(db: int) -> str:
+    """The stack's Redis (REDIS_URL, else the one on :6379, else an embedded one started for this
+    run, as setup() would find it), database `db`."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        from config.devstack import ensure_redis
+
+        stops: list[Callable[[], None]] = []
+        url = ensure_redis(stops)
+        for stop in stops:
+            atexit.register(stop)
+    return urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
 
 
 def _with_db(url: str, name: str) -> str:

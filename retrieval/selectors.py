@@ -215,12 +215,24 @@ def _keyword_rows(
     keeps its `simple` tsvector ranking."""
     if not uses_postings(version):
         return _legacy_keyword_rows(params, version, query, limit)
+    return _bm25_rows(params, version, query, limit, _visible)
+
+
+def _bm25_rows(
+    params: dict[str, Any],
+    version: IndexVersion,
+    query: str,
+    limit: int,
+    visible: Callable[..., str],
+) -> list[tuple[Any, ...]]:
+    """BM25 over the version's postings, with `visible` (`_visible` now, `_visible_then` for
+    history) as the visibility rule."""
     return bm25.ranked_rows(
         version_id=version.pk,
         weights=bm25.query_weights(version_id=version.pk, query=query),
         params=params,
         columns=_COLUMNS,
-        visible=lambda chunks: _visible(iv=version.pk, params=params, chunks=chunks),
+        visible=lambda chunks: visible(iv=version.pk, params=params, chunks=chunks),
         limit=limit,
     )
 
@@ -543,15 +555,7 @@ def search_as_of(
         if vector is not None:
             ranked.append(_hits(_history_rows(params, version, vector, None, limit)))
         if mode in ("keyword", "hybrid") and uses_postings(version):
-            rows = bm25.ranked_rows(
-                version_id=version.pk,
-                weights=bm25.query_weights(version_id=version.pk, query=query),
-                params=params,
-                columns=_COLUMNS,
-                visible=lambda chunks: _visible_then(iv=version.pk, params=params, chunks=chunks),
-                limit=limit,
-            )
-            ranked.append(_hits(rows))
+            ranked.append(_hits(_bm25_rows(params, version, query, limit, _visible_then)))
         elif mode in ("keyword", "hybrid"):
             rows = _first_enough(
                 _tsqueries(query),

@@ -23,7 +23,6 @@ bench/results/quality-details.json (per question: the top-10 document keys of ev
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import logging
 import os
@@ -36,7 +35,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from bench import common
 
@@ -236,24 +234,10 @@ def _interleave_languages(questions: list[dict[str, Any]]) -> list[dict[str, Any
 # --- setup and ingest -------------------------------------------------------------------------
 
 
-def _redis_url(db: int) -> str:
-    """The stack's Redis (REDIS_URL, else the one on :6379, else an embedded one started for this
-    run, as common.setup() would find it), database `db`."""
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        from config.devstack import ensure_redis
-
-        stops: list[Callable[[], None]] = []
-        url = ensure_redis(stops)
-        for stop in stops:
-            atexit.register(stop)
-    return urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
-
-
 def setup(db_name: str, redis_db: int) -> None:
     """common.setup() on a database and Redis db of B8's own (so runs of B1..B7 in
     `canon_bench` and the dev stack's Redis db 0 are never touched)."""
-    os.environ["REDIS_URL"] = _redis_url(redis_db)
+    os.environ["REDIS_URL"] = common.redis_url(redis_db)
     common.DB_NAME = db_name  # setup() creates, drops and migrates exactly this database
     common.setup(fresh=True)
 

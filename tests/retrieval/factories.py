@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.test import Client
+from django.utils import timezone
 
 from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services, storage
-from kb.models import Build, Document, KnowledgeBase, Revision
+from kb.models import Build, Document, KnowledgeBase, Publication, Revision
 
 
 def upload(
@@ -59,3 +60,45 @@ def api(key: str | None = None, **extra: Any) -> Client:
 
 def search(client: Client, body: dict[str, Any]) -> Any:
     return client.post("/api/v1/search", body, content_type="application/json")
+
+
+def live_builds_without_chunks(kb: KnowledgeBase, *, documents: int, chunks: int) -> list[Build]:
+    """`documents` live documents `doc-0`.. of the active version, each with a live build that
+    expects `chunks` chunks (the caller inserts them in bulk). Only doc-0 has no access group;
+    the rest need `secret`."""
+    version = kb.active_index_version
+    assert version is not None
+    rows = Document.objects.bulk_create(
+        Document(
+            kb=kb,
+            key=f"doc-{i}",
+            title=f"Doc {i}",
+            access_groups=[] if i == 0 else ["secret"],
+            desired_revision=1,
+        )
+        for i in range(documents)
+    )
+    revisions = Revision.objects.bulk_create(
+        Revision(
+            document=d, number=1, storage_path="-", sha256="0" * 64, size=1, media_type="text/plain"
+        )
+        for d in rows
+    )
+    builds = Build.objects.bulk_create(
+        Build(
+            kb=kb,
+            document=d,
+            revision=r,
+            index_version=version,
+            state="live",
+            expected_chunk_count=chunks,
+            dimensions=version.dimensions,
+        )
+        for d, r in zip(rows, revisions, strict=True)
+    )
+    now = timezone.now()
+    Publication.objects.bulk_create(
+        Publication(kb=kb, document=d, index_version=version, build=b, published_at=now)
+        for d, b in zip(rows, builds, strict=True)
+    )
+    return builds

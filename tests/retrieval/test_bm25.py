@@ -8,23 +8,18 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.utils import timezone
 
 from kb.models import (
-    Build,
     Chunk,
-    Document,
     IndexVersion,
     KnowledgeBase,
     LexicalStat,
     Posting,
-    Publication,
-    Revision,
 )
 from retrieval import bm25
 from retrieval.principals import Principal
 from retrieval.selectors import _COLUMNS, _visible, search, search_params
-from tests.retrieval.factories import publish
+from tests.retrieval.factories import live_builds_without_chunks, publish
 
 pytestmark = pytest.mark.django_db
 
@@ -112,39 +107,7 @@ def common_words(kb: KnowledgeBase) -> KnowledgeBase:
     document 0 has no access group. Postings and statistics are written as the writer would."""
     version = kb.active_index_version
     assert version is not None
-    now = timezone.now()
-    documents = Document.objects.bulk_create(
-        Document(
-            kb=kb,
-            key=f"doc-{i}",
-            title=f"Doc {i}",
-            access_groups=[] if i == 0 else ["secret"],
-            desired_revision=1,
-        )
-        for i in range(DOCUMENTS)
-    )
-    revisions = Revision.objects.bulk_create(
-        Revision(
-            document=d, number=1, storage_path="-", sha256="0" * 64, size=1, media_type="text/plain"
-        )
-        for d in documents
-    )
-    builds = Build.objects.bulk_create(
-        Build(
-            kb=kb,
-            document=d,
-            revision=r,
-            index_version=version,
-            state="live",
-            expected_chunk_count=CHUNKS,
-            dimensions=version.dimensions,
-        )
-        for d, r in zip(documents, revisions, strict=True)
-    )
-    Publication.objects.bulk_create(
-        Publication(kb=kb, document=d, index_version=version, build=b, published_at=now)
-        for d, b in zip(documents, builds, strict=True)
-    )
+    live_builds_without_chunks(kb, documents=DOCUMENTS, chunks=CHUNKS)
     with connection.cursor() as cursor:
         # document 0's chunks are the longest, so they rank last for "common"
         cursor.execute(

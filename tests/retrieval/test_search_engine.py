@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection, transaction
-from django.utils import timezone
 
 from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from ingestion.providers import get_provider
 from kb import services, storage
 from kb.ann import ann_index_drop, ann_index_ensure, ann_index_name
-from kb.models import Build, Document, KnowledgeBase, Publication, Revision, Tenant
+from kb.models import KnowledgeBase, Tenant
 from retrieval.principals import Principal
 from retrieval.selectors import (
     search,
@@ -20,6 +19,7 @@ from retrieval.selectors import (
     use_iterative_scan,
     vector_query,
 )
+from tests.retrieval.factories import live_builds_without_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,39 +34,7 @@ def big_kb(tenant: Tenant) -> KnowledgeBase:
     kb = services.knowledge_base_create(tenant=tenant, name="Big", slug="big", dimensions=64)
     version = kb.active_index_version
     assert version is not None
-    now = timezone.now()
-    documents = Document.objects.bulk_create(
-        Document(
-            kb=kb,
-            key=f"doc-{i}",
-            title=f"Doc {i}",
-            access_groups=[] if i == 0 else ["secret"],
-            desired_revision=1,
-        )
-        for i in range(DOCUMENTS)
-    )
-    revisions = Revision.objects.bulk_create(
-        Revision(
-            document=d, number=1, storage_path="-", sha256="0" * 64, size=1, media_type="text/plain"
-        )
-        for d in documents
-    )
-    builds = Build.objects.bulk_create(
-        Build(
-            kb=kb,
-            document=d,
-            revision=r,
-            index_version=version,
-            state="live",
-            expected_chunk_count=CHUNKS_PER_DOCUMENT,
-            dimensions=version.dimensions,
-        )
-        for d, r in zip(documents, revisions, strict=True)
-    )
-    Publication.objects.bulk_create(
-        Publication(kb=kb, document=d, index_version=version, build=b, published_at=now)
-        for d, b in zip(documents, builds, strict=True)
-    )
+    live_builds_without_chunks(kb, documents=DOCUMENTS, chunks=CHUNKS_PER_DOCUMENT)
     ann_index_drop(version_id=version.pk)  # a bulk build beats 20,000 graph inserts
     with connection.cursor() as cursor:
         cursor.execute(
