@@ -245,7 +245,7 @@ KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 1000)
 # How mode=hybrid fuses its legs (`retrieval.fusion`): "convex" or "rrf", and the vector leg's
 # weight (the keyword leg has 1 - weight). Chosen by bench/quality; see docs/BENCHMARKS.md.
 HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "convex")
-HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.25"))
+HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.15"))
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
 # An upload's Idempotency-Key is honoured for at least this long, then garbage-collected.

@@ -48,7 +48,7 @@ def fuse(
     keyword: Sequence[Hit],
     top_k: int,
     method: str = "convex",
-    vector_weight: float = 0.25,
+    vector_weight: float = 0.15,
 ) -> list[Hit]:
     """The fused top `top_k`; each hit's score is its fused score."""
     ranks: dict[int, int] = {}
