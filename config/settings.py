@@ -133,6 +133,9 @@ FILE_UPLOAD_HANDLERS = [
 ]
 
 # --- pipeline ------------------------------------------------------------------------------
+# `canon_bootstrap` (make run) uploads the sample handbook (kb/demo) into an empty demo
+# knowledge base once, so search has something to find; CANON_DEMO_DOCUMENTS=0 skips it.
+DEMO_DOCUMENTS = env_bool("CANON_DEMO_DOCUMENTS", True)
 EMBEDDING_PROVIDER = env_str("CANON_EMBEDDING_PROVIDER", "hash")
 EMBEDDING_MODEL = env_str("CANON_EMBEDDING_MODEL", "canon-hash-v1")
 EMBEDDING_DIMENSIONS = env_int("CANON_EMBEDDING_DIMENSIONS", 384)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from ingestion.models import IngestionTask
 from kb.models import KnowledgeBase, Tenant
 from kb.services import knowledge_base_create
 
@@ -66,3 +67,26 @@ def test_an_existing_hash_knowledge_base_is_left_alone_and_the_switch_is_named(
     assert kb.active_index_version.provider == "hash"
     assert "handbook embeds with hash canon-hash-v1 (384d); the default is now use" in output
     assert "New index version…" in output
+
+
+def test_the_sample_handbook_is_uploaded_once_in_english_and_chinese(demo_settings: Any) -> None:
+    from kb.models import Document
+
+    bootstrap()
+    keys = set(Document.objects.values_list("key", flat=True))
+    assert {"vacation-policy", "leave-zh", "remote-work-zh"} <= keys and len(keys) == 6
+    assert IngestionTask.objects.filter(build__document__key="leave-zh").count() == 1
+
+    # a second run (make run again) adds nothing, even after the documents were deleted
+    Document.objects.filter(key="onboarding").update(key="renamed")
+    bootstrap()
+    assert Document.objects.count() == 6
+    assert not Document.objects.filter(key="onboarding").exists()
+
+
+def test_the_sample_handbook_can_be_skipped(demo_settings: Any) -> None:
+    from kb.models import Document
+
+    demo_settings.DEMO_DOCUMENTS = False
+    bootstrap()
+    assert not Document.objects.exists()

@@ -22,8 +22,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from kb.models import KnowledgeBase, Tenant, TenantMembership
-from kb.services import knowledge_base_create
+from kb import storage
+from kb.models import Document, KnowledgeBase, Tenant, TenantMembership
+from kb.services import document_create, knowledge_base_create
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 
@@ -60,6 +61,8 @@ class Command(BaseCommand):
             )
             if not key_ok:
                 _, state["api_key"] = api_key_create(tenant=tenant, name="demo key")
+            if not state.get("demo_documents") and settings.DEMO_DOCUMENTS:
+                state["demo_documents"] = demo_documents_upload(kb=kb)
         state_path.parent.mkdir(parents=True, exist_ok=True)
         state_path.write_text(json.dumps(state))
         state_path.chmod(0o600)
@@ -85,9 +88,31 @@ class Command(BaseCommand):
                     f"  API key:  {state['api_key']}",
                     f"  example:  curl -s -H 'Authorization: Bearer {state['api_key']}' "
                     f"-H 'Content-Type: application/json' "
-                    f'-d \'{{"kb": "{kb.slug}", "query": "hello"}}\' '
+                    f'-d \'{{"kb": "{kb.slug}", "query": "how many vacation days do I get"}}\' '
                     f"http://127.0.0.1:{port}/api/v1/search",
                     "",
                 ]
             )
         )
+
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+
+
+def demo_documents_upload(*, kb: KnowledgeBase) -> int:
+    """Upload the sample handbook (kb/demo: English and Chinese Markdown) into an empty demo
+    knowledge base, once; the worker builds it like any upload. Returns how many it queued."""
+    if Document.objects.filter(kb=kb).exists():
+        return 0
+    uploaded = 0
+    for path in sorted(DEMO_DIR.glob("*.md")):
+        document_create(
+            kb=kb,
+            key=path.stem,
+            title="",  # the extractor takes the first heading
+            stored=storage.store_bytes(path.read_bytes()),
+            media_type="text/markdown",
+            original_name=path.name,
+        )
+        uploaded += 1
+    return uploaded
