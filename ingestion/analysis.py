@@ -38,12 +38,15 @@ MAX_TERM_LENGTH = 64
 _TOKEN_RE = re.compile(rf"([{_CJK_RANGES}]+)|([^\W{_CJK_RANGES}]+(?:[._\-][^\W_{_CJK_RANGES}]+)*)")
 _PART_RE = re.compile(rf"[^\W_{_CJK_RANGES}]+")
 
-# English stop words: Lucene's list (which bm25s uses too). A longer list measured worse on
-# technical text, where "up", "out", "only", "own" or "should" often carry the question.
+# English stop words: Lucene's list (which bm25s uses too), plus the question words, personal
+# pronouns and "do" that natural-language questions are full of ("how do I ..."). A longer list
+# (130 words) measured worse on technical text, where "up", "out", "only", "own" or "should"
+# often carry the question; these additions measured better (B8 English 0.817 -> 0.829 offline).
 STOP_WORDS = frozenset(
     """
     a an and are as at be but by for if in into is it no not of on or such that the their then
     there these they this to was will with
+    how what when where which who whom why do does did i me my you your we our
     """.split()  # noqa: SIM905 (a word list reads best as words)
 )
 
