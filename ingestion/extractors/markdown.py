@@ -119,7 +119,31 @@ def _heading(level: int, title: str) -> Block:
 def _text_blocks(lines: list[str]) -> list[Block]:
     if not lines:
         return []
-    return paragraph_blocks(_markdown_prose_to_text("\n".join(lines)))
+    return paragraph_blocks(_markdown_prose_to_text("\n".join(_join_soft_breaks(lines))))
+
+
+# A line that starts a block of its own inside a paragraph: a list item, a quote, a table row.
+_MD_BLOCK_START_RE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d{1,9}[.)][ \t]|>|\|)")
+
+
+def _join_soft_breaks(lines: list[str]) -> list[str]:
+    """A paragraph's wrapped lines joined with spaces, as Markdown renders them: a line break
+    stays only before a list item, quote or table row, after a hard break (two spaces or a
+    backslash at the end of the line), and at blank lines."""
+    joined: list[str] = []
+    for line in lines:
+        previous = joined[-1] if joined else ""
+        if (
+            previous.strip()
+            and line.strip()
+            and not _MD_BLOCK_START_RE.match(line)
+            and not _MD_BLOCK_START_RE.match(previous)
+            and not previous.endswith(("  ", "\\"))
+        ):
+            joined[-1] = previous.rstrip() + " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
 
 
 def _atx_title(title: str) -> str:

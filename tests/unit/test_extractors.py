@@ -509,3 +509,16 @@ def test_extracted_round_trips_through_json() -> None:
 
 def test_every_supported_media_type_has_an_extractor() -> None:
     assert set(extractors.EXTRACTORS) == extractors.SUPPORTED_MEDIA_TYPES
+
+
+def test_markdown_soft_line_breaks_join_but_lists_and_hard_breaks_stay() -> None:
+    from ingestion.extractors.markdown import markdown_blocks
+
+    blocks = markdown_blocks(
+        "# Policy\n\nEvery employee earns 25 days\nof paid leave.\n\n"
+        "- one\n- two\n\nLine  \nbreak\n"
+    )
+    texts = [b.text.strip() for b in blocks]
+    assert "Every employee earns 25 days of paid leave." in texts
+    assert "one\ntwo" in texts
+    assert "Line  \nbreak" in texts
