@@ -27,6 +27,7 @@ from ingestion.extractors import (
     extract,
 )
 from ingestion.extractors.html import page_title
+from tests.pdf_fixtures import pdf_from_objects
 
 # --- fixture builders -------------------------------------------------------------------------
 
@@ -82,18 +83,7 @@ def build_pdf(pages: list[str], *, unicode_font: str = "") -> bytes:
         next_id += 2
     kids = b" ".join(b"%d 0 R" % page_id for page_id in page_ids)
     objects[2] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(page_ids))
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = {}
-    for number in sorted(objects):
-        offsets[number] = len(out)
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, objects[number])
-    size = max(objects) + 1
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
-    for number in range(1, size):
-        out += b"%010d 00000 n \n" % offsets.get(number, 0)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
-    return bytes(out)
+    return pdf_from_objects(objects)
 
 
 def text_page(lines: list[str], *, top: int = 740, size: int = 10) -> str:

@@ -22,6 +22,7 @@ from ingestion.parsers import (
     detect_media_type,
     parse_file,
 )
+from tests.pdf_fixtures import pdf_from_objects
 
 # --- fixture builders -------------------------------------------------------------------------
 
@@ -49,20 +50,7 @@ def make_pdf(pages: list[list[str]]) -> bytes:
         page_ids.append(page_id)
     kids = b" ".join(b"%d 0 R" % page_id for page_id in page_ids)
     objects[2] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(page_ids))
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = {}
-    for number in sorted(objects):
-        offsets[number] = len(out)
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, objects[number])
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for number in sorted(objects):
-        out += b"%010d 00000 n \n" % offsets[number]
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+    return pdf_from_objects(objects)
 
 
 def encrypt_pdf(data: bytes, *, user_password: str, owner_password: str) -> bytes:
