@@ -53,6 +53,7 @@ STOP_WORDS = frozenset(
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 _HAN_SPLIT_RE = re.compile(rf"([{_HAN}]+)|([^{_HAN}]+)")
+_HAN_RUN_RE = re.compile(rf"[{_HAN}]+")
 
 
 @lru_cache(maxsize=1)
@@ -130,7 +131,7 @@ def _cjk_run(run: str, *, query: bool) -> tuple[list[str], int]:
         else:
             terms.extend(piece[i : i + 2] for i in range(len(piece) - 1))
             length += len(piece) - 1
-    if not query and (len(run) > 1 or _HAN_SPLIT_RE.match(run)[1]):  # type: ignore[index]
+    if not query and (len(run) > 1 or _HAN_RUN_RE.fullmatch(run)):
         terms.extend(run)
     return terms, length
 
