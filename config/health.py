@@ -78,12 +78,20 @@ class CanonCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Any]:
-        ((unpublished, oldest),) = _rows(
-            "SELECT count(*), coalesce(extract(epoch FROM now() - min(available_at)), 0) "
+        # Events scheduled for later (a purge at the end of the retention window) are not lag.
+        ((unpublished, oldest, scheduled),) = _rows(
+            "SELECT count(*) FILTER (WHERE available_at <= now()), "
+            "coalesce(extract(epoch FROM now() - min(available_at)), 0), "
+            "count(*) FILTER (WHERE available_at > now()) "
             "FROM ingestion_outboxevent WHERE published_at IS NULL AND dead_at IS NULL"
         )
         yield GaugeMetricFamily(
-            "canon_outbox_unpublished", "Outbox events waiting for the relay", value=unpublished
+            "canon_outbox_unpublished",
+            "Outbox events due and waiting for the relay",
+            value=unpublished,
+        )
+        yield GaugeMetricFamily(
+            "canon_outbox_scheduled", "Outbox events scheduled for later", value=scheduled
         )
         yield GaugeMetricFamily(
             "canon_outbox_lag_seconds",

@@ -16,7 +16,7 @@ from django.urls import path, reverse
 
 from config.celery import app as celery_app
 from ingestion.breaker import breaker_states
-from ingestion.dashboard import dashboard
+from ingestion.dashboard import dashboard, every
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry
 from ingestion.services import PROVIDER_UNAVAILABLE
@@ -158,7 +158,10 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
             "title": "Consistency dashboard",
             "d": dashboard(tenant_ids=tenant_ids),
             "breakers": provider_panel(IngestionTask.objects.none())["breakers"],
-            "schedule": sorted(celery_app.conf.beat_schedule.items()),
+            "schedule": [
+                (name, entry["task"], every(entry["schedule"]))
+                for name, entry in sorted(celery_app.conf.beat_schedule.items())
+            ],
             "violations": violations,
             "can_verify": request.user.is_superuser,
             "opts": self.model._meta,

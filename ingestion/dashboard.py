@@ -27,16 +27,24 @@ def job_ran(name: str) -> None:
 
 @dataclass
 class Dashboard:
-    outbox_unpublished: int
+    """`outbox_due` and `tasks_by_status` count only work that may run now; work scheduled for
+    later (a purge at the end of the retention window, a retry's back-off) is counted apart,
+    because it is not lag."""
+
+    outbox_due: int
     outbox_oldest: datetime | None
+    outbox_scheduled: int
+    outbox_next: datetime | None
     outbox_dead: int
     tasks_by_status: dict[str, int]
+    tasks_scheduled: int
+    tasks_next: datetime | None
     running: list[IngestionTask]
     waiting: list[IngestionTask]
     dead: list[IngestionTask]
     anomalies: list[AuditEvent]
     anomalies_by_kind: dict[str, int]
-    last_runs: dict[str, str | None] = field(default_factory=dict)
+    last_runs: dict[str, datetime | None] = field(default_factory=dict)
     now: datetime = field(default_factory=timezone.now)
 
     @property
@@ -50,14 +58,36 @@ def _scoped(qs: QuerySet[Any], path: str, tenant_ids: list[int] | None) -> Query
 
 def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
     """Everything the dashboard shows; `tenant_ids=None` means every tenant (superusers)."""
+    now = timezone.now()
     tasks = _scoped(IngestionTask.objects.all(), "kb__tenant_id", tenant_ids)
     events = _scoped(OutboxEvent.objects.all(), "task__kb__tenant_id", tenant_ids)
+    pending = Q(published_at__isnull=True, dead_at__isnull=True)
     outbox = events.aggregate(
-        unpublished=Count("id", filter=Q(published_at__isnull=True, dead_at__isnull=True)),
-        oldest=Min("available_at", filter=Q(published_at__isnull=True, dead_at__isnull=True)),
+        due=Count("id", filter=pending & Q(available_at__lte=now)),
+        oldest=Min("available_at", filter=pending & Q(available_at__lte=now)),
+        scheduled=Count("id", filter=pending & Q(available_at__gt=now)),
+        next=Min("available_at", filter=pending & Q(available_at__gt=now)),
         dead=Count("id", filter=Q(dead_at__isnull=False)),
     )
-    by_status = dict(tasks.values_list("status").annotate(n=Count("id")).order_by("status"))
+    # A queued task whose time has not come is scheduled, not waiting (retry_wait is shown
+    # with its next try in its own list).
+    later = Q(status=IngestionTask.Status.QUEUED, available_at__gt=now)
+    rows = (
+        tasks.values_list("status")
+        .annotate(
+            n=Count("id", filter=~later),
+            scheduled=Count("id", filter=later),
+            next=Min("available_at", filter=later),
+        )
+        .order_by("status")
+    )
+    by_status: dict[str, int] = {}
+    scheduled, next_at = 0, None
+    for status, n, status_scheduled, status_next in rows:
+        if n:
+            by_status[status] = n
+        if status_scheduled:  # only the queued row has any
+            scheduled, next_at = status_scheduled, status_next
     listed = tasks.select_related("document", "build__revision").order_by("-updated_at")
     anomalies = _scoped(
         AuditEvent.objects.filter(
@@ -71,10 +101,14 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
     except Exception:
         runs = {}
     return Dashboard(
-        outbox_unpublished=outbox["unpublished"],
+        outbox_due=outbox["due"],
         outbox_oldest=outbox["oldest"],
+        outbox_scheduled=outbox["scheduled"],
+        outbox_next=outbox["next"],
         outbox_dead=outbox["dead"],
         tasks_by_status=by_status,
+        tasks_scheduled=scheduled,
+        tasks_next=next_at,
         running=list(listed.filter(status="running").order_by("lease_expires_at")[:LIST_LIMIT]),
         waiting=list(listed.filter(status="retry_wait")[:LIST_LIMIT]),
         dead=list(listed.filter(status__in=["dead", "failed"])[:LIST_LIMIT]),
@@ -82,5 +116,26 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         anomalies_by_kind=dict(
             anomalies.values_list("kind").annotate(n=Count("id")).order_by("kind")
         ),
-        last_runs={job: runs.get(f"canon:last-run:{job}") for job in JOBS},
+        last_runs={job: _parsed(runs.get(f"canon:last-run:{job}")) for job in JOBS},
+        now=now,
     )
+
+
+def _parsed(iso: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(iso) if iso else None
+    except ValueError:
+        return None
+
+
+def every(seconds: Any) -> str:
+    """A periodic job's interval as a person reads it ("every 15 s", "every 5 min")."""
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        return str(seconds)  # a crontab or solar schedule describes itself
+    if value >= 3600 and value % 3600 == 0:
+        return f"every {value / 3600:g} h"
+    if value >= 60 and value % 60 == 0:
+        return f"every {value / 60:g} min"
+    return f"every {value:g} s"

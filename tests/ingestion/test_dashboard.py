@@ -3,6 +3,7 @@ load of 10,000 tasks."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,8 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import AuditEvent, IngestionTask
+from ingestion import dashboard
+from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb.models import KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 
@@ -107,3 +109,21 @@ def test_kb_verify_on_demand_and_the_manual_queue(kb: KnowledgeBase, admin_user:
     anomaly.refresh_from_db()
     assert anomaly.resolved_at is not None and "planted by the test" in anomaly.action
     assert client.get(dismiss).status_code == 404  # POST only, and no longer open
+
+
+def test_work_scheduled_for_later_is_not_lag(kb: KnowledgeBase, admin_user: User) -> None:
+    """A purge due at the end of a 30-day retention window is neither waiting nor late."""
+    later = timezone.now() + timedelta(days=30)
+    task = IngestionTask.objects.create(kind="delete", kb=kb, available_at=later)
+    OutboxEvent.objects.create(task=task, available_at=later)
+    dashboard.job_ran("sweeper")
+
+    page = login(admin_user).get(URL).content.decode()
+
+    assert '<td id="outbox-due">0</td>' in page
+    assert '<td id="outbox-lag">—</td>' in page
+    assert f'<td id="outbox-scheduled">1 (next {later:%Y-%m-%d %H:%M:%S}, in 4' in page
+    assert "count-queued" not in page
+    assert f'<td class="count-scheduled">1 (next {later:%Y-%m-%d %H:%M:%S}' in page
+    assert re.search(r'class="last-run">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(0\xa0minutes ago\)', page)
+    assert "every 15 s" in page and "every 5 min" in page
