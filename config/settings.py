@@ -61,6 +61,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every error under /api/ is JSON, with DEBUG on or off (retrieval/errors.py).
+    "retrieval.errors.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -230,8 +232,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["retrieval.auth.HasPrincipal"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["retrieval.errors.ApiJSONRenderer"],
+    # Bounded size and depth, UTF-8 only, no NUL or unpaired surrogate (retrieval/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["retrieval.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "retrieval.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_THROTTLE_CLASSES": ["retrieval.throttling.PrincipalRateThrottle"],

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.common import no_append_slash
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config import health
@@ -8,13 +9,16 @@ admin.site.site_header = "Canon"
 admin.site.site_title = "Canon"
 admin.site.index_title = "Knowledge bases"
 
-handler404 = "retrieval.api.not_found"
-
+# Errors under /api/ are JSON in both DEBUG modes: retrieval.errors.ApiErrorsMiddleware.
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("retrieval.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/schema/", no_append_slash(SpectacularAPIView.as_view()), name="api-schema"),
+    path(
+        "api/docs/",
+        no_append_slash(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),

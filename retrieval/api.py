@@ -9,13 +9,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.defaults import page_not_found
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import APIException, NotAuthenticated, NotFound, ValidationError
-from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,7 +22,7 @@ from config.health import SEARCH_LATENCY
 from ingestion import providers
 from kb.models import KnowledgeBase
 from kb.uploads import SKIPPED_ATTR
-from retrieval import selectors, services
+from retrieval import parsers, selectors, services
 from retrieval.auth import request_principal
 from retrieval.principals import Principal
 from retrieval.serializers import (
@@ -211,7 +208,7 @@ def _idempotency_key(request: Request) -> str:
 
 
 class DocumentListView(APIView):
-    parser_classes = [MultiPartParser]
+    parser_classes = [parsers.MultiPartParser]
 
     @extend_schema(
         operation_id="document_list",
@@ -306,12 +303,3 @@ class DocumentDetailView(APIView):
         except services.Refused as exc:
             raise Refused(exc.status, exc.code, exc.message) from exc
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """The site's 404: JSON in the API's shape under /api/, Django's page elsewhere."""
-    if request.path.startswith("/api/"):
-        return JsonResponse(
-            {"error": "not_found", "detail": f"Nothing at {request.path}."}, status=404
-        )
-    return page_not_found(request, exception)

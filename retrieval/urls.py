@@ -1,4 +1,5 @@
 from django.urls import path
+from django.views.decorators.common import no_append_slash
 
 from retrieval.api import (
     ChunkExplainView,
@@ -8,10 +9,23 @@ from retrieval.api import (
     SearchView,
 )
 
+# API paths are exact: no redirect that adds a slash (a redirected POST loses its body).
 urlpatterns = [
-    path("search", SearchView.as_view(), name="search"),
-    path("chunks/<int:chunk_id>/explain", ChunkExplainView.as_view(), name="chunk-explain"),
-    path("kbs/", KnowledgeBaseListView.as_view(), name="kb-list"),
-    path("kbs/<str:kb>/documents/", DocumentListView.as_view(), name="document-list"),
-    path("documents/<int:document_id>", DocumentDetailView.as_view(), name="document-detail"),
+    path("search", no_append_slash(SearchView.as_view()), name="search"),
+    path(
+        "chunks/<int:chunk_id>/explain",
+        no_append_slash(ChunkExplainView.as_view()),
+        name="chunk-explain",
+    ),
+    path("kbs/", no_append_slash(KnowledgeBaseListView.as_view()), name="kb-list"),
+    path(
+        "kbs/<str:kb>/documents/",
+        no_append_slash(DocumentListView.as_view()),
+        name="document-list",
+    ),
+    path(
+        "documents/<int:document_id>",
+        no_append_slash(DocumentDetailView.as_view()),
+        name="document-detail",
+    ),
 ]

@@ -109,4 +109,8 @@ def test_bad_filters_are_a_400(handbook: KnowledgeBase, api_key: str, extra: Any
     response = search(api(api_key), {"kb": "handbook", "query": "expense", **extra})
 
     assert response.status_code == 400, response.content
-    assert set(response.json()["detail"]) == set(extra)
+    detail = response.json()["detail"]
+    if isinstance(detail, str):  # refused by the JSON parser (NUL), which names the value
+        assert all(f"$.{name}" in detail for name in extra), detail
+    else:
+        assert set(detail) == set(extra)
