@@ -1,5 +1,6 @@
-"""The Celery app. Periodic tasks are declared here, once, and django-celery-beat's
-DatabaseScheduler copies them into its tables when beat starts."""
+"""The Celery app. Periodic tasks are declared here, once; beat's scheduler (`config.beat`, a
+django-celery-beat DatabaseScheduler) copies them into its tables when a definition changes and
+records every run in its row, so a restarted or second beat keeps each job's clock."""
 
 import os
 

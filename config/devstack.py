@@ -331,7 +331,7 @@ def cmd_run() -> int:
                 "-l",
                 "info",
                 "--scheduler",
-                "django_celery_beat.schedulers:DatabaseScheduler",
+                "config.beat:Scheduler",
             ],
         }
         procs = {
