@@ -161,6 +161,8 @@ RETRY_MAX_SECONDS = env_float("CANON_RETRY_MAX_SECONDS", 300.0)
 RELAY_BATCH_SIZE = env_int("CANON_RELAY_BATCH_SIZE", 500)
 RELAY_INTERVAL_SECONDS = env_float("CANON_RELAY_INTERVAL_SECONDS", 1.0)
 RELAY_MAX_ATTEMPTS = env_int("CANON_RELAY_MAX_ATTEMPTS", 10)
+# Where canon_backup / canon_restore look first for pg_dump and pg_restore (docs/BACKUP.md).
+PG_BIN_DIR = env_str("CANON_PG_BIN_DIR", "")
 # The reconciler reports outbox events unpublished this long, and removes stored files that no
 # revision names once they are this old (an upload that crashed before its commit).
 RECONCILER_OUTBOX_LAG_SECONDS = env_float("CANON_RECONCILER_OUTBOX_LAG_SECONDS", 60.0)

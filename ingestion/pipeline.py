@@ -129,9 +129,15 @@ def _fail_quietly(record: Callable[..., None], **kwargs: Any) -> None:
 
 
 def stage_run(
-    *, lease: Lease, stage: str, fingerprint: str, compute: Callable[[], JsonDict]
+    *,
+    lease: Lease,
+    stage: str,
+    fingerprint: str,
+    compute: Callable[[], JsonDict],
+    reusable: Callable[[JsonDict], bool] | None = None,
 ) -> JsonDict:
-    """Reuse a succeeded StageResult for this input, or compute and record it (fenced)."""
+    """Reuse a succeeded StageResult for this input (unless `reusable` says its output is gone),
+    or compute and record it (fenced)."""
     key: dict[str, Any] = {
         "task_id": lease.task_id,
         "stage": stage,
@@ -139,7 +145,7 @@ def stage_run(
         "pipeline_version": PIPELINE_VERSION,
     }
     done = StageResult.objects.filter(**key, status=StageResult.Status.SUCCEEDED).first()
-    if done is not None:
+    if done is not None and (reusable is None or reusable(done.output)):
         return done.output
     with fenced(lease):
         _, created = StageResult.objects.get_or_create(**key)
@@ -177,7 +183,10 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         lease=lease,
         stage=StageResult.Stage.PARSE,
         fingerprint=_sha(revision.sha256, revision.media_type, settings.PARSE_MAX_CHARS),
-        compute=lambda: _parse(revision.storage_path, revision.media_type),
+        compute=lambda: _parse(revision),
+        # The extracted text lives in derived storage; if it is gone (a restore without it),
+        # parse again rather than fail the chunk stage.
+        reusable=lambda parsed: storage.file_problem(parsed["text_path"]) is None,
     )
     _record_title(revision=revision, title=parsed.get("title", ""), lease=lease)
     chunked = stage_run(
@@ -232,8 +241,19 @@ def purge_run(*, task: IngestionTask, lease: Lease) -> str:
 # --- stages --------------------------------------------------------------------------------
 
 
-def _parse(storage_path: str, media_type: str) -> JsonDict:
-    """Extract the file into derived storage as `Extracted.to_json` (title, headings, blocks)."""
+def _parse(revision: Revision) -> JsonDict:
+    """Extract the file into derived storage as `Extracted.to_json` (title, headings, blocks).
+    A source file that is missing or not the uploaded bytes fails the build, terminally (a
+    retry cannot help until someone restores the file), with a reason a person can act on."""
+    problem = storage.file_problem(
+        revision.storage_path, size=revision.size, sha256=revision.sha256
+    )
+    if problem:
+        raise TerminalError(
+            "stored_file_missing",
+            f"stored file {problem}: {revision.sha256}; restore storage from backup",
+        )
+    storage_path, media_type = revision.storage_path, revision.media_type
     faults.poison(storage.absolute_path(storage_path).read_bytes()[:1_000_000])
     try:
         extracted = extractors.extract(

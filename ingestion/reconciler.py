@@ -9,6 +9,7 @@ and left alone. Visibility violations are never repaired automatically: they are
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -19,19 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.services import outbox_add, outbox_relay_batch, task_create
-from kb import locks, selectors, storage
+from kb import backup, locks, selectors, storage
 from kb.models import Publication, Revision
+from kb.verify import needed_sources, stored_file_problem
 
 logger = logging.getLogger(__name__)
 
 RECONCILER_LOCK_KEY = 0x43616E6F6E02
 BATCH = 200
+STORED_FILE_BATCH = 1000  # stats per pass; a cursor in the cache walks all revisions in turn
+STORED_FILE_CURSOR = "canon:reconciler:stored-file-cursor"
 MAX_REPAIRS = 3
 OPEN_TASK_STATUSES = ("queued", "running", "retry_wait")
 
@@ -227,9 +232,10 @@ def repair_outbox_lagging(finding: Finding) -> str:
 
 def find_orphan_files() -> Iterator[Finding]:
     """Source files no Revision names, older than the grace period (a crash between storing the
-    bytes and committing the upload). Scans at most BATCH files per pass."""
+    bytes and committing the upload). Scans at most BATCH files per pass; none while a backup
+    runs (it holds the storage lock, and the repair would not delete)."""
     root = storage.storage_root() / "sources"
-    if not root.exists():
+    if not root.exists() or backup.backup_running():
         return
     grace = time.time() - settings.RECONCILER_ORPHAN_GRACE_SECONDS
     seen = 0
@@ -249,10 +255,38 @@ def find_orphan_files() -> Iterator[Finding]:
 
 def repair_orphan_file(finding: Finding) -> str:
     path = storage.absolute_path(finding.detail)
-    if Revision.objects.filter(storage_path=finding.detail).exists():
-        return "referenced meanwhile"
-    path.unlink(missing_ok=True)
+    with backup.storage_deletion() as allowed:
+        if not allowed:
+            return "kept: a backup is running"
+        if Revision.objects.filter(storage_path=finding.detail).exists():
+            return "referenced meanwhile"
+        path.unlink(missing_ok=True)
     return "deleted the file"
+
+
+def find_stored_file_missing() -> Iterator[Finding]:
+    """The source file of a revision a document still needs (desired, or behind a published
+    build) is missing or has the wrong size: typically a database restored without its storage.
+    Search keeps serving the published chunks (they are complete, in the database); what breaks
+    is building the document again, so a person must put the file back (restore storage from the
+    backup). Checks STORED_FILE_BATCH revisions per pass, resuming where the last pass stopped."""
+    try:
+        after = int(cache.get(STORED_FILE_CURSOR) or 0)
+    except Exception:  # the cache is Redis; losing the cursor only restarts the walk
+        after = 0
+    rows = needed_sources(after=after, limit=STORED_FILE_BATCH)
+    with contextlib.suppress(Exception):
+        cache.set(STORED_FILE_CURSOR, rows[-1][0] if len(rows) == STORED_FILE_BATCH else 0, None)
+    for revision_id, document_id, kb_id, path, sha256, size in rows:
+        problem = stored_file_problem(path, sha256, size)
+        if problem:
+            yield Finding(
+                "stored_file_missing",
+                "revision",
+                int(revision_id),
+                int(kb_id),
+                f"{problem} (document {document_id}, {path})",
+            )
 
 
 def find_visibility_violations() -> Iterator[Finding]:
@@ -297,6 +331,7 @@ CATALOGUE: list[tuple[Callable[[], Iterator[Finding]], Repair | None]] = [
     (find_deleted_with_chunks, repair_deleted_with_chunks),
     (find_outbox_lagging, repair_outbox_lagging),
     (find_orphan_files, repair_orphan_file),
+    (find_stored_file_missing, None),  # a person restores the file
     (find_visibility_violations, None),  # never fixed automatically
 ]
 

@@ -90,3 +90,31 @@ def store_bytes(data: bytes, *, kind: str = "sources") -> StoredFile:
 
 def read_text(relative: str) -> str:
     return absolute_path(relative).read_text(encoding="utf-8")
+
+
+def file_sha256(path: Path) -> tuple[str, int]:
+    """The SHA-256 and size of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def file_problem(
+    relative: str, *, size: int | None = None, sha256: str | None = None
+) -> str | None:
+    """What is wrong with a stored file, or None when it is there as recorded: "missing",
+    "truncated or replaced (N bytes, M expected)" or "damaged (its bytes do not match its
+    SHA-256)". Reads the whole file only when `sha256` is given."""
+    try:
+        stat = absolute_path(relative).stat()
+    except (OSError, ValueError):
+        return "missing"
+    if size is not None and stat.st_size != size:
+        return f"truncated or replaced ({stat.st_size} bytes, {size} expected)"
+    if sha256 is not None and file_sha256(absolute_path(relative))[0] != sha256:
+        return "damaged (its bytes do not match its SHA-256)"
+    return None

@@ -1,4 +1,5 @@
-"""Whole-database invariant checks behind `manage.py kb_verify`. Reads only.
+"""Whole-database invariant checks behind `manage.py kb_verify`. Reads only (the database, and
+the stored files' sizes).
 
 Each check is one SQL statement over the whole database (this is an audit, not a hot path); the
 reconciler does the bounded, incremental version of the same work.
@@ -11,6 +12,7 @@ from typing import Any
 
 from django.db import connection
 
+from kb import storage
 from kb.selectors import Completeness
 
 
@@ -24,9 +26,9 @@ class Violation:
         return f"[{self.check}] {self.subject}: {self.detail}"
 
 
-def _rows(sql: str) -> list[tuple[Any, ...]]:
+def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(sql, params)
         return cursor.fetchall()
 
 
@@ -185,6 +187,50 @@ def _tasks() -> list[Violation]:
     return found
 
 
+def needed_sources(*, after: int = 0, limit: int | None = None) -> list[tuple[Any, ...]]:
+    """(revision id, document id, kb id, storage path, sha256, size) of every revision whose
+    source file a document may still need to be built again: its desired revision and the
+    revisions of its published builds, unless the document was purged. By revision id."""
+    return _rows(
+        """
+        SELECT r.id, d.id, d.kb_id, r.storage_path, r.sha256, r.size
+        FROM kb_revision r JOIN kb_document d ON d.id = r.document_id
+        WHERE r.id > %s AND d.purged_at IS NULL
+          AND (r.number = d.desired_revision
+               OR EXISTS (SELECT 1 FROM kb_publication p JOIN kb_build b ON b.id = p.build_id
+                          WHERE b.revision_id = r.id))
+        ORDER BY r.id LIMIT %s
+        """,
+        [after, limit],
+    )
+
+
+def stored_file_problem(path: str, sha256: str, size: int) -> str | None:
+    """The readable reason a needed source cannot be read back, or None. Existence and size
+    only (a stat); the restore and the parse stage compare the SHA-256."""
+    problem = storage.file_problem(path, size=size)
+    return f"stored file {problem}: {sha256}; restore storage from backup" if problem else None
+
+
+def _stored_files() -> list[Violation]:
+    """Every needed source is in storage. Its published chunks keep serving without it (they
+    are complete); what a missing file breaks is building the document again."""
+    found = []
+    for revision_id, document_id, _kb_id, path, sha256, size in needed_sources():
+        problem = stored_file_problem(path, sha256, size)
+        if problem:
+            subject = f"revision {revision_id} of document {document_id}"
+            found.append(Violation("stored-file", subject, problem))
+    return found
+
+
 def verify() -> list[Violation]:
     """Every violation of the invariants in docs/ARCHITECTURE.md; empty when all hold."""
-    return _active_index_versions() + _publications() + _chunks() + _keyword_index() + _tasks()
+    return (
+        _active_index_versions()
+        + _publications()
+        + _chunks()
+        + _keyword_index()
+        + _tasks()
+        + _stored_files()
+    )
