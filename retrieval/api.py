@@ -193,9 +193,19 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
     required=True,
-    description="A unique key per upload (1-255 printable ASCII characters). A repeat with the "
-    "same key and body returns the first answer; with another body, 409.",
+    description="A unique key per upload (1-255 printable ASCII characters). A repeat by the "
+    "same API key (or user) with the same key and body returns the first answer, after the "
+    "checks a new request passes; with another body, 409. Keys are per API key: another key "
+    "sending the same one makes a request of its own.",
 )
+
+
+def idempotent(method: Any) -> Any:
+    """Marks a view method whose answers are replayed for an Idempotency-Key (the header it
+    reads with `_idempotency_key`, its service keys the record by tenant, principal and key).
+    tests/retrieval/test_idempotency.py replays every marked method from other principals."""
+    method.idempotent = True
+    return method
 
 
 def _idempotency_key(request: Request) -> str:
@@ -235,8 +245,11 @@ class DocumentListView(APIView):
         request={"multipart/form-data": DocumentUploadInput},
         parameters=[IDEMPOTENCY_HEADER],
         responses={201: UploadOutput, **_errors(400, 403, 404, 409, 413, 415)},
-        description="Upload a new document, or a new revision of the document with this key.",
+        description="Upload a new document, or a new revision of the document with this key. "
+        "A key taken by a document you cannot write (restricted to groups you do not hold, or "
+        "deleted) is a 409 `key_unavailable`, the same whatever the reason.",
     )
+    @idempotent
     def post(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
         knowledge_base = _kb_or_404(principal, kb)

@@ -27,13 +27,18 @@ class ApiKey(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """The outcome of an API upload, keyed by the client's Idempotency-Key within a tenant.
+    """The outcome of an API upload, keyed by the client's Idempotency-Key within the principal
+    (API key or session user) that sent it, and its tenant.
 
     Written in the same transaction as the upload it records, so a record exists if and only if
-    the upload happened. A repeat with the same key and the same request returns the stored
-    response; the same key with a different request is refused (409)."""
+    the upload happened. A repeat by the same principal with the same key and the same request
+    returns the stored response; the same key with a different request is refused (409).
+    Another principal's request with the same key is its own: it never sees this record."""
 
     tenant = models.ForeignKey("kb.Tenant", on_delete=models.CASCADE, related_name="+")
+    # Principal.ident: "key:<id>" or "user:<id>"; "" for records made before principals were
+    # recorded, which no principal can replay.
+    principal = models.CharField(max_length=64, default="")
     key = models.CharField(max_length=255)
     request_sha256 = models.CharField(max_length=64)
     response_status = models.PositiveSmallIntegerField()
@@ -42,7 +47,9 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+            models.UniqueConstraint(
+                fields=["tenant", "principal", "key"], name="idempotency_unique_principal_key"
+            )
         ]
 
     def __str__(self) -> str:

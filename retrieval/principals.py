@@ -35,6 +35,12 @@ class Principal:
     api_key_id: int | None = None
     user_id: int | None = None
 
+    @property
+    def ident(self) -> str:
+        """Who this is, for what is kept per principal (rate-limit counters, idempotency
+        records): `key:<id>` for an API key, `user:<id>` for an admin session user."""
+        return f"key:{self.api_key_id}" if self.api_key_id is not None else f"user:{self.user_id}"
+
     def may_read_kb(self, kb_id: int) -> bool:
         return self.kb_ids is None or kb_id in self.kb_ids
 

@@ -74,8 +74,14 @@ def _request_sha256(
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
-def _replay(*, tenant_id: int, idempotency_key: str, request_sha256: str) -> UploadResult | None:
-    record = IdempotencyRecord.objects.filter(tenant_id=tenant_id, key=idempotency_key).first()
+def _replay(
+    *, principal: Principal, idempotency_key: str, request_sha256: str
+) -> UploadResult | None:
+    """The stored answer to this principal's earlier request with this Idempotency-Key, if any.
+    Records are per principal: another principal's record with the same key is never read."""
+    record = IdempotencyRecord.objects.filter(
+        tenant_id=principal.tenant_id, principal=principal.ident, key=idempotency_key
+    ).first()
     if record is None:
         return None
     if record.request_sha256 != request_sha256:
@@ -107,6 +113,42 @@ def _groups_assignable(principal: Principal, groups: Sequence[str]) -> None:
         )
 
 
+def key_unavailable(key: str) -> Refused:
+    """The one answer for a key the caller may not write, whatever the reason: the document
+    that holds it is restricted to access groups the caller does not hold, or it is deleted.
+    A key is unique in its knowledge base, so a caller who may upload can always learn that a
+    key is taken (by trying it); this answer tells nothing more — not which reason, not the
+    document's id, title, groups or state (README, "Search API")."""
+    return Refused(
+        409,
+        "key_unavailable",
+        f"The key {key!r} is taken by a document you cannot write (restricted to access groups "
+        "you do not hold, or deleted and to be restored in the admin first). Use another key.",
+    )
+
+
+def _upload_authorize(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    key: str,
+    access_groups: Sequence[str] | None,
+) -> Document | None:
+    """The permission checks of an upload, run alike for a fresh request and before a replay,
+    always in the same order so that no refusal depends on what the caller may not read: may
+    it upload at all, may it assign these groups, may it read the document that holds `key`.
+    Returns that document (None: the key is free). The knowledge base was checked by the view
+    (`selectors.knowledge_base_for`)."""
+    if not principal.can_upload:
+        raise Refused(403, "permission_denied", "You may not upload documents.")
+    if access_groups is not None:
+        _groups_assignable(principal, access_groups)
+    document = Document.objects.filter(kb=kb, key=key).first()
+    if document is not None and not principal.may_read_groups(document.access_groups):
+        raise key_unavailable(key)
+    return document
+
+
 def upload_response_body(*, revision: Revision, document_created: bool) -> dict[str, Any]:
     document = revision.document
     return {
@@ -131,9 +173,7 @@ def _upload_apply(
     actor: Actor,
 ) -> tuple[int, dict[str, Any]]:
     """The writes of one upload; runs inside the caller's transaction."""
-    document = Document.objects.filter(kb=kb, key=key).first()
-    if access_groups is not None:
-        _groups_assignable(principal, access_groups)
+    document = _upload_authorize(principal=principal, kb=kb, key=key, access_groups=access_groups)
     if document is None:
         revision = kb_services.document_create(
             kb=kb,
@@ -146,13 +186,8 @@ def _upload_apply(
             actor=actor,
         )
         return 201, upload_response_body(revision=revision, document_created=True)
-    if not principal.may_read_groups(document.access_groups):
-        raise Refused(
-            403,
-            "permission_denied",
-            f"A document with key {key!r} exists and is restricted to access groups you do "
-            "not hold.",
-        )
+    if document.deleted_at is not None:
+        raise key_unavailable(key)
     if title is not None or access_groups is not None:
         kb_services.document_update(
             document=document,
@@ -167,9 +202,13 @@ def _upload_apply(
             original_name=accepted.original_name,
             actor=actor,
         )
-    except InvalidUpload as exc:
-        raise Refused(409, "conflict", str(exc)) from exc
+    except InvalidUpload as exc:  # deleted since it was read (revision_create holds its lock)
+        raise key_unavailable(key) from exc
     return 201, upload_response_body(revision=revision, document_created=False)
+
+
+class _KeyTaken(Exception):
+    """A concurrent upload created the document with this key first."""
 
 
 def document_upload(
@@ -184,13 +223,18 @@ def document_upload(
     actor: Actor = None,
 ) -> UploadResult:
     """A new document, or a new revision when `key` exists in `kb` (its title and access groups
-    are updated when given). Idempotent per (tenant, Idempotency-Key): a repeat of the same
-    request returns the first result, the same key with a different request raises Refused
-    (409). Concurrent repeats are serialized by the record's unique key. Refusals (4xx) are
-    not recorded, so a corrected request may reuse its key.
+    are updated when given).
+
+    Idempotent per (tenant, principal, Idempotency-Key): a repeat of the same request by the
+    same API key (or session user) returns the first result, the same key with a different
+    request raises Refused (409). The Idempotency-Key namespace is the principal's own: another
+    principal sending the same key makes a request of its own, checked and recorded as such.
+    A replay answers only after the checks a fresh request passes (`_upload_authorize`, now),
+    so a principal that lost a group or the knowledge base is refused as a fresh request would
+    be. Concurrent repeats are serialized by the record's unique key. Refusals (4xx) are not
+    recorded, so a corrected request may reuse its key.
     """
-    if not principal.can_upload:
-        raise Refused(403, "permission_denied", "You may not upload documents.")
+    _upload_authorize(principal=principal, kb=kb, key=key, access_groups=access_groups)
     request_sha = _request_sha256(
         kb=kb,
         key=key,
@@ -200,7 +244,7 @@ def document_upload(
         file_size=upload.size or 0,
     )
     replay = _replay(
-        tenant_id=principal.tenant_id, idempotency_key=idempotency_key, request_sha256=request_sha
+        principal=principal, idempotency_key=idempotency_key, request_sha256=request_sha
     )
     if replay is not None:
         return replay
@@ -210,35 +254,37 @@ def document_upload(
             with transaction.atomic():
                 record = IdempotencyRecord.objects.create(
                     tenant_id=principal.tenant_id,
+                    principal=principal.ident,
                     key=idempotency_key,
                     request_sha256=request_sha,
                     response_status=0,
                 )
-                status, body = _upload_apply(
-                    principal=principal,
-                    kb=kb,
-                    key=key,
-                    title=title,
-                    access_groups=access_groups,
-                    accepted=accepted,
-                    actor=actor,
-                )
+                try:
+                    status, body = _upload_apply(
+                        principal=principal,
+                        kb=kb,
+                        key=key,
+                        title=title,
+                        access_groups=access_groups,
+                        accepted=accepted,
+                        actor=actor,
+                    )
+                except InvalidUpload as exc:  # document_create: the key was taken meanwhile
+                    raise _KeyTaken() from exc
                 record.response_status, record.response_body = status, body
                 record.save(update_fields=["response_status", "response_body"])
             return UploadResult(status=status, body=body, replayed=False)
-        except IntegrityError:
+        except (IntegrityError, _KeyTaken):
             # A concurrent request with this Idempotency-Key committed first (replay it), or
             # one with another key created this document first (try again as a revision).
             replay = _replay(
-                tenant_id=principal.tenant_id,
-                idempotency_key=idempotency_key,
-                request_sha256=request_sha,
+                principal=principal, idempotency_key=idempotency_key, request_sha256=request_sha
             )
             if replay is not None:
                 return replay
             if attempt:
                 raise
-    raise AssertionError("unreachable")
+    raise AssertionError("unreachable")  # the second attempt returned or raised
 
 
 def document_soft_delete(*, principal: Principal, document_id: int, actor: Actor = None) -> None:

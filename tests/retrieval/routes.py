@@ -28,6 +28,11 @@ class Operation:
         return {m["name"]: m["converter"] or "str" for m in PARAM.finditer(self.route)}
 
     @property
+    def openapi_path(self) -> str:
+        """The route as the OpenAPI schema writes it: /api/v1/kbs/{kb}/documents/."""
+        return PARAM.sub(lambda m: "{" + m["name"] + "}", self.route)
+
+    @property
     def handler(self) -> Any:
         return getattr(self.view, self.method)
 

@@ -12,7 +12,7 @@ from django.test import Client
 
 from kb.models import Build, Document, KnowledgeBase, Revision, TenantMembership
 from retrieval import services
-from retrieval.models import IdempotencyRecord
+from retrieval.models import ApiKey, IdempotencyRecord
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, build, publish, search, upload
 
@@ -199,6 +199,7 @@ def test_a_concurrent_repeat_that_commits_first_wins(
         accepted = real_accept(file)
         IdempotencyRecord.objects.create(
             tenant=kb.tenant,
+            principal=f"key:{ApiKey.objects.get().pk}",
             key="u-1",
             request_sha256=request_shas[-1],
             response_status=201,
@@ -315,7 +316,9 @@ def test_a_revision_of_a_document_the_key_cannot_read_is_refused(
 
     response = post_file(client, "u-1", key="payroll")
 
-    assert response.status_code == 403
+    assert response.status_code == 409
+    assert response.json()["error"] == "key_unavailable"
+    assert "finance" not in response.content.decode()
     assert Document.objects.get(key="payroll").desired_revision == 1
 
 
@@ -327,6 +330,60 @@ def test_a_revision_of_a_deleted_document_is_a_409(client: Client, kb: Knowledge
 
     assert response.status_code == 409
     assert "deleted" in response.json()["detail"]
+
+
+def _unwritable_answers(kb: KnowledgeBase, client: Client, key: str) -> list[Any]:
+    """The answers to uploading `key` when it names, in turn: a live document of a group the
+    caller lacks, a deleted one of that group, and a deleted one the caller could read. Each
+    case is set up alone (the key exists once at a time) and asked with a new Idempotency-Key."""
+    answers = []
+    cases = [(("finance",), False), (("finance",), True), ((), True)]
+    for i, (groups, deleted) in enumerate(cases):
+        Document.objects.filter(kb=kb, key=key).update(key=f"retired-{i}")
+        document = upload(kb, key, "Salaries are paid monthly.", groups=groups).document
+        if deleted:
+            Document.objects.filter(pk=document.pk).update(deleted_at="2026-01-01T00:00Z")
+        answers.append(post_file(client, "same-request", key=key, content=b"Planted."))
+        IdempotencyRecord.objects.all().delete()
+    return answers
+
+
+def test_a_key_the_caller_may_not_write_gets_one_answer_whatever_the_reason(
+    client: Client, kb: KnowledgeBase
+) -> None:
+    """Item 3 of issue 14: status, headers and body are byte-identical whether the document
+    that holds the key is restricted (live or deleted) or deleted; nothing names its groups,
+    id or state. That the key is taken is all a writer learns (README, "Search API")."""
+    answers = _unwritable_answers(kb, client, "payroll")
+
+    first = answers[0]
+    assert first.status_code == 409
+    assert first.json() == {
+        "error": "key_unavailable",
+        "detail": "The key 'payroll' is taken by a document you cannot write (restricted to "
+        "access groups you do not hold, or deleted and to be restored in the admin first). "
+        "Use another key.",
+    }
+    for other in answers[1:]:
+        assert other.status_code == first.status_code
+        assert dict(other.headers) == dict(first.headers)
+        assert other.content == first.content
+    assert not any(b"finance" in a.content for a in answers)
+    assert Revision.objects.filter(document__key="payroll").count() == 1, "nothing written"
+
+
+def test_refusals_that_do_not_depend_on_the_key_come_first(kb: KnowledgeBase) -> None:
+    """A caller that may not upload, or asks for a group it lacks, hears so whether or not the
+    key is taken: no refusal tells a restricted key from a free one."""
+    upload(kb, "payroll", "x", groups=("finance",))
+    _, plain = api_key_create(tenant=kb.tenant, name="plain")
+
+    for key in ("payroll", "free-key"):
+        response = post_file(api(plain), f"u-{key}", key=key, access_groups="finance")
+        assert response.status_code == 403, key
+        assert response.json()["detail"] == (
+            "You may only assign access groups you hold; not: finance."
+        )
 
 
 def test_a_key_with_groups_may_put_a_document_behind_them(kb: KnowledgeBase) -> None:
