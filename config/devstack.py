@@ -12,17 +12,25 @@ Usage::
 
     python -m config.devstack exec -- CMD ...   # run CMD with DATABASE_URL and REDIS_URL set
     python -m config.devstack run               # migrate, bootstrap, web + worker + beat
+
+Both keep a generated ``SECRET_KEY`` in ``.data/secret_key`` (``CANON_SECRET_KEY_FILE``) unless
+``SECRET_KEY`` is set. ``run`` serves with gunicorn (``config/gunicorn.conf.py``) on
+127.0.0.1:``CANON_WEB_PORT``, ``DEBUG`` off unless ``DEBUG=1``, in local-HTTP mode
+(``CANON_LOCAL_HTTP=1``: plain HTTP on loopback; see docs/PRODUCTION.md for the real thing).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -226,9 +234,36 @@ def ensure_redis(stack_stops: list[Callable[[], None]]) -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
+# --- the secret key -------------------------------------------------------------------------
+
+
+def secret_key_file() -> Path:
+    return Path(os.environ.get("CANON_SECRET_KEY_FILE") or DATA / "secret_key")
+
+
+def ensure_secret_key() -> Path | None:
+    """Generate the key file once (owner-only, 0600) unless SECRET_KEY is set; later runs reuse
+    it, so sessions and signed links survive a restart. Returns the file, or None."""
+    if os.environ.get("SECRET_KEY"):
+        return None
+    path = secret_key_file()
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another make run or make test made it meanwhile
+        return path
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(50) + "\n")
+    _log(f"generated a secret key in {path}")
+    return path
+
+
 @contextlib.contextmanager
 def stack() -> Iterator[Stack]:
     stops: list[Callable[[], None]] = []
+    ensure_secret_key()
     try:
         database_url = ensure_postgres(stops)
         redis_url = ensure_redis(stops)
@@ -296,47 +331,53 @@ def demo_embedding_env(env: dict[str, str], *, concurrency: int) -> dict[str, di
     }
 
 
+PROCFILE = ROOT / "Procfile"
+
+
+def procfile_commands(path: Path = PROCFILE) -> dict[str, list[str]]:
+    """The `name: command` lines of a Procfile as argument lists (`$VAR` expanded from this
+    process's environment; no other shell syntax)."""
+    commands = {}
+    for line in path.read_text().splitlines():
+        name, sep, command = line.partition(":")
+        if sep and name.strip().isidentifier() and not line.startswith("#"):
+            commands[name.strip()] = shlex.split(os.path.expandvars(command))
+    return commands
+
+
+def run_env(env: dict[str, str]) -> dict[str, str]:
+    """What `make run` adds to the stack's environment: plain HTTP on loopback (DEBUG stays
+    off unless the caller set DEBUG=1), the web's address, worker children (default 2) and the
+    virtualenv's scripts first on PATH. tests/test_production.py runs `check --deploy` in it."""
+    port = env.get("CANON_WEB_PORT", "8000")
+    bindir = str(Path(sys.executable).parent)
+    return {
+        **env,
+        "CANON_LOCAL_HTTP": "1",
+        "CANON_WEB_BIND": f"127.0.0.1:{port}",
+        "CANON_WORKER_CONCURRENCY": env.get("CANON_WORKER_CONCURRENCY", "2"),
+        "PATH": bindir + os.pathsep + env.get("PATH", ""),
+    }
+
+
+def _web_answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback http)
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
 def cmd_run() -> int:
     with stack() as current:
-        env = current.env()
-        concurrency = os.environ.get("CANON_WORKER_CONCURRENCY", "2")
-        per_process = demo_embedding_env(env, concurrency=int(concurrency))
+        env = run_env(current.env())
+        per_process = demo_embedding_env(env, concurrency=int(env["CANON_WORKER_CONCURRENCY"]))
         _manage(env, "migrate", "--no-input", "-v", "0")
+        _manage(env, "collectstatic", "--no-input", "-v", "0")
         _manage(env, "canon_bootstrap")
-        web_port = os.environ.get("CANON_WEB_PORT", "8000")
-        bindir = Path(sys.executable).parent
-        commands = {
-            "web": [
-                sys.executable,
-                "manage.py",
-                "runserver",
-                f"127.0.0.1:{web_port}",
-                "--noreload",
-            ],
-            "worker": [
-                str(bindir / "celery"),
-                "-A",
-                "config",
-                "worker",
-                "-l",
-                "info",
-                "--concurrency",
-                concurrency,
-            ],
-            "beat": [
-                str(bindir / "celery"),
-                "-A",
-                "config",
-                "beat",
-                "-l",
-                "info",
-                "--scheduler",
-                "config.beat:Scheduler",
-            ],
-        }
         procs = {
             name: subprocess.Popen(cmd, cwd=ROOT, env={**env, **per_process.get(name, {})})
-            for name, cmd in commands.items()
+            for name, cmd in procfile_commands().items()
         }
         stopping = False
 
@@ -346,12 +387,21 @@ def cmd_run() -> int:
 
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
+        home = f"http://{env['CANON_WEB_BIND']}/"
+        serving = False
         try:
             while not stopping:
                 dead = [name for name, proc in procs.items() if proc.poll() is not None]
                 if dead:
                     _log(f"{', '.join(dead)} exited; stopping the rest")
                     break
+                if not serving and _web_answers(home + "healthz"):
+                    serving = True
+                    debug = env.get("DEBUG", "").lower() in {"1", "true", "yes", "on"}
+                    _log(
+                        f"serving {home} (gunicorn, DEBUG {'on' if debug else 'off'}); "
+                        "Ctrl-C stops everything"
+                    )
                 time.sleep(0.5)
         finally:
             for proc in procs.values():
@@ -359,11 +409,11 @@ def cmd_run() -> int:
                     proc.send_signal(signal.SIGTERM)
             for name, proc in procs.items():
                 try:
-                    proc.wait(20)
+                    proc.wait(40)
                 except subprocess.TimeoutExpired:
                     _log(f"{name} did not stop in time; killing it")
                     proc.kill()
-        _log("stopped web, worker and beat")
+        _log(f"stopped {', '.join(procs)}")
     return 0
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -26,22 +27,50 @@ def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_bool("DEBUG", True)
-# The development default is only for the embedded demo; production must set SECRET_KEY.
-SECRET_KEY = env_str("SECRET_KEY", "canon-insecure-development-key-change-me" if DEBUG else "")
+# DEBUG is a developer's explicit choice (DEBUG=1): off, error pages list no URL patterns and
+# show no code.
+DEBUG = env_bool("DEBUG", False)
+# SECRET_KEY from the environment (production), else the key file `make run` / `make test`
+# generate once and keep (config.devstack.ensure_secret_key). Never a built-in key with DEBUG off.
+SECRET_KEY_FILE = Path(env_str("CANON_SECRET_KEY_FILE", str(BASE_DIR / ".data" / "secret_key")))
+SECRET_KEY = env_str("SECRET_KEY", "")
+if not SECRET_KEY and SECRET_KEY_FILE.is_file():
+    SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = "canon-insecure-development-key-change-me"  # noqa: S105 (DEBUG only)
 if not SECRET_KEY:
-    raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
-ALLOWED_HOSTS = env_str("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+    raise ImproperlyConfigured(
+        f"Set SECRET_KEY, or create {SECRET_KEY_FILE} (make run and make test generate it), "
+        "or set DEBUG=1 for a development key."
+    )
+# CANON_LOCAL_HTTP=1 (what `make run` sets): plain HTTP on loopback, so the HTTPS-only settings
+# below are off and only loopback names are served. Without it, DEBUG off means HTTPS.
+LOCAL_HTTP = env_bool("CANON_LOCAL_HTTP", False)
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+ALLOWED_HOSTS = [h for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+if LOCAL_HTTP and set(ALLOWED_HOSTS) - set(LOOPBACK_HOSTS):
+    raise ImproperlyConfigured(
+        "CANON_LOCAL_HTTP serves plain HTTP to loopback only; ALLOWED_HOSTS may name only "
+        f"{', '.join(LOOPBACK_HOSTS)}. Serve other hosts over HTTPS (docs/PRODUCTION.md)."
+    )
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 # Production (DEBUG off) is served over HTTPS, usually behind a proxy that sets X-Forwarded-Proto.
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not DEBUG
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+HTTPS = not DEBUG and not LOCAL_HTTP
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+# Probes and scrapers reach a web process directly over HTTP, not through the TLS proxy.
+SECURE_REDIRECT_EXEMPT = [r"^(healthz|readyz|metrics)$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
 # Override both when some subdomain must stay plain HTTP.
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS)
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# `check --deploy` warns about exactly the HTTPS settings local HTTP turns off (HSTS, redirect,
+# secure session and CSRF cookies); they cannot hold on plain HTTP, so only they are silenced.
+SILENCED_SYSTEM_CHECKS = (
+    ["security.W004", "security.W008", "security.W012", "security.W016"] if LOCAL_HTTP else []
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -64,6 +93,10 @@ MIDDLEWARE = [
     # Outermost: every error under /api/ is JSON, with DEBUG on or off (retrieval/errors.py).
     "retrieval.errors.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT (collectstatic), compressed and cached forever by hash.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads a body (CSRF reads the admin's forms): refuse what is too large.
+    "kb.uploads.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -119,10 +152,17 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / ".data" / "static"
+STATIC_ROOT = Path(env_str("CANON_STATIC_ROOT", str(BASE_DIR / ".data" / "static")))
+# `collectstatic` (make run runs it) writes hashed, compressed copies that WhiteNoise serves.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # --- uploads and storage -------------------------------------------------------------------
 STORAGE_ROOT = Path(env_str("CANON_STORAGE_ROOT", str(BASE_DIR / ".data" / "storage")))
+# Where canon_backup / canon_restore look first for pg_dump and pg_restore (docs/BACKUP.md).
+PG_BIN_DIR = env_str("CANON_PG_BIN_DIR", "")
 UPLOAD_MAX_BYTES = env_int("CANON_UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
 UPLOAD_MAX_FILES = env_int("CANON_UPLOAD_MAX_FILES", 20)
 # Larger uploads stream to a temporary file instead of memory.
@@ -161,8 +201,6 @@ RETRY_MAX_SECONDS = env_float("CANON_RETRY_MAX_SECONDS", 300.0)
 RELAY_BATCH_SIZE = env_int("CANON_RELAY_BATCH_SIZE", 500)
 RELAY_INTERVAL_SECONDS = env_float("CANON_RELAY_INTERVAL_SECONDS", 1.0)
 RELAY_MAX_ATTEMPTS = env_int("CANON_RELAY_MAX_ATTEMPTS", 10)
-# Where canon_backup / canon_restore look first for pg_dump and pg_restore (docs/BACKUP.md).
-PG_BIN_DIR = env_str("CANON_PG_BIN_DIR", "")
 # The reconciler reports outbox events unpublished this long, and removes stored files that no
 # revision names once they are this old (an upload that crashed before its commit).
 RECONCILER_OUTBOX_LAG_SECONDS = env_float("CANON_RECONCILER_OUTBOX_LAG_SECONDS", 60.0)
@@ -214,6 +252,8 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CANON_QUEUE", "canon")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Pool children per `celery worker` (each loads the local embedding model); make run uses 2.
+CELERY_WORKER_CONCURRENCY = env_int("CANON_WORKER_CONCURRENCY", os.cpu_count() or 1)
 # A pool child loads its embedding models before it reports up (CANON_PRELOAD_EMBEDDING_MODELS,
 # a few seconds on a busy machine); Celery's default of 4 s would kill and restart it forever.
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = env_float("CANON_WORKER_PROC_ALIVE_TIMEOUT", 60.0)

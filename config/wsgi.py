@@ -1,3 +1,6 @@
+"""The WSGI application that gunicorn serves (config/gunicorn.conf.py). Each gunicorn worker
+imports this module itself (preload_app is off), so each loads its own embedding model here."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -7,9 +10,9 @@ application = get_wsgi_application()
 
 
 def _preload_models() -> None:
-    """The web process (runserver or a WSGI server) loads CANON_PRELOAD_EMBEDDING_MODELS before
-    it serves, so the first query does not wait for a model; Celery and manage.py commands
-    never import this module."""
+    """A web process loads CANON_PRELOAD_EMBEDDING_MODELS before it serves, so the first query
+    does not wait for a model (and gunicorn's arbiter counts the load as part of the worker's
+    start, within its timeout); Celery and manage.py commands never import this module."""
     from django.conf import settings
 
     from ingestion import analysis, providers

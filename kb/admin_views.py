@@ -19,7 +19,7 @@ from django.urls import reverse
 from ingestion import providers
 from kb import selectors, services
 from kb.models import Build, Document, IndexVersion, KnowledgeBase
-from kb.uploads import UploadRejected, upload_accept
+from kb.uploads import UploadRejected, oversized_messages, upload_accept
 
 
 class ReasonForm(forms.Form):
@@ -243,7 +243,10 @@ def upload_many_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Htt
     form = UploadManyForm(request.POST or None, kbs=kbs)
     if request.method == "POST" and form.is_valid():
         files = request.FILES.getlist("files")
-        if not files:
+        oversized = oversized_messages(request)  # refused while they streamed in
+        for message in oversized:
+            messages.error(request, message)
+        if not files and not oversized:
             messages.error(request, "Choose at least one file.")
         kb = form.cleaned_data["kb"]
         groups = [g.strip() for g in form.cleaned_data["access_groups"].split(",") if g.strip()]

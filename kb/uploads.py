@@ -1,29 +1,52 @@
-"""Upload validation and storage, shared by the admin and (later) the API.
+"""Upload validation and storage, shared by the admin and the API.
 
-An upload is checked in this order: count, size (while streaming, before it is fully read),
-emptiness, media type from name and magic bytes. Only then are the bytes stored, under a
-content-addressed name; the client's file name is kept as metadata only.
+A request body is refused before any of it is read when it declares more than any upload could
+need, or declares no length at all (`RequestBodyLimitMiddleware`). A file is refused as soon as
+it passes UPLOAD_MAX_BYTES while it streams in (`OversizedUploadHandler`); what came before is
+on disk, never all in memory (FILE_UPLOAD_MAX_MEMORY_SIZE). Then an upload is checked in this
+order: count, size, emptiness, media type from name and magic bytes. Only then are the bytes
+stored, under a content-addressed name; the client's file name is kept as metadata only.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ingestion import parsers
 from kb import storage
 
-SKIPPED_ATTR = "_canon_oversized_uploads"
+SKIPPED_ATTR = "_canon_oversized_uploads"  # their form fields
+SKIPPED_NAMES_ATTR = "_canon_oversized_upload_names"
+STOP_ATTR = "_canon_stop_at_oversized_upload"
+# Room for the multipart framing and the form's other fields around the files.
+FORM_OVERHEAD_BYTES = 1024 * 1024
+
+
+def request_max_bytes() -> int:
+    """The largest request body Canon reads: UPLOAD_MAX_FILES files of UPLOAD_MAX_BYTES."""
+    return settings.UPLOAD_MAX_BYTES * settings.UPLOAD_MAX_FILES + FORM_OVERHEAD_BYTES
+
+
+def stop_at_first_oversized(request: HttpRequest) -> None:
+    """Call before the body is parsed: a file over the limit ends the reading of the request,
+    so the answer (413) goes out before the rest is sent. For one-file requests (the API); the
+    admin's forms read on past it, discarding it, to show the error beside the other fields."""
+    setattr(request, STOP_ATTR, True)
 
 
 class OversizedUploadHandler(FileUploadHandler):
-    """Stops reading a file as soon as it passes UPLOAD_MAX_BYTES and remembers its field, so
-    the form can say why the file is missing instead of storing a truncated copy."""
+    """Stops taking a file as soon as it passes UPLOAD_MAX_BYTES and remembers its field, so
+    the form can say why the file is missing instead of storing a truncated copy. Its bytes so
+    far are dropped; the rest of the request is skipped over or, after
+    `stop_at_first_oversized`, not read at all."""
 
     def new_file(self, field_name: str, *args: Any, **kwargs: Any) -> None:
         super().new_file(field_name, *args, **kwargs)
@@ -35,11 +58,25 @@ class OversizedUploadHandler(FileUploadHandler):
             skipped: set[str] = getattr(self.request, SKIPPED_ATTR, set())
             skipped.add(self.field_name)
             setattr(self.request, SKIPPED_ATTR, skipped)
+            names: list[str] = getattr(self.request, SKIPPED_NAMES_ATTR, [])
+            names.append(clean_filename(self.file_name or ""))
+            setattr(self.request, SKIPPED_NAMES_ATTR, names)
+            if getattr(self.request, STOP_ATTR, False):
+                raise StopUpload(connection_reset=True)
             raise SkipFile()
         return raw_data
 
     def file_complete(self, file_size: int) -> None:
         return None
+
+
+def oversized_messages(request: HttpRequest) -> list[str]:
+    """What to tell the uploader about each file refused while it streamed in."""
+    mb = settings.UPLOAD_MAX_BYTES // (1024 * 1024)
+    return [
+        f"{name} is larger than the limit of {mb} MB and was not stored."
+        for name in getattr(request, SKIPPED_NAMES_ATTR, [])
+    ]
 
 
 class UploadRejected(ValueError):
@@ -97,3 +134,43 @@ def upload_accept(upload: UploadedFile) -> AcceptedUpload:
     except storage.UploadTooLarge as exc:
         raise UploadRejected(f"{name}: {exc}.", code="file_too_large", status=413) from exc
     return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)
+
+
+class RequestBodyLimitMiddleware:
+    """Refuses, before reading a byte of it, a request body that declares more than
+    `request_max_bytes()` (413), or that declares no length (411: Django reads a body up to its
+    Content-Length, so a chunked one would be read as empty). Under /api/ the answer is
+    Canon's JSON error; elsewhere a short page. The production server has no body limit of its
+    own (config/gunicorn.conf.py), so this is it."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        declared = request.META.get("CONTENT_LENGTH") or ""
+        if not declared and request.META.get("HTTP_TRANSFER_ENCODING"):
+            return _refusal(
+                request,
+                411,
+                "length_required",
+                "Send the request body with a Content-Length (chunked bodies are not read).",
+            )
+        if declared.isdigit() and int(declared) > request_max_bytes():
+            mb = settings.UPLOAD_MAX_BYTES // (1024 * 1024)
+            return _refusal(
+                request,
+                413,
+                "request_too_large",
+                f"The request body is larger than Canon reads ({request_max_bytes()} bytes: "
+                f"{settings.UPLOAD_MAX_FILES} files of {mb} MB).",
+            )
+        return self.get_response(request)
+
+
+def _refusal(request: HttpRequest, status: int, code: str, detail: str) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": code, "detail": detail}, status=status)
+    return HttpResponse(
+        f"<!doctype html><title>{status}</title><h1>Upload refused</h1><p>{detail}</p>",
+        status=status,
+    )

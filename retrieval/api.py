@@ -21,7 +21,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from config.health import SEARCH_LATENCY
 from ingestion import providers
 from kb.models import KnowledgeBase
-from kb.uploads import SKIPPED_ATTR
+from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
 from retrieval import parsers, selectors, services
 from retrieval.auth import request_principal
 from retrieval.principals import Principal
@@ -165,7 +165,9 @@ class ChunkExplainView(APIView):
     @extend_schema(
         operation_id="chunk_explain",
         responses={200: ExplainOutput, **_errors(404)},
-        description="Why this chunk is, or is not, returned by search to this key now.",
+        description="Why this chunk is, or is not, returned by search to this key now. A chunk "
+        "this key may not read (another tenant, knowledge base or access group) is a 404, the "
+        "same as one that does not exist.",
     )
     def get(self, request: Request, chunk_id: int) -> Response:
         principal = principal_or_401(request)
@@ -260,7 +262,9 @@ class DocumentListView(APIView):
             declared = 0
         if declared > settings.UPLOAD_MAX_BYTES + 1024 * 1024:
             raise Refused(413, "file_too_large", "The request is larger than the upload limit.")
-        data = request.data  # parses the body; an oversized file is skipped while streaming
+        # Parsing streams the body; a file past the limit ends it, and the 413 goes out at once.
+        stop_at_first_oversized(request._request)
+        data = request.data
         if getattr(request._request, SKIPPED_ATTR, None):
             raise Refused(413, "file_too_large", "The file is larger than the upload limit.")
         if len(request.FILES.getlist("file")) > 1:

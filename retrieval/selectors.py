@@ -610,8 +610,10 @@ def _chunk_visible_now(*, principal: Principal, chunk: Chunk, iv: int) -> bool:
 def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
     """Why a chunk is, or is not, returned to `principal` by search right now: the facts of the
     visibility rule read in one snapshot, the verdict from the search statement itself. Raises
-    NotFound for a chunk of another tenant or outside the principal's knowledge bases. For a
-    document the principal may not read, its key and title are withheld."""
+    NotFound, exactly as for an id that does not exist, for a chunk the principal may not read:
+    of another tenant, outside its knowledge bases, or of a document whose access groups it
+    does not hold. A readable chunk that is not served (superseded, awaiting approval, of a
+    deleted document, ...) is explained."""
     with transaction.atomic():
         _snapshot()
         chunk = (
@@ -621,7 +623,11 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
             .filter(pk=chunk_id, kb__tenant_id=principal.tenant_id)
             .first()
         )
-        if chunk is None or not principal.may_read_kb(chunk.kb_id):
+        if (
+            chunk is None
+            or not principal.may_read_kb(chunk.kb_id)
+            or not principal.may_read_groups(chunk.document.access_groups)
+        ):
             raise NotFound(chunk_id)
         kb, document, build, version = chunk.kb, chunk.document, chunk.build, chunk.index_version
         active_id = kb.active_index_version_id
@@ -645,7 +651,6 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
         visible = active_id is not None and _chunk_visible_now(
             principal=principal, chunk=chunk, iv=active_id
         )
-    readable = principal.may_read_groups(document.access_groups)
     groups_held = sorted(set(document.access_groups) & principal.access_groups)
     points_here = publication is not None and publication.build_id == build.pk
     reasons: list[str] = []
@@ -677,11 +682,6 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
         )
     if document.deleted_at is not None:
         reasons.append(f"The document was deleted at {document.deleted_at.isoformat()}.")
-    if not readable:
-        reasons.append(
-            "The document is restricted to access groups this caller does not hold: "
-            f"{', '.join(sorted(document.access_groups))}."
-        )
     if visible:
         reasons = [
             f"The document's live pointer in the active index version names this chunk's "
@@ -702,8 +702,8 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
         chunk={"id": chunk.pk, "ordinal": chunk.ordinal, "token_count": chunk.token_count},
         document={
             "id": document.pk,
-            "key": document.key if readable else None,
-            "title": document.title if readable else None,
+            "key": document.key,
+            "title": document.title,
             "desired_revision": document.desired_revision,
             "deleted": document.deleted_at is not None,
             "deleted_at": document.deleted_at,
@@ -740,7 +740,7 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
             "caller_groups": sorted(principal.access_groups),
             "caller_reads_all_groups": principal.all_groups,
             "groups_matched": groups_held,
-            "allowed": readable,
+            "allowed": True,  # what the caller may not read is not explained (NotFound)
         },
     )
 

@@ -110,8 +110,8 @@ class ExplainChunk(serializers.Serializer):
 
 class ExplainDocument(serializers.Serializer):
     id = serializers.IntegerField()
-    key = serializers.CharField(allow_null=True, help_text="Withheld (null) if not readable.")
-    title = serializers.CharField(allow_null=True, help_text="Withheld (null) if not readable.")
+    key = serializers.CharField()
+    title = serializers.CharField()
     desired_revision = serializers.IntegerField(allow_null=True)
     deleted = serializers.BooleanField()
     deleted_at = serializers.DateTimeField(allow_null=True)
@@ -153,7 +153,9 @@ class ExplainAccess(serializers.Serializer):
     caller_groups = serializers.ListField(child=serializers.CharField())
     caller_reads_all_groups = serializers.BooleanField()
     groups_matched = serializers.ListField(child=serializers.CharField())
-    allowed = serializers.BooleanField()
+    allowed = serializers.BooleanField(
+        help_text="Always true: a chunk the caller may not read is a 404, never explained."
+    )
 
 
 class ExplainOutput(serializers.Serializer):

@@ -32,6 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Each test session stores files under its own temporary root."""
     settings.STORAGE_ROOT = tmp_path_factory.getbasetemp() / "storage"
+    # Pages render without collectstatic's manifest (Django's advice for tests); the manifest
+    # storage itself is exercised by tests/test_production.py against a real server.
+    settings.STATIC_ROOT = tmp_path_factory.getbasetemp() / "static"
+    settings.STATIC_ROOT.mkdir(exist_ok=True)
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
 
 
 @pytest.fixture

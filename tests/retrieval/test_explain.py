@@ -65,26 +65,48 @@ def test_a_superseded_chunk_names_the_live_build_instead(client: Client, kb: Kno
     assert "revision 2 is the desired one" in reasons
 
 
-def test_a_chunk_of_another_access_group_is_explained_without_its_document(
-    client: Client, kb: KnowledgeBase
-) -> None:
+def test_a_chunk_of_another_access_group_is_not_found(client: Client, kb: KnowledgeBase) -> None:
+    """Item 2 of issue 14: the same 404 as for an id that does not exist; nothing of the
+    document (id, groups, token count, times, build) is told."""
     secret = publish(kb, "payroll", "Salaries.", groups=("finance",))
+    chunk = secret.chunks.get(ordinal=0)
 
-    facts = explain(client, secret)
+    response = client.get(f"/api/v1/chunks/{chunk.pk}/explain")
+    missing = client.get(f"/api/v1/chunks/{10**12}/explain")
 
-    assert facts["visible"] is False
+    assert response.status_code == missing.status_code == 404
+    assert response.json() == {"error": "not_found", "detail": f"Chunk {chunk.pk} not found."}
+    assert response.content.replace(str(chunk.pk).encode(), b"ID") == missing.content.replace(
+        str(10**12).encode(), b"ID"
+    )
+    _, finance = api_key_create(tenant=kb.tenant, name="finance", access_groups=["finance"])
+    facts = explain(api(finance), secret)
+    assert facts["visible"] is True
+    assert facts["document"]["key"] == "payroll"
     assert facts["access"] == {
         "document_groups": ["finance"],
-        "caller_groups": [],
+        "caller_groups": ["finance"],
         "caller_reads_all_groups": False,
-        "groups_matched": [],
-        "allowed": False,
+        "groups_matched": ["finance"],
+        "allowed": True,
     }
-    assert facts["document"]["key"] is None
-    assert facts["document"]["title"] is None
-    assert "Salaries" not in str(facts)
+
+
+def test_a_readable_chunk_of_a_deleted_restricted_document_is_still_explained(
+    kb: KnowledgeBase,
+) -> None:
+    """Explain stays useful for what the caller may read but search does not serve."""
+    secret = publish(kb, "payroll", "Salaries.", groups=("finance",))
+    document_delete(document_id=secret.document_id)
     _, finance = api_key_create(tenant=kb.tenant, name="finance", access_groups=["finance"])
-    assert explain(api(finance), secret)["visible"] is True
+    _, plain = api_key_create(tenant=kb.tenant, name="plain")
+
+    facts = explain(api(finance), secret)
+
+    assert facts["visible"] is False
+    assert facts["document"]["deleted"] is True
+    chunk = secret.chunks.get(ordinal=0)
+    assert api(plain).get(f"/api/v1/chunks/{chunk.pk}/explain").status_code == 404
 
 
 def test_a_deleted_documents_chunk_says_so(client: Client, kb: KnowledgeBase) -> None:

@@ -1,0 +1,130 @@
+"""Gunicorn's settings for Canon's web process: `gunicorn --config config/gunicorn.conf.py
+config.wsgi` (the Procfile's `web`, `make run`, deploy/systemd/canon-web.service).
+
+Each value below can be set from the environment (CANON_WEB_*); anything else, or any of these,
+from the command line or GUNICORN_CMD_ARGS, which win over this file. docs/PRODUCTION.md says how
+to size them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name) or default)
+
+
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+bind = [os.environ.get("CANON_WEB_BIND", "127.0.0.1:8000")]
+
+# One process per core, a few threads each. Not gunicorn's usual 2 x cores + 1: every worker
+# loads the local embedding model for query embedding (CANON_PRELOAD_EMBEDDING_MODELS, ~110 MB
+# each; a worker is ~235 MB RSS with `use`), and search is CPU work in PostgreSQL and numpy, so
+# more processes than cores add memory, not throughput. Threads overlap the waits (database,
+# Redis, uploads streaming in) and share their process's model.
+workers = _env_int("CANON_WEB_WORKERS", min(max(_cores(), 2), 8))
+worker_class = "gthread"
+threads = _env_int("CANON_WEB_THREADS", 4)
+
+# The app is imported by each worker, not by the arbiter before forking (preload_app off):
+# config.wsgi loads the embedding model, whose encoder is per process (ingestion.providers.use
+# keys it by pid), so a forked copy would load its own on its first query anyway; nothing opens a
+# database or Redis connection before a fork that a child could inherit; and HUP then reloads
+# the code, not only the configuration.
+preload_app = False
+
+# The arbiter restarts a worker whose main loop has not reported for this long. It also covers a
+# worker's start, which includes loading the model (1-2 s, longer when several load at once). A
+# slow request does not trip it with gthread (another thread reports); uploads stream to disk.
+timeout = _env_int("CANON_WEB_TIMEOUT", 60)
+# On SIGTERM (stop) or SIGHUP (reload), requests in flight get this long to finish.
+graceful_timeout = _env_int("CANON_WEB_GRACEFUL_TIMEOUT", 30)
+# Idle keep-alive connections; behind a load balancer, set it above the balancer's idle timeout.
+keepalive = _env_int("CANON_WEB_KEEPALIVE", 5)
+# Each worker is replaced after about this many requests (jittered so they do not all restart at
+# once): a bound on whatever a long-lived process accumulates. 0 turns it off.
+max_requests = _env_int("CANON_WEB_MAX_REQUESTS", 5000)
+max_requests_jitter = _env_int("CANON_WEB_MAX_REQUESTS_JITTER", 500)
+
+# Request limits of the HTTP parser (gunicorn's defaults, stated): the request line (method, path
+# and query) up to 4094 bytes, at most 100 header fields of up to 8190 bytes each; past them the
+# answer is 400 (line: 414). Gunicorn has no body limit: Canon refuses a declared body over
+# CANON_UPLOAD_MAX_BYTES x CANON_UPLOAD_MAX_FILES (+1 MB) before reading it, an API upload over
+# CANON_UPLOAD_MAX_BYTES (+1 MB), and a file over CANON_UPLOAD_MAX_BYTES while it streams
+# (kb/uploads.py, docs/PRODUCTION.md "Request limits").
+limit_request_line = _env_int("CANON_WEB_LIMIT_REQUEST_LINE", 4094)
+limit_request_fields = _env_int("CANON_WEB_LIMIT_REQUEST_FIELDS", 100)
+limit_request_field_size = _env_int("CANON_WEB_LIMIT_REQUEST_FIELD_SIZE", 8190)
+
+# Workers' heartbeat files (mkstemp, private) on a RAM disk when there is one: a slow or full
+# disk must not make the arbiter think a worker hung.
+_SHM = "/dev/shm"  # noqa: S108
+if Path(_SHM).is_dir():
+    worker_tmp_dir = _SHM
+
+# No control socket: signals (TERM stop, HUP reload, TTIN/TTOU more/fewer workers) are the
+# interface, and its default path under $HOME would be shared by every gunicorn of that user.
+control_socket_disable = True
+
+proc_name = "canon-web"
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("LOG_LEVEL", "info").lower()
+# Client, request line, status, bytes sent, milliseconds, user agent.
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
+
+
+class AccessFields(logging.Filter):
+    """With LOG_FORMAT=json, an access line also carries its parts as fields."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        atoms = record.args if isinstance(record.args, dict) else None
+        if atoms is not None and record.name == "gunicorn.access":
+            record.method = atoms.get("m")
+            record.path = atoms.get("U")
+            status = str(atoms.get("s"))
+            record.status = int(status) if status.isdigit() else status
+            record.bytes = atoms.get("B")
+            record.duration_ms = atoms.get("M")
+            record.remote_addr = atoms.get("h")
+        return True
+
+
+# LOG_FORMAT=json: gunicorn's own lines (arbiter, workers, access) as one JSON object per line,
+# with the same fields as Django's (config/settings.py LOGGING).
+if os.environ.get("LOG_FORMAT") == "json":
+    _handler: dict[str, Any] = {
+        "class": "logging.StreamHandler",
+        "formatter": "json",
+        "filters": ["access_fields"],
+        "stream": "ext://sys.stdout",
+    }
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"access_fields": {"()": AccessFields}},
+        "formatters": {
+            "json": {
+                "()": "pythonjsonlogger.json.JsonFormatter",
+                "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
+                "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            }
+        },
+        "handlers": {"json": _handler},
+        "root": {"handlers": ["json"], "level": "INFO"},
+        "loggers": {
+            "gunicorn.error": {"handlers": ["json"], "level": loglevel.upper(), "propagate": False},
+            "gunicorn.access": {"handlers": ["json"], "level": "INFO", "propagate": False},
+        },
+    }
