@@ -20,10 +20,11 @@ from ingestion.dashboard import dashboard, every
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry
 from ingestion.services import PROVIDER_UNAVAILABLE
-from kb.admin import TenantScopedAdmin, user_tenant_ids
+from kb.admin import TenantScopedAdmin, may_read, user_tenant_ids
 from kb.verify import verify
 
 logger = logging.getLogger(__name__)
+RESTRICTED = "(a document of access groups you do not hold)"
 
 
 class ReadOnlyAdmin(TenantScopedAdmin):
@@ -104,8 +105,15 @@ def provider_panel(queryset: QuerySet[Any]) -> dict[str, Any]:
     }
 
 
+def _document_label(request: HttpRequest, document: Any) -> str:
+    if document is None:
+        return ""
+    return str(document.key) if may_read(request, document) else RESTRICTED
+
+
 @admin.register(IngestionTask)
 class IngestionTaskAdmin(ReadOnlyAdmin):
+    document_path = "document"
     change_list_template = "admin/ingestion/ingestiontask/change_list.html"
     list_display = [
         "id",
@@ -153,10 +161,15 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
         violations = None
         if request.method == "POST" and request.user.is_superuser:
             violations = [str(v) for v in verify()]
+        board = dashboard(tenant_ids=tenant_ids)
+        # Operators see every task of their tenant (counts and rows), but a document's key
+        # only if they may read the document.
+        for task in board.running + board.waiting + board.dead:
+            task.document_label = _document_label(request, task.document)  # type: ignore[attr-defined]
         context = {
             **self.admin_site.each_context(request),
             "title": "Consistency dashboard",
-            "d": dashboard(tenant_ids=tenant_ids),
+            "d": board,
             "breakers": provider_panel(IngestionTask.objects.none())["breakers"],
             "schedule": [
                 (name, entry["task"], every(entry["schedule"]))
@@ -193,6 +206,7 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
 @admin.register(OutboxEvent)
 class OutboxEventAdmin(ReadOnlyAdmin):
     tenant_path = "task__kb__tenant_id"
+    document_path = "task__document"
     list_display = [
         "id",
         "kind",
@@ -208,6 +222,7 @@ class OutboxEventAdmin(ReadOnlyAdmin):
 @admin.register(StageResult)
 class StageResultAdmin(ReadOnlyAdmin):
     tenant_path = "task__kb__tenant_id"
+    document_path = "task__document"
     list_display = ["id", "task", "stage", "status", "attempts", "updated_at"]
     exclude = ["output"]
 

@@ -1,16 +1,19 @@
 """Admin pages that change what search serves. Each is a confirmation page (GET shows what will
 change, POST with a reason does it), checks its permission, and finds its objects through the
-tenant-scoped admin queryset, so another tenant's ids are 404s. The work is done by kb.services."""
+tenant-scoped admin (`TenantScopedAdmin.get_scoped_object_or_404`), so a malformed id, a missing
+one, another tenant's and a document behind access groups the user does not hold are the same
+404. The work is done by kb.services."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -20,6 +23,9 @@ from ingestion import providers
 from kb import selectors, services
 from kb.models import Build, Document, IndexVersion, KnowledgeBase
 from kb.uploads import UploadRejected, oversized_messages, upload_accept
+
+if TYPE_CHECKING:
+    from kb.admin import TenantScopedAdmin
 
 
 class ReasonForm(forms.Form):
@@ -35,8 +41,9 @@ def _require(request: HttpRequest, perm: str) -> None:
         raise PermissionDenied(f"You need the permission {perm}.")
 
 
-def _document(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> Document:
-    return get_object_or_404(model_admin.get_queryset(request), pk=pk)
+def _document(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> Document:
+    document: Document = model_admin.get_scoped_object_or_404(request, object_id)
+    return document
 
 
 def _confirm(
@@ -78,10 +85,10 @@ def _change_url(document: Document) -> str:
 
 
 def approve_view(
-    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, build_id: str
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, build_id: str
 ) -> HttpResponse:
     _require(request, "kb.approve_build")
-    document = _document(model_admin, request, pk)
+    document = _document(model_admin, request, object_id)
     candidate = get_object_or_404(
         Build.objects.select_related("revision"), pk=build_id, document=document
     )
@@ -110,10 +117,10 @@ def approve_view(
 
 
 def rollback_view(
-    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, build_id: str
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, build_id: str
 ) -> HttpResponse:
     _require(request, "kb.rollback_document")
-    document = _document(model_admin, request, pk)
+    document = _document(model_admin, request, object_id)
     target = get_object_or_404(
         Build.objects.select_related("revision"), pk=build_id, document=document
     )
@@ -144,10 +151,10 @@ def rollback_view(
 
 
 def retry_view(
-    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, build_id: str
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, build_id: str
 ) -> HttpResponse:
     _require(request, "kb.retry_build")
-    document = _document(model_admin, request, pk)
+    document = _document(model_admin, request, object_id)
     build = get_object_or_404(
         Build.objects.select_related("revision"), pk=build_id, document=document
     )
@@ -167,9 +174,11 @@ def retry_view(
     )
 
 
-def delete_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> HttpResponse:
+def delete_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
     _require(request, "kb.soft_delete_document")
-    document = _document(model_admin, request, pk)
+    document = _document(model_admin, request, object_id)
     live = selectors.live_build(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
@@ -193,9 +202,11 @@ def delete_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) ->
     )
 
 
-def restore_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> HttpResponse:
+def restore_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
     _require(request, "kb.restore_document")
-    document = _document(model_admin, request, pk)
+    document = _document(model_admin, request, object_id)
 
     def perform(reason: str, expected: int | None) -> str:
         services.document_restore(document_id=document.pk, actor=request.user, reason=reason)
@@ -212,8 +223,10 @@ def restore_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -
     )
 
 
-def progress_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> JsonResponse:
-    document = _document(model_admin, request, pk)
+def progress_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> JsonResponse:
+    document = _document(model_admin, request, object_id)
     return JsonResponse(
         {
             "status": selectors.document_status(document=document),
@@ -224,23 +237,32 @@ def progress_view(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) 
 
 class UploadManyForm(forms.Form):
     kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none())
-    access_groups = forms.CharField(required=False, help_text="Comma-separated, for new documents.")
+    access_groups = forms.CharField(
+        required=False, help_text="Comma-separated, for new documents; only groups you hold."
+    )
 
-    def __init__(self, *args: Any, kbs: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kbs: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["kb"].queryset = kbs  # type: ignore[attr-defined]
+        self.request = request
+
+    def clean_access_groups(self) -> list[str]:
+        from kb.admin import groups_refused
+
+        raw = self.cleaned_data.get("access_groups") or ""
+        groups = sorted({g.strip() for g in raw.split(",") if g.strip()})
+        refused = groups_refused(self.request, groups)
+        if refused:
+            raise forms.ValidationError(refused)
+        return groups
 
 
-def upload_many_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> HttpResponse:
     """Many files at once: a file whose name (without extension) matches a document key becomes
     a new revision of it; any other file a new document."""
     _require(request, "kb.add_document")
-    from kb.admin import user_tenant_ids
-
-    kbs = KnowledgeBase.objects.all()
-    if not request.user.is_superuser:
-        kbs = kbs.filter(tenant_id__in=user_tenant_ids(request))
-    form = UploadManyForm(request.POST or None, kbs=kbs)
+    kbs = model_admin.scoped_queryset(request, KnowledgeBase)
+    form = UploadManyForm(request.POST or None, kbs=kbs, request=request)
     if request.method == "POST" and form.is_valid():
         files = request.FILES.getlist("files")
         oversized = oversized_messages(request)  # refused while they streamed in
@@ -249,7 +271,8 @@ def upload_many_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Htt
         if not files and not oversized:
             messages.error(request, "Choose at least one file.")
         kb = form.cleaned_data["kb"]
-        groups = [g.strip() for g in form.cleaned_data["access_groups"].split(",") if g.strip()]
+        groups = form.cleaned_data["access_groups"]
+        visible = model_admin.get_queryset(request)
         for upload in files:
             try:
                 accepted = upload_accept(upload)
@@ -257,7 +280,15 @@ def upload_many_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Htt
                 messages.error(request, str(exc))
                 continue
             key = accepted.original_name.rsplit(".", 1)[0][:255] or "upload"
-            document = Document.objects.filter(kb=kb, key=key).first()
+            document = visible.filter(kb=kb, key=key).first()
+            if document is None and Document.objects.filter(kb=kb, key=key).exists():
+                # the key is taken: say so, as the API does, without showing the document
+                messages.error(
+                    request,
+                    f"{accepted.original_name}: a document with key {key!r} exists and is "
+                    "restricted to access groups you do not hold.",
+                )
+                continue
             try:
                 if document is None:
                     services.document_create(
@@ -351,9 +382,10 @@ class IndexVersionForm(forms.Form):
         return data
 
 
-def _kb(model_admin: admin.ModelAdmin, request: HttpRequest, pk: str) -> KnowledgeBase:
+def _kb(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> KnowledgeBase:
     _require(request, "kb.manage_index_versions")
-    return get_object_or_404(model_admin.get_queryset(request), pk=pk)
+    kb: KnowledgeBase = model_admin.get_scoped_object_or_404(request, object_id)
+    return kb
 
 
 def _kb_url(kb: KnowledgeBase) -> str:
@@ -361,9 +393,9 @@ def _kb_url(kb: KnowledgeBase) -> str:
 
 
 def index_version_create_view(
-    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> HttpResponse:
-    kb = _kb(model_admin, request, pk)
+    kb = _kb(model_admin, request, object_id)
     active = kb.active_index_version
     initial = {
         "provider": active.provider if active else providers.HASH_PROVIDER,
@@ -393,11 +425,14 @@ def index_version_create_view(
 
 
 def index_version_swap_view(
-    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str, version_id: str
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, version_id: str
 ) -> HttpResponse:
-    kb = _kb(model_admin, request, pk)
+    from kb.admin import readable_filter
+
+    kb = _kb(model_admin, request, object_id)
     version = get_object_or_404(IndexVersion, pk=version_id, kb=kb)
-    progress = selectors.index_version_progress(version=version)
+    named = readable_filter(request)
+    progress = selectors.index_version_progress(version=version, named=named)
     gaps = services.index_version_coverage_gaps(version=version)
 
     def perform(reason: str, expected: int | None) -> str:
@@ -420,7 +455,7 @@ def index_version_swap_view(
                 ("documents built", f"{progress.live} of {progress.total}"),
                 ("coverage", "complete" if not gaps else f"{len(gaps)} missing"),
             ],
-            "problems": gaps[:50] + progress.failed[:50],
+            "problems": _gaps_named(kb, gaps, named)[:50] + progress.failed[:50],
         },
         expected=kb.active_index_version_id,
         perform=perform,
@@ -429,10 +464,27 @@ def index_version_swap_view(
     )
 
 
+def _gaps_named(kb: KnowledgeBase, gaps: list[str], named: Q | None) -> list[str]:
+    """The coverage gaps ("<key>: ...") with those of documents outside `named` counted, not
+    named: a swap covers every document, but the user reads only some of them."""
+    if named is None:
+        return gaps
+    hidden = tuple(
+        f"{key}: "
+        for key in Document.objects.filter(kb=kb).exclude(named).values_list("key", flat=True)
+    )
+    shown = [gap for gap in gaps if not gap.startswith(hidden)] if hidden else gaps
+    if len(shown) < len(gaps):
+        shown.append(
+            f"{len(gaps) - len(shown)} missing in documents of access groups you do not hold"
+        )
+    return shown
+
+
 def index_version_rollback_view(
-    model_admin: admin.ModelAdmin, request: HttpRequest, pk: str
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> HttpResponse:
-    kb = _kb(model_admin, request, pk)
+    kb = _kb(model_admin, request, object_id)
     previous = (
         IndexVersion.objects.filter(kb=kb, state=IndexVersion.State.RETIRED)
         .order_by("-retired_at")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import F as models_F
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication
+from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, TenantMembership
 
 LIVE_INDEX_VERSION_STATES = (
     IndexVersion.State.BUILDING,
@@ -301,8 +303,10 @@ class VersionProgress:
     failed: list[str]
 
 
-def index_version_progress(*, version: IndexVersion) -> VersionProgress:
-    """Documents built (live in this version at their desired revision) out of all documents."""
+def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> VersionProgress:
+    """Documents built (live in this version at their desired revision) out of all documents.
+    Failures of documents outside `named` (those the reader may not read) are counted in one
+    line, not named."""
     documents = Document.objects.filter(
         kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
     )
@@ -313,9 +317,72 @@ def index_version_progress(*, version: IndexVersion) -> VersionProgress:
         build__revision__number=models_F("document__desired_revision"),
     ).count()
     builds = Build.objects.filter(index_version=version, document__in=documents)
+    failures = builds.filter(state=Build.State.FAILED)
+    shown = failures if named is None else failures.filter(document__in=documents.filter(named))
     failed = [
         f"{b.document.key} r{b.revision.number}: {b.error}"
-        for b in builds.filter(state=Build.State.FAILED).select_related("document", "revision")
+        for b in shown.select_related("document", "revision")
     ]
+    hidden = 0 if named is None else failures.count() - len(failed)
+    if hidden:
+        failed.append(f"{hidden} failed in documents of access groups you do not hold")
     building = builds.filter(state__in=[Build.State.PENDING, Build.State.BUILDING]).count()
     return VersionProgress(total=total, live=live, building=building, failed=failed)
+
+
+# --- who may read what: one rule for the admin and the API --------------------------------------
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A session user's view: their tenant and the access groups they hold (`all_groups`: every
+    group, for superusers). `retrieval.principals.principal_from_user` builds the API's
+    principal from it, and the admin scopes its pages by it, so the two never disagree."""
+
+    tenant_id: int
+    access_groups: frozenset[str]
+    all_groups: bool = False
+
+
+def reader_of_user(user: Any) -> Reader | None:
+    """The tenant and access groups of an authenticated user (their TenantMembership); None
+    without one. Superusers read every access group."""
+    if user is None or not user.is_authenticated:
+        return None
+    membership = TenantMembership.objects.filter(user_id=user.pk).first()
+    if membership is None:
+        return None
+    return Reader(
+        tenant_id=membership.tenant_id,
+        access_groups=frozenset(membership.access_groups),
+        all_groups=bool(getattr(user, "is_superuser", False)),
+    )
+
+
+def may_read_groups(
+    *, groups: Iterable[str], access_groups: Collection[str], all_groups: bool
+) -> bool:
+    """The access-group rule for one document: readable when the caller reads every group, the
+    document has none, or the caller holds at least one of them."""
+    groups = set(groups)
+    return all_groups or not groups or bool(groups & set(access_groups))
+
+
+def readable_documents_q(*, access_groups: Collection[str], all_groups: bool, path: str = "") -> Q:
+    """`may_read_groups` as a filter on documents, or on rows that reach a document through
+    `path` ("document", "task__document"); rows with no document there stay in."""
+    if all_groups:
+        return Q()
+    prefix = f"{path}__" if path else ""
+    readable = Q(**{f"{prefix}access_groups": []})
+    if access_groups:
+        readable |= Q(**{f"{prefix}access_groups__overlap": sorted(access_groups)})
+    return Q(**{f"{path}__isnull": True}) | readable if path else readable
+
+
+def access_groups_not_held(
+    *, groups: Iterable[str], access_groups: Collection[str], all_groups: bool
+) -> list[str]:
+    """The groups in `groups` a caller may not put a document behind: those it does not hold
+    (none for callers that read every group), so it never writes what it could not read back."""
+    return [] if all_groups else sorted(set(groups) - set(access_groups))

@@ -10,8 +10,7 @@ from django.contrib.postgres.forms import SimpleArrayField
 from django.http import HttpRequest
 from django.utils import timezone
 
-from kb.admin import TenantScopedAdmin, user_tenant_ids
-from kb.models import KnowledgeBase, Tenant
+from kb.admin import TenantScopedAdmin
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 
@@ -46,6 +45,9 @@ class ApiKeyForm(forms.ModelForm):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
+    """Keys of the user's tenant; the tenant and knowledge-base choices are the user's own
+    (`TenantScopedAdmin.scoped_queryset`)."""
+
     form = ApiKeyForm
     list_display = [
         "name",
@@ -59,18 +61,6 @@ class ApiKeyAdmin(TenantScopedAdmin):
     ]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant" and not request.user.is_superuser:
-            kwargs["queryset"] = Tenant.objects.filter(pk__in=user_tenant_ids(request))
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "knowledge_bases" and not request.user.is_superuser:
-            kwargs["queryset"] = KnowledgeBase.objects.filter(
-                tenant_id__in=user_tenant_ids(request)
-            )
-        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

@@ -16,7 +16,8 @@ from django.db.models import Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from kb.models import KnowledgeBase, Tenant, TenantMembership
+from kb import selectors as kb_selectors
+from kb.models import KnowledgeBase, Tenant
 from retrieval.models import ApiKey
 
 KEY_PREFIX = "canon"
@@ -45,9 +46,11 @@ class Principal:
         return self.kb_ids is None or kb_id in self.kb_ids
 
     def may_read_groups(self, groups: Iterable[str]) -> bool:
-        """The visibility rule's access-group clause, for one document's groups."""
-        groups = set(groups)
-        return self.all_groups or not groups or bool(groups & self.access_groups)
+        """The visibility rule's access-group clause, for one document's groups (the admin's
+        too: `kb.selectors.may_read_groups`)."""
+        return kb_selectors.may_read_groups(
+            groups=groups, access_groups=self.access_groups, all_groups=self.all_groups
+        )
 
 
 def _hash(key: str) -> str:
@@ -116,17 +119,15 @@ def principal_from_key(plaintext: str) -> Principal:
 def principal_from_user(user: AbstractBaseUser | AnonymousUser) -> Principal | None:
     """Admin session users act within their tenant. Superusers read every access group; staff
     may search history; uploads and deletes need the content managers' permissions."""
-    if not user.is_authenticated:
-        return None
-    membership = TenantMembership.objects.filter(user_id=user.pk).first()
-    if membership is None:
+    reader = kb_selectors.reader_of_user(user)  # the tenant and groups the admin uses too
+    if reader is None:
         return None
     has_perm = getattr(user, "has_perm", lambda perm: False)
     return Principal(
-        tenant_id=membership.tenant_id,
+        tenant_id=reader.tenant_id,
         kb_ids=None,
-        access_groups=frozenset(membership.access_groups),
-        all_groups=bool(getattr(user, "is_superuser", False)),
+        access_groups=reader.access_groups,
+        all_groups=reader.all_groups,
         can_read_history=bool(
             getattr(user, "is_superuser", False) or getattr(user, "is_staff", False)
         ),
