@@ -3,7 +3,8 @@
 storage root, and the copy — asked by other processes pointed at it — passes kb_verify and
 answers every query exactly as the original did. A restored database whose storage lacks a
 file is reported, cannot build that document again, and keeps serving its published chunks. A
-backup that does not match its manifest is refused before anything changes."""
+backup that does not match its manifest is refused before anything changes; queued tasks whose
+messages the old broker held are sent again."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import redis
 from django.conf import settings
 from psycopg import sql
 
+from ingestion.services import outbox_relay_batch
 from kb import services, storage
 from kb.backup.layout import stored_files
 from kb.models import Document, KnowledgeBase, Publication, Revision
@@ -65,16 +67,26 @@ def original() -> Canon:
     return Canon(database_url(), Path(settings.STORAGE_ROOT))
 
 
+NUDGES = "test-backup-nudges"  # where the commands' relay nudges go; nothing consumes them
+
+
 def _env(at: Canon, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         DATABASE_URL=at.database,
         CANON_STORAGE_ROOT=str(at.storage_root),
         REDIS_URL=settings.CELERY_BROKER_URL,
+        CANON_QUEUE=NUDGES,
         PYTHONUNBUFFERED="1",
-        **extra,
     )
+    env.update(extra)
     return env
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_nudges() -> Iterator[None]:
+    yield
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(NUDGES)
 
 
 def manage(*args: str, at: Canon) -> subprocess.CompletedProcess[str]:
@@ -176,9 +188,10 @@ def build_live_knowledge_base(kb: KnowledgeBase) -> dict[str, Revision]:
     return revisions
 
 
-def backup_and_restore(tmp_path: Path, database: str, name: str) -> Canon:
+def backup_and_restore(tmp_path: Path, database: str, name: str, says: str = "") -> Canon:
     """canon_backup of the test database into `name`, canon_restore of it into `database` and a
-    new storage root: both must succeed. Returns where the copy is."""
+    new storage root: both must succeed, kb_verify clean (and the restore say `says`). Returns
+    where the copy is."""
     made = manage("canon_backup", str(tmp_path / name), at=original())
     assert made.returncode == 0, made.stderr
     restored = Canon(database, tmp_path / "restored-storage")
@@ -186,6 +199,7 @@ def backup_and_restore(tmp_path: Path, database: str, name: str) -> Canon:
     assert result.returncode == 0, result.stdout + result.stderr
     print(made.stdout, result.stdout, sep="\n")  # the rehearsal's timings and sizes
     assert "kb_verify: all invariants hold." in result.stdout
+    assert says in result.stdout
     return restored
 
 
@@ -345,3 +359,26 @@ def test_a_backup_refuses_a_live_storage_that_already_lacks_a_named_file(
     assert f"missing already when backed up: {lost.storage_path}" in restored.stdout
     assert "restored, but kb_verify reports 1 violation(s)" in restored.stderr
     assert REASON.format(sha=lost.sha256) in restored.stderr
+
+
+def test_queued_tasks_whose_messages_the_old_broker_held_are_sent_again(
+    transactional_db: None, kb: KnowledgeBase, tmp_path: Path, empty_database: str
+) -> None:
+    # given two uploads whose messages went to a broker that is not part of the backup
+    upload(kb, "security", SECURITY + " (queued)")
+    upload(kb, "expenses", EXPENSES + " (queued)", media_type="text/plain")
+    assert outbox_relay_batch(send=lambda event: None) == 2
+
+    # when the backup is restored
+    restored = backup_and_restore(
+        tmp_path, empty_database, "backup", says="tasks:      2 queued task(s) sent again"
+    )
+
+    # then each queued task has a new event for the restored relay to send
+    with psycopg.connect(restored.database) as conn:
+        rows = conn.execute(
+            "SELECT t.id, count(e.id) FILTER (WHERE e.published_at IS NULL) "
+            "FROM ingestion_ingestiontask t JOIN ingestion_outboxevent e ON e.task_id = t.id "
+            "WHERE t.status = 'queued' GROUP BY t.id"
+        ).fetchall()
+    assert sorted(n for _, n in rows) == [1, 1]
