@@ -183,11 +183,12 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
 
     def anomaly_view(self, request: HttpRequest, event_id: int, action: str) -> HttpResponse:
         """The manual queue: retry the repair, or dismiss with a reason (POST only)."""
-        tenant_ids = self._dashboard_allowed(request)
-        events = AuditEvent.objects.filter(pk=event_id, escalated=True, resolved_at__isnull=True)
-        if tenant_ids is not None:
-            events = events.filter(kb__tenant_id__in=tenant_ids)
-        event = events.first()
+        self._dashboard_allowed(request)
+        event = (
+            self.scoped_queryset(request, AuditEvent)
+            .filter(pk=event_id, escalated=True, resolved_at__isnull=True)
+            .first()
+        )
         if request.method != "POST" or event is None or action not in ("retry", "dismiss"):
             raise Http404("No such open anomaly.")
         if action == "retry":

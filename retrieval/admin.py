@@ -10,7 +10,7 @@ from django.contrib.postgres.forms import SimpleArrayField
 from django.http import HttpRequest
 from django.utils import timezone
 
-from kb.admin import TenantScopedAdmin
+from kb.admin import TenantScopedAdmin, groups_refused
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 
@@ -29,8 +29,16 @@ class ApiKeyForm(forms.ModelForm):
             "expires_at",
         ]
 
+    request: HttpRequest
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        # A key reads what its groups allow: one may give it only groups one holds.
+        refused = groups_refused(
+            self.request, data.get("access_groups") or [], kept=self.instance.access_groups
+        )
+        if refused:
+            self.add_error("access_groups", refused)
         tenant = data.get("tenant")
         if tenant is None:
             return data
@@ -61,6 +69,13 @@ class ApiKeyAdmin(TenantScopedAdmin):
     ]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        # A subclass per request: a class attribute would be shared across threads.
+        return type(form.__name__, (form,), {"request": request})
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

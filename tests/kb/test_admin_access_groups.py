@@ -15,6 +15,7 @@ from django.test import Client
 
 from kb import services
 from kb.models import Build, Document, IndexVersion, TenantMembership
+from retrieval.models import ApiKey
 from retrieval.principals import api_key_create, principal_from_user
 from tests.kb.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import api, upload
@@ -214,3 +215,26 @@ def test_the_dashboard_counts_every_task_but_names_only_readable_documents(
     page = _listed(ian, "/admin/ingestion/ingestiontask/dashboard/")
     assert "vacation" in page and "salaries" not in page
     assert "(a document of access groups you do not hold)" in page
+
+
+def test_an_api_key_gets_only_groups_its_maker_holds(world: World) -> None:
+    """A key reads what its groups allow, so an index admin outside hr cannot make one that
+    reads the hr document."""
+    ian = world.client("ian")
+    data = {
+        "tenant": world.tenant_b.pk,
+        "name": "reader",
+        "knowledge_bases": [world.kb_b.pk],
+        "access_groups": "hr",
+        "expires_at_0": "",
+        "expires_at_1": "",
+    }
+    refused = ian.post("/admin/retrieval/apikey/add/", data)
+    assert "You may only assign access groups you hold; not: hr." in refused.content.decode()
+    assert (
+        ian.post("/admin/retrieval/apikey/add/", {**data, "access_groups": ""}).status_code == 302
+    )
+    key = ApiKey.objects.get(name="reader")
+    assert key.access_groups == []
+    edited = ian.post(f"/admin/retrieval/apikey/{key.pk}/change/", {**data, "name": "reader"})
+    assert "not: hr." in edited.content.decode()
