@@ -294,8 +294,11 @@ KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 1000)
 # weight (the keyword leg has 1 - weight). Chosen by bench/quality; see docs/BENCHMARKS.md.
 HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "convex")
 HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.15"))
-# Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day".
+# Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day". Reads
+# (GET, search) and writes (uploads, deletes) are counted apart (retrieval/throttling.py); the
+# write budget is sized for bulk ingestion.
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
+CANON_API_WRITE_RATE = env_str("CANON_API_WRITE_RATE", "3000/min")
 # An upload's Idempotency-Key is honoured for at least this long, then garbage-collected.
 IDEMPOTENCY_RETENTION_HOURS = env_int("CANON_IDEMPOTENCY_RETENTION_HOURS", 24)
 # The shared cache (rate-limit counters only): losing it loses no fact. Keys are prefixed with

@@ -97,6 +97,8 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
 
 
 class SearchView(APIView):
+    rate_scope = "read"  # a POST that only reads: it spends the read budget
+
     @extend_schema(
         operation_id="search",
         request=SearchInput,

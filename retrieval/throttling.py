@@ -1,9 +1,12 @@
 """Per-principal request rate limits, counted in the shared (Redis) cache.
 
-A fixed window per principal: one atomic INCR per request (one round trip, pipelined with the
-window's creation), so concurrent requests on many web processes are counted exactly. If the
-cache is unreachable the request is let through and a warning logged: the rate limit protects
-the service, it is not a fact worth an outage.
+Two budgets per principal: reads (`CANON_API_RATE`: GET, and search, which only reads though it
+is a POST) and writes (`CANON_API_WRITE_RATE`: uploads and deletes), so a bulk ingestion never
+spends the searches' budget, nor a busy searcher the uploads'. A fixed window per principal and
+budget: one atomic INCR per request (one round trip, pipelined with the window's creation), so
+concurrent requests on many web processes are counted exactly. If the cache is unreachable the
+request is let through and a warning logged: the rate limit protects the service, it is not a
+fact worth an outage.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.core.cache import cache
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -24,6 +28,19 @@ from retrieval.auth import request_principal
 logger = logging.getLogger(__name__)
 
 PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+
+
+READ, WRITE = "read", "write"
+RATE_SETTINGS = {READ: "CANON_API_RATE", WRITE: "CANON_API_WRITE_RATE"}
+
+
+def rate_scope(request: Request, view: Any) -> str:
+    """The budget a request spends: what its view declares (`rate_scope`, for a POST that only
+    reads), else READ for safe methods and WRITE for the others."""
+    declared = getattr(view, "rate_scope", None)
+    if declared is not None:
+        return str(declared)
+    return READ if request.method in SAFE_METHODS else WRITE
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
@@ -54,7 +71,8 @@ def _count(key: str, *, ttl: int) -> int:
 
 
 class PrincipalRateThrottle(BaseThrottle):
-    """settings.CANON_API_RATE requests per period, per API key (or per session user)."""
+    """settings.CANON_API_RATE reads and settings.CANON_API_WRITE_RATE writes per period, per
+    API key (or per session user), each counted on its own."""
 
     def __init__(self) -> None:
         self._wait: float | None = None
@@ -63,15 +81,11 @@ class PrincipalRateThrottle(BaseThrottle):
         principal = request_principal(request)
         if principal is None:
             return True  # refused by authentication anyway
-        ident = (
-            f"key:{principal.api_key_id}"
-            if principal.api_key_id is not None
-            else f"user:{principal.user_id}"
-        )
-        limit, period = parse_rate(settings.CANON_API_RATE)
+        scope = rate_scope(request, view)
+        limit, period = parse_rate(getattr(settings, RATE_SETTINGS[scope]))
         now = time.time()
         window = int(now // period)
-        cache_key = cache.make_key(f"throttle:{ident}:{period}:{window}")
+        cache_key = cache.make_key(f"throttle:{principal.ident}:{scope}:{period}:{window}")
         try:
             count = _count(cache_key, ttl=period + 1)
         except Exception as exc:  # the cache is down: fail open
