@@ -44,6 +44,7 @@ def stored_files(root: Path) -> list[str]:
 
 
 def listed(lines: Iterator[str] | list[str]) -> str:
+    """Problems one per line, indented; the first SHOWN_PROBLEMS of them."""
     items = list(lines)
     shown = [f"  {line}" for line in items[:SHOWN_PROBLEMS]]
     if len(items) > SHOWN_PROBLEMS:
@@ -56,6 +57,8 @@ def tree_size(path: Path) -> int:
 
 
 class HashingReader:
+    """A file read through SHA-256: what is copied is what is hashed, in one pass."""
+
     def __init__(self, raw: IO[bytes]) -> None:
         self.raw = raw
         self.digest = hashlib.sha256()
@@ -74,6 +77,8 @@ def fsync_file(path: Path) -> None:
 
 
 class DirectorySink:
+    """Writes a backup directory (mode 0700); its manifest last, renamed into place."""
+
     def __init__(self, target: Path) -> None:
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise BackupError(f"{target} exists and is not an empty directory; name a new one")
