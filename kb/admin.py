@@ -84,22 +84,26 @@ def may_read(request: HttpRequest, document: Document) -> bool:
     )
 
 
-def groups_refused(request: HttpRequest, groups: list[str], *, kept: Any = ()) -> str | None:
-    """Why `request`'s user may not put a document behind `groups` (None if they may): only
-    groups they hold, besides those the document has already (`kept`), as the API allows."""
+def groups_refused(
+    request: HttpRequest, groups: list[str], *, kept: Any = (), document: bool = True
+) -> str | None:
+    """Why `request`'s user may not put a document (or, `document=False`, an API key) behind
+    `groups` (None if they may): only groups they hold, besides those it has already (`kept`),
+    and never a document so that they could not read it back; as the API allows."""
     if request.user.is_superuser:
         return None
     reader = request_reader(request)
+    held = reader.access_groups if reader else frozenset()
     foreign = selectors.access_groups_not_held(
-        groups=set(groups) - set(kept),
-        access_groups=reader.access_groups if reader else (),
-        all_groups=reader.all_groups if reader else False,
+        groups=set(groups) - set(kept), access_groups=held, all_groups=False
     )
-    return (
-        f"You may only assign access groups you hold; not: {', '.join(foreign)}."
-        if foreign
-        else None
-    )
+    if foreign:
+        return f"You may only assign access groups you hold; not: {', '.join(foreign)}."
+    if document and not selectors.may_read_groups(
+        groups=groups, access_groups=held, all_groups=False
+    ):
+        return "Keep a group you hold, or none: you could not read the document otherwise."
+    return None
 
 
 class TenantScopedAdmin(admin.ModelAdmin):

@@ -35,7 +35,10 @@ class ApiKeyForm(forms.ModelForm):
         data = super().clean() or {}
         # A key reads what its groups allow: one may give it only groups one holds.
         refused = groups_refused(
-            self.request, data.get("access_groups") or [], kept=self.instance.access_groups
+            self.request,
+            data.get("access_groups") or [],
+            kept=self.instance.access_groups,
+            document=False,
         )
         if refused:
             self.add_error("access_groups", refused)

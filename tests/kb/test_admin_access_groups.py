@@ -148,6 +148,8 @@ def test_documents_can_be_put_only_behind_groups_one_holds(world: World) -> None
     assert harry.post(url, edit).status_code == 302
     added = harry.post(url, {**edit, "access_groups": "hr,legal,finance"})
     assert "not: finance." in added.content.decode()
+    unreadable = harry.post(url, {**edit, "access_groups": "legal"})  # he would lose sight of it
+    assert "you could not read the document otherwise" in unreadable.content.decode()
     both.refresh_from_db()
     assert (both.title, both.access_groups) == ("Both, renamed", ["hr", "legal"])
     # a content manager without hr may not restrict an open document to it either
@@ -238,3 +240,9 @@ def test_an_api_key_gets_only_groups_its_maker_holds(world: World) -> None:
     assert key.access_groups == []
     edited = ian.post(f"/admin/retrieval/apikey/{key.pk}/change/", {**data, "name": "reader"})
     assert "not: hr." in edited.content.decode()
+    # a group the key has already may stay when someone outside it edits the key
+    legal, _ = api_key_create(tenant=world.tenant_b, name="legal-bot", access_groups=["legal"])
+    renamed = {**data, "name": "legal-bot-2", "access_groups": "legal"}
+    assert ian.post(f"/admin/retrieval/apikey/{legal.pk}/change/", renamed).status_code == 302
+    legal.refresh_from_db()
+    assert (legal.name, legal.access_groups) == ("legal-bot-2", ["legal"])
