@@ -260,6 +260,11 @@ def repair_orphan_file(finding: Finding) -> str:
             return "kept: a backup is running"
         if Revision.objects.filter(storage_path=finding.detail).exists():
             return "referenced meanwhile"
+        # An upload reusing the file refreshes its mtime under this lock before it commits.
+        grace = time.time() - settings.RECONCILER_ORPHAN_GRACE_SECONDS
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime > grace:
+                return "reused meanwhile"
         path.unlink(missing_ok=True)
     return "deleted the file"
 

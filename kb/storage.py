@@ -72,7 +72,7 @@ def store_chunks(
         relative = _content_path(kind, sha)
         final = root / relative
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():
+        if final.exists() and _reused(final):
             os.unlink(tmp_name)
         else:
             os.chmod(tmp_name, 0o444)
@@ -82,6 +82,21 @@ def store_chunks(
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
         raise
+
+
+def _reused(path: Path) -> bool:
+    """Reuse a file stored before (identical content): its mtime is refreshed under the storage
+    lock, which orphan collection takes exclusively to re-check the mtime and delete, so a file
+    that an upload is about to name cannot be collected as an orphan before the upload commits.
+    False when it was collected meanwhile: the caller puts its own copy in place."""
+    from kb.backup.lock import deletions_held  # kb.backup imports this module
+
+    with deletions_held():
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            return False
+    return True
 
 
 def store_bytes(data: bytes, *, kind: str = "sources") -> StoredFile:

@@ -17,7 +17,13 @@ from django.utils import timezone
 from ingestion.leases import task_claim
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.pipeline import task_execute
-from ingestion.reconciler import MAX_REPAIRS, anomaly_dismiss, reconcile
+from ingestion.reconciler import (
+    MAX_REPAIRS,
+    anomaly_dismiss,
+    find_orphan_files,
+    reconcile,
+    repair_orphan_file,
+)
 from ingestion.tasks import run_task
 from kb import services, storage
 from kb.models import Build, Document, KnowledgeBase, Publication
@@ -140,6 +146,26 @@ def test_an_orphan_file_past_grace_is_removed(kb: KnowledgeBase, settings: objec
     assert not path.exists()
     assert storage.absolute_path(kept.build.revision.storage_path).exists()  # type: ignore[union-attr]
     assert "orphan_file" not in reconcile()
+
+
+def test_an_orphan_reused_by_an_upload_after_it_was_found_is_kept(kb: KnowledgeBase) -> None:
+    """The reconciler finds an orphan; before its repair runs, an upload of the same bytes reuses
+    the file (its Revision not committed yet). The repair must keep it, and a file collected
+    before the upload's store is written again."""
+    orphan = storage.store_bytes(b"the same bytes uploaded twice")
+    path = storage.absolute_path(orphan.path)
+    old = time.time() - 7200
+    os.utime(path, (old, old))
+    finding = next(f for f in find_orphan_files() if f.detail == orphan.path)
+
+    assert storage.store_bytes(b"the same bytes uploaded twice") == orphan  # reuses, refreshes
+
+    assert repair_orphan_file(finding) == "reused meanwhile"
+    assert path.exists()
+    path.chmod(0o644)
+    path.unlink()  # collected just before an upload stores the same bytes
+    assert storage.store_bytes(b"the same bytes uploaded twice") == orphan
+    assert path.read_bytes() == b"the same bytes uploaded twice"
 
 
 def test_a_visibility_violation_is_escalated_not_changed(kb: KnowledgeBase) -> None:
