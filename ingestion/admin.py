@@ -20,7 +20,7 @@ from ingestion.dashboard import dashboard, every
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry
 from ingestion.services import PROVIDER_UNAVAILABLE
-from kb.admin import TenantScopedAdmin, may_read, user_tenant_ids
+from kb.admin.scoping import TenantScopedAdmin, may_read, user_tenant_ids
 from kb.verify import verify
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,64 @@
+"""Confirmation pages: every admin action that changes what search serves shows what will change
+(GET) and acts only on a POST with a reason, after its permission check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+
+from kb import services
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        help_text="Why? Kept in the document's history.",
+    )
+    expected = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+
+def require(request: HttpRequest, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied(f"You need the permission {perm}.")
+
+
+def confirm(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    *,
+    title: str,
+    summary: dict[str, Any],
+    expected: int | None,
+    perform: Callable[[str, int | None], str],
+    back: str,
+    template: str = "admin/kb/confirm_action.html",
+    danger: bool = False,
+) -> HttpResponse:
+    """GET: the confirmation page. POST: validate the reason, perform, report, redirect back.
+    `perform` gets the reason and the `expected` value the page was rendered with (a
+    compare-and-set token, so a page left open does not act on a state it did not show)."""
+    form = ReasonForm(request.POST or None, initial={"expected": expected})
+    if request.method == "POST" and form.is_valid():
+        try:
+            message = perform(form.cleaned_data["reason"], form.cleaned_data.get("expected"))
+        except services.ActionRefused as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, message)
+        return HttpResponseRedirect(back)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "summary": summary,
+        "form": form,
+        "back": back,
+        "danger": danger,
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, template, context)

@@ -1,0 +1,322 @@
+"""The document admin for content managers: upload documents and revisions, watch their builds
+go live. Saves call `kb.services`; nothing here writes model rows directly except plain
+metadata edits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.contrib.postgres.forms import SimpleArrayField
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from kb import selectors, services
+from kb.admin import document_actions, upload_many
+from kb.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
+from kb.models import (
+    Document,
+    KnowledgeBase,
+    Revision,
+)
+from kb.uploads import SKIPPED_ATTR, UploadRejected, upload_accept
+
+
+def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
+    if field in getattr(request, SKIPPED_ATTR, set()):
+        return "The file is larger than the upload limit and was not stored."
+    if upload is None:
+        return None
+    try:
+        upload._canon_accepted = upload_accept(upload)
+    except UploadRejected as exc:
+        return str(exc)
+    return None
+
+
+def _explain_groups(form: Any) -> None:
+    """Say which groups the user may assign: a document with groups is read only by holders of
+    one of them, here as in the API."""
+    request = form.request
+    if request.user.is_superuser:
+        held = "any"
+    else:
+        reader = request_reader(request)
+        held = (
+            ", ".join(sorted(reader.access_groups)) if reader and reader.access_groups else "none"
+        )
+    form.fields["access_groups"].help_text = (
+        "Comma-separated. Only holders of one of these groups read the document, in the admin "
+        f"and through the API; empty: everyone in the tenant. Groups you may assign: {held}."
+    )
+
+
+class DocumentCreateForm(forms.ModelForm):
+    file = forms.FileField(help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+
+    class Meta:
+        model = Document
+        fields = ["kb", "key", "title", "access_groups"]
+
+    request: HttpRequest
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _explain_groups(self)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        error = _file_error(self.request, "file", data.get("file"))
+        if error:
+            self.add_error("file", error)
+        refused = groups_refused(self.request, data.get("access_groups") or [])
+        if refused:
+            self.add_error("access_groups", refused)
+        return data
+
+
+class DocumentChangeForm(forms.ModelForm):
+    new_revision = forms.FileField(
+        required=False, help_text="Upload a new revision; the live one serves until it is ready."
+    )
+    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+
+    class Meta:
+        model = Document
+        fields = ["title", "access_groups"]
+
+    request: HttpRequest
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _explain_groups(self)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        error = _file_error(self.request, "new_revision", data.get("new_revision"))
+        if error:
+            self.add_error("new_revision", error)
+        refused = groups_refused(
+            self.request, data.get("access_groups") or [], kept=self.instance.access_groups
+        )
+        if refused:
+            self.add_error("access_groups", refused)
+        return data
+
+
+class RevisionInline(admin.TabularInline):
+    model = Revision
+    extra = 0
+    can_delete = False
+    ordering = ["-number"]
+    fields = readonly_fields = (
+        "number",
+        "original_name",
+        "media_type",
+        "size",
+        "uploaded_by",
+        "created_at",
+        "builds",
+    )
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="builds")
+    def builds(self, revision: Revision) -> str:
+        rows = [
+            (
+                p["index_version"],
+                p["state"],
+                p["label"],
+                f" — {p['error']}" if p["error"] else "",
+            )
+            for p in (
+                selectors.build_progress_of(build=b)
+                for b in revision.builds.select_related("index_version").order_by(
+                    "index_version__number"
+                )
+            )
+        ]
+        return format_html_join("", "<div>v{}: <b>{}</b> ({} chunks){}</div>", rows) or "—"
+
+
+@admin.register(Document)
+class DocumentAdmin(TenantScopedAdmin):
+    tenant_path = "kb__tenant_id"
+    document_path = ""
+    list_display = ["key", "title", "kb", "status", "progress", "updated_at"]
+    list_filter = ["kb"]
+    search_fields = ["key", "title"]
+    inlines = [RevisionInline]
+    readonly_fields = ["kb", "key", "status", "desired_revision", "deleted_at", "created_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).select_related("kb__tenant")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ["kb", "key", "title", "access_groups", "file"]
+        return [
+            "kb",
+            "key",
+            "title",
+            "access_groups",
+            "status",
+            "desired_revision",
+            "deleted_at",
+            "created_at",
+            "new_revision",
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [] if obj is None else self.readonly_fields
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        kwargs["form"] = DocumentChangeForm if obj is not None else DocumentCreateForm
+        kwargs["fields"] = None
+        form = super().get_form(request, obj, change, **kwargs)
+        # A subclass per request: a class attribute would be shared across threads.
+        return type(form.__name__, (form,), {"request": request})
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """Preselect the knowledge base when the user has only one."""
+        initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
+        kbs = self.scoped_queryset(request, KnowledgeBase)
+        only = list(kbs.values_list("pk", flat=True)[:2])
+        if len(only) == 1:
+            initial.setdefault("kb", only[0])
+        return initial
+
+    @admin.display(description="running builds")
+    def progress(self, document: Document) -> str:
+        """A progress bar per running build; the change list's script keeps them current."""
+        running = [
+            b
+            for b in selectors.build_progress(document=document)
+            if b["state"] in selectors.RUNNING_BUILD_STATES
+        ]
+        bars = format_html_join(
+            "",
+            '<div>r{} v{}: <progress max="100" value="{}"></progress> {}</div>',
+            ((b["revision"], b["index_version"], b["percent"], b["label"]) for b in running),
+        )
+        return format_html(
+            '<span class="canon-progress" data-url="{}" data-running="{}">{}</span>',
+            reverse("admin:kb_document_progress", args=[document.pk]),
+            len(running),
+            bars or "—",
+        )
+
+    @admin.display(description="status")
+    def status(self, document: Document) -> str:
+        return selectors.document_status(document=document)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        if not change:
+            accepted = form.cleaned_data["file"]._canon_accepted
+            revision = services.document_create(
+                kb=form.cleaned_data["kb"],
+                key=form.cleaned_data["key"],
+                title=form.cleaned_data["title"],
+                access_groups=form.cleaned_data.get("access_groups") or [],
+                stored=accepted.stored,
+                media_type=accepted.media_type,
+                original_name=accepted.original_name,
+                actor=request.user,
+            )
+            obj.pk = revision.document_id
+            obj.created_at = revision.document.created_at
+            return
+        services.document_update(
+            document=obj,
+            title=form.cleaned_data["title"],
+            access_groups=form.cleaned_data.get("access_groups") or [],
+        )
+        upload = form.cleaned_data.get("new_revision")
+        if upload is not None:
+            accepted = upload._canon_accepted
+            revision = services.revision_create(
+                document=obj,
+                stored=accepted.stored,
+                media_type=accepted.media_type,
+                original_name=accepted.original_name,
+                actor=request.user,
+            )
+            messages.info(request, f"Revision {revision.number} uploaded; it goes live when built.")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deletes go through the delete protocol, not a cascade
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.bound_view
+        return [
+            path("upload/", wrap(upload_many.upload_many_view), name="kb_document_upload"),
+            path(
+                "<path:object_id>/approve/<int:build_id>/",
+                wrap(document_actions.approve_view),
+                name="kb_document_approve",
+            ),
+            path(
+                "<path:object_id>/rollback/<int:build_id>/",
+                wrap(document_actions.rollback_view),
+                name="kb_document_rollback",
+            ),
+            path(
+                "<path:object_id>/retry/<int:build_id>/",
+                wrap(document_actions.retry_view),
+                name="kb_document_retry",
+            ),
+            path(
+                "<path:object_id>/soft-delete/",
+                wrap(document_actions.delete_view),
+                name="kb_document_soft_delete",
+            ),
+            path(
+                "<path:object_id>/restore/",
+                wrap(document_actions.restore_view),
+                name="kb_document_restore",
+            ),
+            path(
+                "<path:object_id>/progress/",
+                wrap(document_actions.progress_view),
+                name="kb_document_progress",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        document = self.get_object(request, unquote(object_id))
+        extra = dict(extra_context or {})
+        if document is not None:
+            live = selectors.live_build(document=document)
+            extra.update(
+                builds=[
+                    (b, selectors.build_progress_of(build=b))
+                    for b in selectors.document_builds(document=document)
+                ],
+                live_build=live,
+                history=document.events.select_related("actor", "build__revision").order_by("-id")[
+                    :50
+                ],
+                can_approve=request.user.has_perm("kb.approve_build"),
+                can_rollback=request.user.has_perm("kb.rollback_document"),
+                can_retry=request.user.has_perm("kb.retry_build"),
+                can_delete=request.user.has_perm("kb.soft_delete_document"),
+                can_restore=request.user.has_perm("kb.restore_document"),
+            )
+        return super().change_view(request, object_id, form_url, extra)

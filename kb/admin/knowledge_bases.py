@@ -1,0 +1,95 @@
+"""The knowledge-base admin: settings, index versions and their swaps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.http import HttpRequest
+from django.urls import path
+
+from kb import selectors, services
+from kb.admin import index_versions
+from kb.admin.scoping import TenantScopedAdmin, readable_filter
+from kb.models import (
+    IndexVersion,
+    KnowledgeBase,
+)
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(TenantScopedAdmin):
+    list_display = ["slug", "name", "tenant", "active_index_version", "require_approval"]
+    fields = [
+        "tenant",
+        "name",
+        "slug",
+        "description",
+        "require_approval",
+        "retention_days",
+        "active_index_version",
+    ]
+    readonly_fields = ["active_index_version"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return (
+            ["active_index_version"] if obj is None else ["tenant", "slug", "active_index_version"]
+        )
+
+    def save_model(self, request: HttpRequest, obj: KnowledgeBase, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created = services.knowledge_base_create(
+            tenant=obj.tenant,
+            name=obj.name,
+            slug=obj.slug,
+            require_approval=obj.require_approval,
+        )
+        obj.pk = created.pk
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.bound_view
+        return [
+            path(
+                "<path:object_id>/index-versions/new/",
+                wrap(index_versions.index_version_create_view),
+                name="kb_indexversion_new",
+            ),
+            path(
+                "<path:object_id>/index-versions/<int:version_id>/activate/",
+                wrap(index_versions.index_version_swap_view),
+                name="kb_indexversion_activate",
+            ),
+            path(
+                "<path:object_id>/index-versions/rollback/",
+                wrap(index_versions.index_version_rollback_view),
+                name="kb_indexversion_rollback",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        kb = self.get_object(request, unquote(object_id))
+        extra = dict(extra_context or {})
+        if kb is not None:
+            versions = [
+                (v, selectors.index_version_progress(version=v, named=readable_filter(request)))
+                for v in kb.index_versions.order_by("-number")
+            ]
+            extra.update(
+                versions=versions,
+                can_manage_versions=request.user.has_perm("kb.manage_index_versions"),
+                has_retired=any(v.state == IndexVersion.State.RETIRED for v, _ in versions),
+            )
+        return super().change_view(request, object_id, form_url, extra)
