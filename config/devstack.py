@@ -362,7 +362,7 @@ def run_env(env: dict[str, str]) -> dict[str, str]:
 
 def _web_answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback http)
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (loopback http)
             return bool(response.status == 200)
     except OSError:
         return False

@@ -3,7 +3,6 @@ the Procfile and the systemd units start them, against the test database and Red
 
 from __future__ import annotations
 
-import configparser
 import os
 import shlex
 import signal
@@ -51,13 +50,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def unit(name: str) -> configparser.ConfigParser:
-    """A systemd unit file. systemd allows repeated keys (strict=False keeps the last) and
-    values with `%` and `$` that are not interpolation."""
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
-    parser.read_string((SYSTEMD / name).read_text())
-    return parser
+def unit(name: str) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file: section -> key -> its values in order (systemd allows a key more
+    than once, e.g. two ExecReload= lines run one after the other). No specifier or quoting
+    rules are applied; the units use none."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] | None = None
+    for raw in (SYSTEMD / name).read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, sep, value = line.partition("=")
+        assert current is not None and sep, f"{name}: {raw!r} is outside a section or not key=value"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
 
 
 def env_file(path: Path) -> dict[str, str]:

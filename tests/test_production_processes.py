@@ -5,6 +5,7 @@ beat sends the periodic jobs, and SIGTERM stops each one cleanly (exit 0, nothin
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -41,9 +42,10 @@ def _systemd(env: dict[str, str], logs: Path) -> tuple[dict[str, list[str]], dic
     commands = {}
     for name, unit_name in UNITS.items():
         service = unit(unit_name)["Service"]
-        if "ExecStartPre" in service:
-            subprocess.run(installed(service["ExecStartPre"]), cwd=ROOT, env=env, check=True)
-        commands[name] = installed(service["ExecStart"])
+        for command in service.get("ExecStartPre", []):
+            subprocess.run(installed(command), cwd=ROOT, env=env, check=True)
+        (start,) = service["ExecStart"]
+        commands[name] = installed(start)
     # The example names its public host; requests come "through the proxy" for it.
     return commands, {"Host": "canon.example.com", "X-Forwarded-Proto": "https"}
 
@@ -120,6 +122,24 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
             assert time.monotonic() < deadline, (detail, services["worker"].log())
             time.sleep(0.5)
         services["beat"].wait_for_log("Sending due task outbox-relay")
+        (name,) = re.findall(r"([\w.-]+@[\w.-]+) ready\.", services["worker"].log())
+        ping = subprocess.run(
+            ["celery", "-A", "config", "inspect", "ping", "-d", name, "-t", "10"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert ping.returncode == 0 and "pong" in ping.stdout, ping.stdout + ping.stderr
+        if how == "systemd":  # `systemctl reload canon-web`: its ExecReload lines, in order
+            web_pid = str(services["web"].proc.pid)
+            for command in unit("canon-web.service")["Service"]["ExecReload"]:
+                argv = [arg.replace("$MAINPID", web_pid) for arg in installed(command)]
+                subprocess.run(argv, cwd=ROOT, env=env, check=True)
+            services["web"].wait_for_log("Handling signal: hup")
+            services["web"].wait_for_log("Worker exiting")  # the old one, after the new booted
+            assert httpx.get(f"{web}/readyz", headers=headers).status_code == 200
     finally:
         for name in ("web", "beat", "worker"):
             codes[name] = services[name].stop()
