@@ -386,3 +386,14 @@ def access_groups_not_held(
     """The groups in `groups` a caller may not put a document behind: those it does not hold
     (none for callers that read every group), so it never writes what it could not read back."""
     return [] if all_groups else sorted(set(groups) - set(access_groups))
+
+
+def access_groups_cleared_not_held(
+    *, before: Iterable[str], after: Iterable[str], access_groups: Collection[str], all_groups: bool
+) -> list[str]:
+    """Removing every group of a restricted document makes it readable by everyone in the
+    tenant, so only a caller who holds all of them may: the groups it had that the caller does
+    not hold (empty: allowed, or not a clearing). Narrowing a document's groups is allowed."""
+    if all_groups or set(after) or not set(before):
+        return []
+    return sorted(set(before) - set(access_groups))

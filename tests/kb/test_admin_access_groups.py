@@ -150,8 +150,14 @@ def test_documents_can_be_put_only_behind_groups_one_holds(world: World) -> None
     assert "not: finance." in added.content.decode()
     unreadable = harry.post(url, {**edit, "access_groups": "legal"})  # he would lose sight of it
     assert "you could not read the document otherwise" in unreadable.content.decode()
+    public = harry.post(url, {**edit, "access_groups": ""})  # everyone, legal's readers too
+    assert "you do not hold: legal." in public.content.decode()
     both.refresh_from_db()
     assert (both.title, both.access_groups) == ("Both, renamed", ["hr", "legal"])
+    assert harry.post(url, {**edit, "access_groups": "hr"}).status_code == 302  # narrowing
+    assert harry.post(url, {**edit, "access_groups": ""}).status_code == 302  # he holds all
+    both.refresh_from_db()
+    assert both.access_groups == []
     # a content manager without hr may not restrict an open document to it either
     vacation = f"/admin/kb/document/{world.open_doc.pk}/change/"
     restricted = carol.post(vacation, {"title": "V", "access_groups": "hr", **INLINE})

@@ -395,6 +395,25 @@ def test_a_key_with_groups_may_put_a_document_behind_them(kb: KnowledgeBase) -> 
     assert Document.objects.get(key="payroll").access_groups == ["finance"]
 
 
+def test_only_a_holder_of_every_group_may_make_a_restricted_document_public(
+    kb: KnowledgeBase,
+) -> None:
+    """Under the any-group rule, removing groups narrows who reads a document and clearing them
+    widens it to the whole tenant; a key holding one of two groups may not do the latter."""
+    _, finance = api_key_create(tenant=kb.tenant, name="finance", access_groups=["finance"])
+    _, both = api_key_create(tenant=kb.tenant, name="both", access_groups=["finance", "hr"])
+    assert post_file(api(both), "u-1", key="payroll", access_groups="finance,hr").status_code == 201
+
+    refused = post_file(api(finance), "u-2", key="payroll", access_groups="")
+
+    assert refused.status_code == 403
+    assert refused.json()["detail"].endswith("you do not hold: hr.")
+    assert Document.objects.get(key="payroll").access_groups == ["finance", "hr"]
+    assert post_file(api(finance), "u-3", key="payroll").status_code == 201  # groups kept
+    assert post_file(api(both), "u-4", key="payroll", access_groups="").status_code == 201
+    assert Document.objects.get(key="payroll").access_groups == []
+
+
 # --- deletes --------------------------------------------------------------------------------
 
 
