@@ -4,122 +4,22 @@ Screenshots of every page land in artifacts/e2e/."""
 
 from __future__ import annotations
 
-import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 
-from kb.models import Document, KnowledgeBase, Tenant, TenantMembership
+from kb.models import Document, KnowledgeBase
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
-from tests.fault.harness import beat_once
+from tests.e2e.browser import Person, make_user
 
 pytestmark = pytest.mark.integration
-
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "e2e"
-PASSWORD = "a-long-e2e-password"
-
-if CHROMIUM is None or CHROMEDRIVER is None:  # make test installs them; say so if it could not
-    pytest.skip("Debian's chromium and chromium-driver are not installed", allow_module_level=True)
-
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
-
-
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM or ""
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER or ""))
-    driver.implicitly_wait(2)
-    yield driver
-    driver.quit()
-
-
-class Person:
-    """One user in the browser: log in, visit, click, fill, wait, screenshot."""
-
-    def __init__(self, driver: WebDriver, base_url: str, username: str) -> None:
-        self.driver = driver
-        self.base_url = base_url
-        self.username = username
-        self.shots = 0
-
-    def log_in(self) -> None:
-        self.driver.delete_all_cookies()
-        self.visit("/admin/login/")
-        self.fill("id_username", self.username)
-        self.fill("id_password", PASSWORD)
-        self.driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        self.wait_for_text("Recent actions")
-
-    def visit(self, path: str) -> None:
-        self.driver.get(self.base_url + path)
-
-    def fill(self, element_id: str, value: str) -> None:
-        field = self.driver.find_element(By.ID, element_id)
-        field.clear()
-        field.send_keys(value)
-
-    def click(self, selector: str) -> None:
-        self.driver.find_element(By.CSS_SELECTOR, selector).click()
-
-    def text(self) -> str:
-        """The page's text; a body replaced while it was read (a navigation, a reload) is read
-        again from the new page."""
-        for _ in range(5):
-            try:
-                return str(self.driver.find_element(By.TAG_NAME, "body").text)
-            except StaleElementReferenceException:
-                time.sleep(0.1)
-        return str(self.driver.find_element(By.TAG_NAME, "body").text)
-
-    def wait_for_text(self, text: str, *, timeout: float = 60, reload: bool = False) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.text():
-            if time.monotonic() > deadline:
-                self.screenshot("timeout")
-                pytest.fail(f"{self.username} never saw {text!r}; page says:\n{self.text()[:2000]}")
-            beat_once()  # what beat does in production: relay and sweep
-            time.sleep(0.5)
-            if reload:
-                self.driver.refresh()
-
-    def screenshot(self, name: str) -> Path:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        self.shots += 1
-        path = ARTIFACTS / f"{self.username}-{self.shots:02d}-{name}.png"
-        self.driver.save_screenshot(str(path))
-        return path
-
-
-def make_user(name: str, group: str, tenant: Tenant) -> User:
-    user = User.objects.create_user(name, password=PASSWORD, is_staff=True)
-    user.groups.add(Group.objects.get(name=group))
-    TenantMembership.objects.create(user=user, tenant=tenant)
-    return user
 
 
 def test_content_manager_and_index_admin_in_a_real_browser(

@@ -15,13 +15,11 @@ from ingestion.pipeline import task_execute
 from ingestion.services import PROVIDER_UNAVAILABLE
 from kb import services
 from kb.models import Document, Tenant, TenantMembership
-from tests.e2e.test_admin_browser import PASSWORD, Person, browser
+from tests.e2e.browser import PASSWORD, Person
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.helpers import upload_task
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["browser"]  # the fixture, shared with the admin's walk-through
 
 DIMENSIONS = 16
 
