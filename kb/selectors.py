@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models import F as models_F
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, TenantMembership
@@ -144,9 +144,18 @@ def manifest_of(content_hashes: list[str]) -> str:
 
 
 def document_status(*, document: Document) -> str:
-    """One line for people: what is live, and what is happening to the desired revision."""
+    """One line for people: what is live (what search serves now, `served_now`), and what is
+    happening to the desired revision; for a deleted document, that nothing is served and which
+    revision is kept for restore."""
     if document.deleted_at is not None:
-        return "deleted"
+        kept = (
+            Publication.objects.filter(
+                document=document, index_version_id=document.kb.active_index_version_id
+            )
+            .values_list("build__revision__number", flat=True)
+            .first()
+        )
+        return "deleted · nothing served" + (f" · r{kept} kept for restore" if kept else "")
     live = live_build(document=document)
     parts = [f"live r{live.revision.number}" if live else "not live"]
     if document.desired_revision and (
@@ -301,6 +310,7 @@ class VersionProgress:
     live: int
     building: int
     failed: list[str]
+    failed_count: int = 0  # every failed build, named in `failed` or not
 
 
 def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> VersionProgress:
@@ -324,10 +334,17 @@ def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> 
         for b in shown.select_related("document", "revision")
     ]
     hidden = 0 if named is None else failures.count() - len(failed)
+    failed_count = len(failed) + hidden
     if hidden:
         failed.append(f"{hidden} failed in documents of access groups you do not hold")
     building = builds.filter(state__in=[Build.State.PENDING, Build.State.BUILDING]).count()
-    return VersionProgress(total=total, live=live, building=building, failed=failed)
+    return VersionProgress(
+        total=total,
+        live=live,
+        building=building,
+        failed=failed,
+        failed_count=failed_count,
+    )
 
 
 # --- who may read what: one rule for the admin and the API --------------------------------------
@@ -397,3 +414,346 @@ def access_groups_cleared_not_held(
     if all_groups or set(after) or not set(before):
         return []
     return sorted(set(before) - set(access_groups))
+
+
+# --- what is served, and what each build is for: one truth for every page ------------------------
+#
+# Search serves a build when its Publication is the document's pointer in the knowledge base's
+# active index version and the document is not deleted (retrieval.selectors._visible, with the
+# reader's access groups on top). Every admin page that says what is served, or what a build is
+# for, asks `build_roles` / `served_now`, which read exactly those facts.
+
+
+@dataclass(frozen=True)
+class BuildRole:
+    """What a build is for, in words for people. `kind` is one of ROLE_KINDS (for styling and
+    tests); `label` is what the page says ("served now", "kept for rollback (retired v1)")."""
+
+    kind: str
+    label: str
+
+    @property
+    def served(self) -> bool:
+        return self.kind == "served"
+
+
+ROLE_KINDS = (
+    "served",  # search returns its chunks now
+    "kept_for_restore",  # the pointer of a deleted document: served again on restore
+    "kept_for_rollback",  # the pointer in a retired, retained index version
+    "candidate",  # the pointer in an index version not active yet
+    "retired",  # the pointer in a retired version past its retention window
+    "building",  # queued, parsing, embedding or writing
+    "awaiting_approval",
+    "failed",
+    "superseded",
+)
+
+
+def served_now(*, document: Document) -> Build | None:
+    """The build search returns for `document` now (to a reader of its groups): `live_build`."""
+    return live_build(document=document)
+
+
+def _retained_until(version: IndexVersion, retention_days: int) -> Any:
+    return version.retired_at + timedelta(days=retention_days) if version.retired_at else None
+
+
+def build_role_of(*, build: Build, pointed: bool | None = None, now: Any = None) -> BuildRole:
+    """The role of one build from its facts: `pointed` (a Publication names it; by default the
+    `pointed` annotation of `builds_with_roles`, else one query) and its already loaded `kb`,
+    `document` and `index_version` (select them related)."""
+    if pointed is None:
+        pointed = getattr(build, "pointed", None)
+    if pointed is None:
+        pointed = Publication.objects.filter(build_id=build.pk).exists()
+    version = build.index_version
+    kb = build.kb
+    if pointed:
+        if version.pk == kb.active_index_version_id:
+            if build.document.deleted_at is None:
+                return BuildRole("served", "served now")
+            return BuildRole("kept_for_restore", "kept for restore (document deleted)")
+        if version.state == IndexVersion.State.RETIRED:
+            until = _retained_until(version, kb.retention_days)
+            if version.collected_at is None and until and until >= (now or timezone.now()):
+                return BuildRole(
+                    "kept_for_rollback", f"kept for rollback (retired v{version.number})"
+                )
+            return BuildRole("retired", f"retired v{version.number}, past retention")
+        return BuildRole("candidate", f"candidate (v{version.number}, not active)")
+    if build.state in RUNNING_BUILD_STATES:
+        return BuildRole("building", str(build_progress_of(build=build)["label"]))
+    if build.state == Build.State.READY:
+        return BuildRole("awaiting_approval", "awaiting approval")
+    if build.state == Build.State.FAILED:
+        return BuildRole("failed", f"failed: {build.error}" if build.error else "failed")
+    if build.collected_at is not None:
+        return BuildRole("superseded", "superseded (chunks collected)")
+    return BuildRole("superseded", "superseded")
+
+
+def build_roles(*, builds: Iterable[Build]) -> dict[int, BuildRole]:
+    """`build_role_of` for many builds (with `kb`, `document`, `index_version` loaded), by id:
+    one query for their pointers."""
+    builds = list(builds)
+    pointed = set(
+        Publication.objects.filter(build_id__in=[b.pk for b in builds]).values_list(
+            "build_id", flat=True
+        )
+    )
+    now = timezone.now()
+    return {b.pk: build_role_of(build=b, pointed=b.pk in pointed, now=now) for b in builds}
+
+
+def builds_with_roles(builds: QuerySet[Build]) -> QuerySet[Build]:
+    """`builds` with what `build_role_of` needs, in the same query: `pointed` (annotated)."""
+    return builds.select_related("kb", "document", "index_version", "revision").annotate(
+        pointed=Exists(Publication.objects.filter(build_id=OuterRef("pk")))
+    )
+
+
+def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, Any]]]:
+    """Per build of `document`, newest revision first: the build and its progress
+    (`build_progress_of`) with its role ("role", "role_kind") and, once it is not running, its
+    chunks ("6/6 chunks"; while it runs the role says "embedding 3/6"). One query."""
+    builds = builds_with_roles(Build.objects.filter(document=document)).order_by(
+        "-revision__number", "index_version__number"
+    )
+    now = timezone.now()
+    rows = []
+    for build in builds:
+        role = build_role_of(build=build, now=now)
+        progress = build_progress_of(build=build)
+        chunks = "" if role.kind == "building" else f"{progress['label']} chunks"
+        rows.append(
+            (build, {**progress, "role": role.label, "role_kind": role.kind, "chunks": chunks})
+        )
+    return rows
+
+
+def document_progress(*, document: Document) -> dict[str, Any]:
+    """Everything the document page shows about state, from one reading: the status line, the
+    build served now and every build's progress and role (`document_build_rows`). The page is
+    rendered from it and its script refreshes every box from it (the progress JSON)."""
+    rows = document_build_rows(document=document)
+    served = next((p for _, p in rows if p["role_kind"] == "served"), None)
+    return {
+        "status": document_status(document=document),
+        "served": ({k: served[k] for k in ("id", "revision", "index_version")} if served else None),
+        "builds": [p for _, p in rows],
+    }
+
+
+# --- index versions: settings, state, comparison ----------------------------------------------
+
+
+def index_version_settings(version: IndexVersion) -> list[tuple[str, str]]:
+    """What makes one index version differ from another, as (label, value) rows."""
+    return [
+        ("provider", version.provider),
+        ("model", version.model),
+        ("dimensions", str(version.dimensions)),
+        ("metric", version.metric),
+        ("chunk size", str(version.chunk_size)),
+        ("chunk overlap", str(version.chunk_overlap)),
+        ("pipeline", version.pipeline_version),
+    ]
+
+
+def index_version_settings_line(version: IndexVersion) -> str:
+    """The settings in one line: "hash/canon-hash-v1 · 384d cosine · chunks 800/100 · p2"."""
+    return (
+        f"{version.provider}/{version.model} · {version.dimensions}d {version.metric} · "
+        f"chunks {version.chunk_size}/{version.chunk_overlap} · {version.pipeline_version}"
+    )
+
+
+def index_version_settings_record(version: IndexVersion | None) -> dict[str, Any] | None:
+    """The settings as a JSON object, for audit entries."""
+    if version is None:
+        return None
+    return {
+        "id": version.pk,
+        "number": version.number,
+        "provider": version.provider,
+        "model": version.model,
+        "dimensions": version.dimensions,
+        "metric": version.metric,
+        "chunk_size": version.chunk_size,
+        "chunk_overlap": version.chunk_overlap,
+        "pipeline_version": version.pipeline_version,
+    }
+
+
+@dataclass(frozen=True)
+class VersionStatus:
+    """What an index version is doing, for its row: `kind` is "active", "ready", "building",
+    "incomplete" (nothing running, some documents failed), "retired", "collected" or "failed";
+    `swappable`: "Approve swap…" may be offered (and accepted)."""
+
+    kind: str
+    label: str
+    swappable: bool
+    retained_until: Any = None
+
+
+def index_version_status(
+    *, version: IndexVersion, progress: VersionProgress, kb: KnowledgeBase
+) -> VersionStatus:
+    """The state an index version is shown in, computed from coverage rather than stored.
+
+    Readiness is computed here, not kept in `IndexVersion.state`: nothing moves a version to
+    READY, and a stored READY would go stale at the next upload (which makes the version
+    incomplete again until that revision is built into it). A candidate is *ready* exactly when
+    the swap's own coverage check (`kb.services.index_version_coverage_gaps`) finds no gap: every
+    non-deleted document is live in it at its desired revision (`progress.live ==
+    progress.total`). A retired version still inside the retention window keeps receiving builds
+    of new uploads (`live_index_versions`), so a rollback to it never serves stale text; a newer
+    one (rolled back from) may be swapped in again."""
+    complete = progress.live == progress.total
+    counts = f"{progress.live}/{progress.total} built"
+    failed = f", {progress.failed_count} failed" if progress.failed_count else ""
+    if version.pk == kb.active_index_version_id:
+        return VersionStatus("active", f"active: serving ({counts})", False)
+    if version.state == IndexVersion.State.FAILED:
+        return VersionStatus("failed", "failed", False)
+    if version.state == IndexVersion.State.RETIRED:
+        until = _retained_until(version, kb.retention_days)
+        if version.collected_at is not None or until is None or until < timezone.now():
+            return VersionStatus("collected", "retired; past retention", False)
+        active = kb.active_index_version
+        newer = active is not None and version.number > active.number
+        return VersionStatus(
+            "retired",
+            f"retired; still built for rollback until {timezone.localtime(until):%Y-%m-%d %H:%M}"
+            f" ({counts}{failed})",
+            newer and complete,
+            until,
+        )
+    if complete:
+        return VersionStatus("ready", f"ready: {counts}", True)
+    if progress.building:
+        return VersionStatus("building", f"building: {counts}{failed}", False)
+    return VersionStatus("incomplete", f"incomplete: {counts}{failed}", False)
+
+
+def index_version_rollback_target(*, kb: KnowledgeBase) -> IndexVersion | None:
+    """Where "Roll back to the previous version" goes: the most recently retired version that is
+    still retained (inside the retention window, not collected) and older than the active one.
+
+    Older, because after v1 -> v2 -> rollback to v1 the most recently retired version is v2, and
+    going there is going forward again (a swap, offered on v2's row), not back. None when there
+    is nothing to go back to; then the rollback is not offered."""
+    active = kb.active_index_version
+    cutoff = timezone.now() - timedelta(days=kb.retention_days)
+    versions = IndexVersion.objects.filter(
+        kb_id=kb.pk,
+        state=IndexVersion.State.RETIRED,
+        retired_at__gte=cutoff,
+        collected_at__isnull=True,
+    )
+    if active is not None:
+        versions = versions.filter(number__lt=active.number)
+    return versions.order_by("-retired_at", "-number").first()
+
+
+@dataclass(frozen=True)
+class VersionFigures:
+    """One index version's side of a comparison: what it serves, or would serve after a swap."""
+
+    version: IndexVersion
+    documents: int  # non-deleted documents with a desired revision
+    covered: int  # live in this version at their desired revision
+    chunks: int  # chunks of those documents' builds pointed at in this version
+    avg_chars: float | None
+    avg_tokens: float | None
+    failed: int
+    building: int
+
+    @property
+    def missing(self) -> int:
+        return self.documents - self.covered
+
+
+def index_version_figures(*, version: IndexVersion) -> VersionFigures:
+    """Coverage, chunks, average chunk size (characters and tokens), failures and running builds
+    of `version`, over the knowledge base's non-deleted documents. Four queries."""
+    from django.db.models import Avg, Count
+    from django.db.models.functions import Length
+
+    from kb.models import Chunk
+
+    documents = Document.objects.filter(
+        kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
+    )
+    covered = Publication.objects.filter(
+        index_version=version,
+        document__in=documents,
+        build__revision__number=models_F("document__desired_revision"),
+    ).count()
+    pointed = Publication.objects.filter(index_version=version, document__in=documents)
+    chunks = Chunk.objects.filter(
+        index_version=version, build_id__in=pointed.values("build_id")
+    ).aggregate(n=Count("id"), chars=Avg(Length("text")), tokens=Avg("token_count"))
+    builds = Build.objects.filter(index_version=version, document__in=documents).aggregate(
+        failed=Count("id", filter=Q(state=Build.State.FAILED)),
+        building=Count("id", filter=Q(state__in=RUNNING_BUILD_STATES)),
+    )
+    return VersionFigures(
+        version=version,
+        documents=documents.count(),
+        covered=covered,
+        chunks=chunks["n"],
+        avg_chars=chunks["chars"],
+        avg_tokens=chunks["tokens"],
+        failed=builds["failed"],
+        building=builds["building"],
+    )
+
+
+@dataclass(frozen=True)
+class VersionComparison:
+    """Two index versions side by side (the active one and a candidate) before a swap: settings,
+    then figures. `rows` are (label, active, candidate, differs) for a two-column table."""
+
+    active: VersionFigures | None
+    candidate: VersionFigures
+    rows: list[tuple[str, str, str, bool]]
+
+
+def _figure_rows(figures: VersionFigures | None) -> list[tuple[str, str]]:
+    if figures is None:
+        return []
+
+    def avg(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.0f}"
+
+    return [
+        ("documents covered", f"{figures.covered} of {figures.documents}"),
+        ("documents missing", str(figures.missing)),
+        ("chunks", f"{figures.chunks:,}"),
+        ("average chunk (characters)", avg(figures.avg_chars)),
+        ("average chunk (tokens)", avg(figures.avg_tokens)),
+        ("failed builds", str(figures.failed)),
+        ("builds running", str(figures.building)),
+    ]
+
+
+def index_version_comparison(
+    *, active: IndexVersion | None, candidate: IndexVersion
+) -> VersionComparison:
+    """`index_version_settings` and `index_version_figures` of both versions, row by row, for the
+    swap page (and the knowledge base's home and test search)."""
+    mine = index_version_figures(version=candidate)
+    theirs = index_version_figures(version=active) if active is not None else None
+    left = [("version", f"v{active.number}"), *index_version_settings(active)] if active else []
+    right = [("version", f"v{candidate.number}"), *index_version_settings(candidate)]
+    left += _figure_rows(theirs)
+    right += _figure_rows(mine)
+    values = dict(left)
+    rows = [
+        (label, values.get(label, "—"), value, values.get(label, value) != value)
+        for label, value in right
+    ]
+    return VersionComparison(active=theirs, candidate=mine, rows=rows)

@@ -645,8 +645,12 @@ def index_version_create(
             kb=kb,
             subject_type="index_version",
             subject_id=version.pk,
-            action=f"building {revisions.count()} documents with {model} ({dimensions}d)",
+            action=(
+                f"v{number}: building {revisions.count()} documents with "
+                f"{selectors.index_version_settings_line(version)}"
+            ),
             actor_id=_actor_id(actor),
+            details={"settings": selectors.index_version_settings_record(version)},
         )
     transaction.on_commit(lambda: ann_index_ensure(version_id=version.pk))
     return version
@@ -710,6 +714,7 @@ def index_version_activate(
             )
         now = timezone.now()
         previous_id = kb.active_index_version_id
+        previous = IndexVersion.objects.filter(pk=previous_id).first() if previous_id else None
         if previous_id is not None:
             IndexVersion.objects.filter(pk=previous_id).update(
                 state=IndexVersion.State.RETIRED, retired_at=now
@@ -724,9 +729,21 @@ def index_version_activate(
             kb=kb,
             subject_type="index_version",
             subject_id=version.pk,
-            action=f"active v{version.number} (was {previous_id and f'id {previous_id}'})",
+            action=(
+                f"active v{version.number} ({selectors.index_version_settings_line(version)}); "
+                + (
+                    f"was v{previous.number} ({selectors.index_version_settings_line(previous)})"
+                    if previous
+                    else "none was active"
+                )
+            ),
             actor_id=_actor_id(actor),
-            details={"previous_id": previous_id, "reason": reason},
+            details={
+                "previous_id": previous_id,
+                "reason": reason,
+                "from": selectors.index_version_settings_record(previous),
+                "to": selectors.index_version_settings_record(version),
+            },
         )
         version.refresh_from_db()
         return version
@@ -740,16 +757,14 @@ def index_version_retained(version: IndexVersion) -> bool:
 
 
 def index_version_rollback(*, kb_id: int, actor: Actor, reason: str = "") -> IndexVersion:
-    """Re-activate the most recently retired version (still retained). Uploads made since the
-    swap were built into it too, so a rollback never serves stale text."""
-    previous = (
-        IndexVersion.objects.filter(kb_id=kb_id, state=IndexVersion.State.RETIRED)
-        .order_by("-retired_at")
-        .first()
-    )
+    """Re-activate the previous version: `kb.selectors.index_version_rollback_target`, the most
+    recently retired one still retained and older than the active one (never forward). Uploads
+    made since the swap were built into it too, so a rollback never serves stale text. The
+    knowledge base is locked and re-checked by `index_version_activate`."""
+    kb = KnowledgeBase.objects.select_related("active_index_version").get(pk=kb_id)
+    previous = selectors.index_version_rollback_target(kb=kb)
     if previous is None:
-        raise ActionRefused("There is no retired index version to roll back to.")
-    kb = KnowledgeBase.objects.get(pk=kb_id)
+        raise ActionRefused("There is no earlier retained index version to roll back to.")
     return index_version_activate(
         version_id=previous.pk,
         actor=actor,

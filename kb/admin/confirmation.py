@@ -14,13 +14,20 @@ from django.template.response import TemplateResponse
 
 from kb import services
 
+DOCUMENT_HISTORY = "Why? Kept in the document's history."
+KNOWLEDGE_BASE_TIMELINE = "Why? Kept in the knowledge base's timeline."
+
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
-        help_text="Why? Kept in the document's history.",
+        help_text=DOCUMENT_HISTORY,
     )
     expected = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args: Any, reason_help: str = DOCUMENT_HISTORY, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["reason"].help_text = reason_help
 
 
 def require(request: HttpRequest, perm: str) -> None:
@@ -39,11 +46,14 @@ def confirm(
     back: str,
     template: str = "admin/kb/confirm_action.html",
     danger: bool = False,
+    reason_help: str = DOCUMENT_HISTORY,
 ) -> HttpResponse:
     """GET: the confirmation page. POST: validate the reason, perform, report, redirect back.
     `perform` gets the reason and the `expected` value the page was rendered with (a
-    compare-and-set token, so a page left open does not act on a state it did not show)."""
-    form = ReasonForm(request.POST or None, initial={"expected": expected})
+    compare-and-set token, so a page left open does not act on a state it did not show).
+    `reason_help` says where the reason is kept (the document's history, or the knowledge base's
+    timeline for index-version actions)."""
+    form = ReasonForm(request.POST or None, initial={"expected": expected}, reason_help=reason_help)
     if request.method == "POST" and form.is_valid():
         try:
             message = perform(form.cleaned_data["reason"], form.cleaned_data.get("expected"))

@@ -172,9 +172,5 @@ def progress_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> JsonResponse:
     document = _document(model_admin, request, object_id)
-    return JsonResponse(
-        {
-            "status": selectors.document_status(document=document),
-            "builds": selectors.build_progress(document=document),
-        }
-    )
+    # status line, what is served, and every build's progress and role: one reading
+    return JsonResponse(selectors.document_progress(document=document))

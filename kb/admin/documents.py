@@ -130,21 +130,23 @@ class RevisionInline(admin.TabularInline):
 
     @admin.display(description="builds")
     def builds(self, revision: Revision) -> str:
+        """Each build's role (`kb.selectors.build_role_of`: served now, kept for rollback, ...)
+        and chunks, as the document's progress JSON has them; the page's script refreshes them
+        from it by build id."""
         rows = [
-            (
-                p["index_version"],
-                p["state"],
-                p["label"],
-                f" — {p['error']}" if p["error"] else "",
-            )
-            for p in (
-                selectors.build_progress_of(build=b)
-                for b in revision.builds.select_related("index_version").order_by(
-                    "index_version__number"
-                )
-            )
+            (p["id"], p["index_version"], p["role_kind"], p["role"], p["chunks"])
+            for build, p in selectors.document_build_rows(document=revision.document)
+            if build.revision_id == revision.pk
         ]
-        return format_html_join("", "<div>v{}: <b>{}</b> ({} chunks){}</div>", rows) or "—"
+        return (
+            format_html_join(
+                "",
+                '<div class="canon-build" data-build="{}">v{}: <b class="role canon-role-{}">{}'
+                '</b> <span class="chunks">{}</span></div>',
+                rows,
+            )
+            or "—"
+        )
 
 
 @admin.register(Document)
@@ -303,12 +305,10 @@ class DocumentAdmin(TenantScopedAdmin):
         document = self.get_object(request, unquote(object_id))
         extra = dict(extra_context or {})
         if document is not None:
-            live = selectors.live_build(document=document)
+            live = selectors.served_now(document=document)
             extra.update(
-                builds=[
-                    (b, selectors.build_progress_of(build=b))
-                    for b in selectors.document_builds(document=document)
-                ],
+                # each build's progress and role, as the progress JSON refreshes them
+                builds=selectors.document_build_rows(document=document),
                 live_build=live,
                 history=document.events.select_related("actor", "build__revision").order_by("-id")[
                     :50

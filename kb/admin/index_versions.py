@@ -1,23 +1,26 @@
-"""Index-version pages of a knowledge base: create a new version, approve its swap, roll back to
-the previous one. Confirmation pages like the document actions (`document_actions`).
+"""Index-version pages of a knowledge base: create a new version, compare it with the active one,
+approve its swap once it covers the knowledge base, roll back to the previous one. Confirmation
+pages like the document actions (`document_actions`), with the two versions' settings and figures
+side by side (`kb.selectors.index_version_comparison`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
 from django.contrib import messages
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ingestion import providers
 from kb import selectors, services
-from kb.admin.confirmation import confirm, require
+from kb.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
 from kb.admin.scoping import TenantScopedAdmin, readable_filter
 from kb.models import (
     Document,
@@ -121,14 +124,71 @@ def index_version_create_view(
     return TemplateResponse(request, "admin/kb/knowledgebase/index_version_form.html", context)
 
 
+@dataclass(frozen=True)
+class VersionRow:
+    """One row of a knowledge base's index-version list."""
+
+    version: IndexVersion
+    progress: selectors.VersionProgress
+    status: selectors.VersionStatus
+    settings: list[tuple[str, str]]
+
+
+def index_version_rows(kb: KnowledgeBase, request: HttpRequest) -> list[VersionRow]:
+    """The knowledge base's index versions, newest first, with their coverage (failures named
+    only in documents the user may read), status and settings."""
+    named = readable_filter(request)
+    rows = []
+    for version in kb.index_versions.order_by("-number"):
+        progress = selectors.index_version_progress(version=version, named=named)
+        rows.append(
+            VersionRow(
+                version=version,
+                progress=progress,
+                status=selectors.index_version_status(version=version, progress=progress, kb=kb),
+                settings=selectors.index_version_settings(version),
+            )
+        )
+    return rows
+
+
 def index_version_swap_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, version_id: str
 ) -> HttpResponse:
+    """The comparison of the active version with `version_id`, and the swap's confirmation once
+    the candidate covers the knowledge base. Before that (or for a version that cannot be
+    swapped in) the page shows the comparison and the progress, and a POST is refused."""
     kb = _kb(model_admin, request, object_id)
     version = get_object_or_404(IndexVersion, pk=version_id, kb=kb)
     named = readable_filter(request)
     progress = selectors.index_version_progress(version=version, named=named)
+    status = selectors.index_version_status(version=version, progress=progress, kb=kb)
     gaps = services.index_version_coverage_gaps(version=version)
+    summary = {
+        "kb": kb,
+        "status": status,
+        "progress": progress,
+        "comparison": selectors.index_version_comparison(
+            active=kb.active_index_version, candidate=version
+        ),
+        "problems": _gaps_named(kb, gaps, named)[:50] + progress.failed[:50],
+    }
+    if not status.swappable:
+        if request.method == "POST":
+            messages.error(
+                request, f"Index version {version.number} cannot be swapped in: {status.label}."
+            )
+            return HttpResponseRedirect(_kb_url(kb))
+        context = {
+            **model_admin.admin_site.each_context(request),
+            "title": f"Compare index version {version.number} with the active one",
+            "summary": summary,
+            "back": _kb_url(kb),
+            "opts": model_admin.model._meta,
+        }
+        return TemplateResponse(
+            request, "admin/kb/knowledgebase/index_version_compare.html", context
+        )
 
     def perform(reason: str, expected: int | None) -> str:
         services.index_version_activate(
@@ -143,19 +203,13 @@ def index_version_swap_view(
         model_admin,
         request,
         title=f"Make index version {version.number} active for {kb}",
-        summary={
-            "facts": [
-                ("now active", kb.active_index_version),
-                ("candidate", version),
-                ("documents built", f"{progress.live} of {progress.total}"),
-                ("coverage", "complete" if not gaps else f"{len(gaps)} missing"),
-            ],
-            "problems": _gaps_named(kb, gaps, named)[:50] + progress.failed[:50],
-        },
+        summary=summary,
         expected=kb.active_index_version_id,
         perform=perform,
         back=_kb_url(kb),
-        danger=bool(gaps),
+        template="admin/kb/knowledgebase/confirm_swap.html",
+        danger=True,
+        reason_help=KNOWLEDGE_BASE_TIMELINE,
     )
 
 
@@ -179,14 +233,13 @@ def _gaps_named(kb: KnowledgeBase, gaps: list[str], named: Q | None) -> list[str
 def index_version_rollback_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> HttpResponse:
+    """Back to `kb.selectors.index_version_rollback_target` (named on the page and its link);
+    with none, nothing to confirm."""
     kb = _kb(model_admin, request, object_id)
-    previous = (
-        IndexVersion.objects.filter(kb=kb, state=IndexVersion.State.RETIRED)
-        .order_by("-retired_at")
-        .first()
-    )
+    previous = selectors.index_version_rollback_target(kb=kb)
     if previous is None:
-        raise Http404("There is no retired index version to roll back to.")
+        messages.error(request, "There is no earlier retained index version to roll back to.")
+        return HttpResponseRedirect(_kb_url(kb))
 
     def perform(reason: str, expected: int | None) -> str:
         services.index_version_activate(
@@ -198,13 +251,25 @@ def index_version_rollback_view(
         )
         return f"Index version {previous.number} is active again."
 
+    progress = selectors.index_version_progress(version=previous, named=readable_filter(request))
     return confirm(
         model_admin,
         request,
         title=f"Roll {kb} back to index version {previous.number}",
-        summary={"facts": [("now active", kb.active_index_version), ("roll back to", previous)]},
+        summary={
+            "kb": kb,
+            "status": selectors.index_version_status(version=previous, progress=progress, kb=kb),
+            "progress": progress,
+            "comparison": selectors.index_version_comparison(
+                active=kb.active_index_version, candidate=previous
+            ),
+            "problems": progress.failed[:50],
+            "rollback": True,
+        },
         expected=kb.active_index_version_id,
         perform=perform,
         back=_kb_url(kb),
+        template="admin/kb/knowledgebase/confirm_swap.html",
         danger=True,
+        reason_help=KNOWLEDGE_BASE_TIMELINE,
     )

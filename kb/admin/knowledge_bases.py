@@ -11,9 +11,8 @@ from django.urls import path
 
 from kb import selectors, services
 from kb.admin import index_versions
-from kb.admin.scoping import TenantScopedAdmin, readable_filter
+from kb.admin.scoping import TenantScopedAdmin
 from kb.models import (
-    IndexVersion,
     KnowledgeBase,
 )
 
@@ -83,13 +82,9 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         kb = self.get_object(request, unquote(object_id))
         extra = dict(extra_context or {})
         if kb is not None:
-            versions = [
-                (v, selectors.index_version_progress(version=v, named=readable_filter(request)))
-                for v in kb.index_versions.order_by("-number")
-            ]
             extra.update(
-                versions=versions,
+                versions=index_versions.index_version_rows(kb, request),
                 can_manage_versions=request.user.has_perm("kb.manage_index_versions"),
-                has_retired=any(v.state == IndexVersion.State.RETIRED for v, _ in versions),
+                rollback_target=selectors.index_version_rollback_target(kb=kb),
             )
         return super().change_view(request, object_id, form_url, extra)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
@@ -13,6 +14,7 @@ from kb.admin.scoping import TenantScopedAdmin
 from kb.models import (
     Build,
     IndexVersion,
+    Publication,
     PublicationEvent,
     Tenant,
     TenantMembership,
@@ -21,9 +23,38 @@ from kb.models import (
 
 @admin.register(IndexVersion)
 class IndexVersionAdmin(TenantScopedAdmin):
+    """Index versions with their settings and what each is doing (`index_version_status`: ready,
+    building x/n, retired and still built for rollback until a date); the stored state is kept
+    in its own, secondary column."""
+
     tenant_path = "kb__tenant_id"
-    list_display = ["kb", "number", "state", "provider", "model", "dimensions", "created_at"]
-    readonly_fields = [f.name for f in IndexVersion._meta.fields]
+    list_display = [
+        "kb",
+        "number",
+        "status",
+        "provider",
+        "model",
+        "dimensions",
+        "metric",
+        "chunk_size",
+        "chunk_overlap",
+        "pipeline_version",
+        "stored_state",
+        "created_at",
+    ]
+    list_select_related = ["kb__tenant", "kb__active_index_version"]
+    readonly_fields = ["status", *[f.name for f in IndexVersion._meta.fields]]
+
+    @admin.display(description="status")
+    def status(self, version: IndexVersion) -> str:
+        # Counts only: no failure is named here, so no access-group filter is needed.
+        progress = selectors.index_version_progress(version=version)
+        state = selectors.index_version_status(version=version, progress=progress, kb=version.kb)
+        return format_html('<span class="canon-state-{}">{}</span>', state.kind, state.label)
+
+    @admin.display(description="stored state", ordering="state")
+    def stored_state(self, version: IndexVersion) -> str:
+        return format_html('<span class="canon-raw-state">{}</span>', version.state)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -34,6 +65,9 @@ class IndexVersionAdmin(TenantScopedAdmin):
 
 @admin.register(Build)
 class BuildAdmin(TenantScopedAdmin):
+    """Builds by what they are for (`kb.selectors.build_role_of`: served now, kept for rollback,
+    kept for restore, candidate, building x/n, ...), the stored state secondary."""
+
     tenant_path = "kb__tenant_id"
     document_path = "document"
     list_display = [
@@ -41,17 +75,29 @@ class BuildAdmin(TenantScopedAdmin):
         "document",
         "revision_number",
         "index_version",
-        "state",
+        "role",
         "progress",
+        "stored_state",
         "updated_at",
     ]
     list_filter = ["state"]
-    list_select_related = ["document", "revision", "index_version__kb__tenant"]
-    readonly_fields = [f.name for f in Build._meta.fields]
+    readonly_fields = ["role", *[f.name for f in Build._meta.fields]]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return selectors.builds_with_roles(super().get_queryset(request))
 
     @admin.display(description="revision")
     def revision_number(self, build: Build) -> int:
         return build.revision.number
+
+    @admin.display(description="role")
+    def role(self, build: Build) -> str:
+        role = selectors.build_role_of(build=build)
+        return format_html('<span class="canon-role-{}">{}</span>', role.kind, role.label)
+
+    @admin.display(description="stored state", ordering="state")
+    def stored_state(self, build: Build) -> str:
+        return format_html('<span class="canon-raw-state">{}</span>', build.state)
 
     @admin.display(description="chunks")
     def progress(self, build: Build) -> str:
@@ -66,11 +112,53 @@ class BuildAdmin(TenantScopedAdmin):
 
 @admin.register(PublicationEvent)
 class PublicationEventAdmin(TenantScopedAdmin):
+    """Pointer changes; each names its build by revision, version and what it is for now."""
+
     tenant_path = "kb__tenant_id"
     document_path = "document"
-    list_display = ["created_at", "action", "document", "revision_number", "build", "actor"]
+    list_display = [
+        "created_at",
+        "action",
+        "document",
+        "index_version_number",
+        "revision_number",
+        "build_now",
+        "actor",
+        "reason",
+    ]
     list_filter = ["action"]
+    list_select_related = [
+        "document",
+        "index_version",
+        "actor",
+        "build__kb",
+        "build__document",
+        "build__index_version",
+        "build__revision",
+    ]
     readonly_fields = [f.name for f in PublicationEvent._meta.fields]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        pointed = Publication.objects.filter(build_id=OuterRef("build_id"))
+        return super().get_queryset(request).annotate(build_pointed=Exists(pointed))
+
+    @admin.display(description="index version")
+    def index_version_number(self, event: PublicationEvent) -> str:
+        return f"v{event.index_version.number}" if event.index_version else "—"
+
+    @admin.display(description="that build now")
+    def build_now(self, event: PublicationEvent) -> str:
+        build = event.build
+        if build is None:
+            return "—"
+        role = selectors.build_role_of(build=build, pointed=getattr(event, "build_pointed", None))
+        return format_html(
+            'build {} (r{}): <span class="canon-role-{}">{}</span>',
+            build.pk,
+            build.revision.number,
+            role.kind,
+            role.label,
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -132,10 +132,11 @@ def test_upload_goes_live_and_a_new_revision_replaces_it(
     assert second.chunks.count() == second.expected_chunk_count > 0
     assert set(IngestionTask.objects.values_list("status", flat=True)) == {"succeeded"}
 
-    # and the admin shows both revisions, their builds and which one is live
+    # and the admin shows both revisions, their builds and which one is served
     page = client.get(f"/admin/kb/document/{document.pk}/change/").content.decode()
     assert "live r2" in page
-    assert "v1: <b>live</b>" in page and "v1: <b>superseded</b>" in page
+    assert 'v1: <b class="role canon-role-served">served now</b>' in page
+    assert 'v1: <b class="role canon-role-superseded">superseded</b>' in page
 
 
 def test_unparseable_revision_fails_readably_and_revision_1_keeps_serving(
