@@ -106,10 +106,13 @@ def _visible(*, iv: int, params: dict[str, Any] | None = None, chunks: str = "kb
     leg's scored candidates. The index version id is inlined as a literal so the partial-index
     predicate `index_version_id = N` is provably implied."""
     iv = int(iv)
+    # An admin's search of a candidate version (`search(index_version=...)`) drops only the
+    # "active" clause; everything else of the rule applies to it as to the active one.
+    active = "" if (params or {}).get("candidate") else f" AND k.active_index_version_id = {iv}"
     return f"""
     FROM {chunks} c
     JOIN kb_publication p ON p.build_id = c.build_id AND p.index_version_id = {iv}
-    JOIN kb_knowledgebase k ON k.id = p.kb_id AND k.active_index_version_id = {iv}
+    JOIN kb_knowledgebase k ON k.id = p.kb_id{active}
     JOIN kb_document d ON d.id = p.document_id
     JOIN kb_build b ON b.id = p.build_id
     JOIN kb_revision r ON r.id = b.revision_id
@@ -357,16 +360,23 @@ def search(
     top_k: int = 10,
     mode: str = "hybrid",
     filters: SearchFilters | None = None,
+    index_version: IndexVersion | None = None,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
     The query is embedded first (no I/O inside the transaction); then every list is read in one
     repeatable-read snapshot that also confirms the index version is still the active one. If a
     swap happened in between, the search starts again with the new version.
+
+    `index_version` (the admin's test search only; the API never passes it) searches that
+    version of `kb` instead, a candidate before its swap: its pointers, by the same rule, minus
+    the clause that the version be active.
     """
     started = time.perf_counter()
+    if index_version is not None and index_version.kb_id != kb.pk:
+        raise ValueError("index_version belongs to another knowledge base")
     # The version `kb` was read with (`knowledge_base_for` selects it); after a swap, re-read.
-    version = kb.active_index_version
+    version = index_version or kb.active_index_version
     while True:
         if version is None:
             version = IndexVersion.objects.get(
@@ -378,7 +388,11 @@ def search(
         params = search_params(principal=principal, kb=kb, filters=filters)
         with transaction.atomic():
             _snapshot()
-            if not _still_active(kb_id=kb.pk, version=version, vector=vector, top_k=top_k):
+            if index_version is not None:
+                params["candidate"] = True
+                if vector is not None:
+                    use_iterative_scan(limit=top_k)
+            elif not _still_active(kb_id=kb.pk, version=version, vector=vector, top_k=top_k):
                 version = None
                 continue
             limit = fusion.depth(top_k) if mode == "hybrid" else top_k
@@ -743,6 +757,69 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
             "allowed": True,  # what the caller may not read is not explained (NotFound)
         },
     )
+
+
+@dataclass(frozen=True)
+class HitVisibility:
+    """Why one hit of a search was returned to its principal: the facts of the visibility rule
+    the search statement applied to it (for the admin's test search)."""
+
+    pointer: str  # which pointer named the hit's build, in which version, since when
+    document_groups: list[str]
+    groups_matched: list[str]
+    groups: str  # the access-group clause, in words
+
+
+def hits_visibility(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    version: IndexVersion,
+    hits: list[Hit],
+    as_of: datetime | None = None,
+) -> dict[int, HitVisibility]:
+    """Per hit (by chunk id): the pointer that serves it and the access groups that let
+    `principal` read it. The hits passed the search statement's rule already; this names its
+    clauses. Two queries (the documents' groups, the pointers' times)."""
+    if not hits:
+        return {}
+    groups_of = dict(
+        Document.objects.filter(kb=kb, key__in={h.document_key for h in hits}).values_list(
+            "key", "access_groups"
+        )
+    )
+    since = dict(
+        Publication.objects.filter(
+            index_version=version, build_id__in={h.build_id for h in hits}
+        ).values_list("build_id", "published_at")
+    )
+    active = version.pk == kb.active_index_version_id
+    which = f"v{version.number} ({'active' if active else version.state})"
+    result = {}
+    for hit in hits:
+        groups = sorted(groups_of.get(hit.document_key) or [])
+        matched = sorted(set(groups) & principal.access_groups)
+        if as_of is not None:
+            pointer = (
+                f"At {timezone.localtime(as_of):%Y-%m-%d %H:%M:%S} the document's pointer in "
+                f"{which} named build {hit.build_id} (r{hit.revision}) and it was not deleted; "
+                "its chunks are still retained."
+            )
+        else:
+            published = since.get(hit.build_id)
+            when = f", since {timezone.localtime(published):%Y-%m-%d %H:%M:%S}" if published else ""
+            pointer = (
+                f"The document's pointer in {which} names build {hit.build_id} "
+                f"(r{hit.revision}){when}; the document is not deleted."
+            )
+        if not groups:
+            words = "No access groups: everyone in the tenant reads it."
+        elif principal.all_groups:
+            words = f"Behind {', '.join(groups)}; this search reads every group."
+        else:
+            words = f"Behind {', '.join(groups)}; matched: {', '.join(matched)}."
+        result[hit.chunk_id] = HitVisibility(pointer, groups, matched, words)
+    return result
 
 
 # --- knowledge bases and documents -------------------------------------------------------------

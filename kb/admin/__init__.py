@@ -1,7 +1,7 @@
 """Canon's admin, one module per area (docs/ARCHITECTURE.md, "Admin"). Importing the package
 registers every model admin."""
 
-from kb.admin import documents, knowledge_bases, records
+from kb.admin import chunks, documents, knowledge_bases, records
 from kb.admin.scoping import (
     TenantScopedAdmin,
     groups_refused,
@@ -13,6 +13,7 @@ from kb.admin.scoping import (
 
 __all__ = [
     "TenantScopedAdmin",
+    "chunks",
     "documents",
     "groups_refused",
     "knowledge_bases",

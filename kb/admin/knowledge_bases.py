@@ -7,10 +7,11 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.http import HttpRequest
-from django.urls import path
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from kb import selectors, services
-from kb.admin import index_versions
+from kb.admin import index_versions, kb_home, test_search
 from kb.admin.scoping import TenantScopedAdmin
 from kb.models import (
     KnowledgeBase,
@@ -19,7 +20,7 @@ from kb.models import (
 
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(TenantScopedAdmin):
-    list_display = ["slug", "name", "tenant", "active_index_version", "require_approval"]
+    list_display = ["slug", "name", "home", "tenant", "active_index_version", "require_approval"]
     fields = [
         "tenant",
         "name",
@@ -51,9 +52,31 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    @admin.display(description="home")
+    def home(self, kb: KnowledgeBase) -> str:
+        url = reverse("admin:kb_knowledgebase_home", args=[kb.pk])
+        return format_html('<a class="kb-home-link" href="{}">Home</a>', url)
+
     def get_urls(self) -> list[Any]:
         wrap = self.bound_view
         return [
+            # the knowledge base's home, its timeline and test search (kb_home, test_search)
+            path("<path:object_id>/home/", wrap(kb_home.home_view), name="kb_knowledgebase_home"),
+            path(
+                "<path:object_id>/home/progress/",
+                wrap(kb_home.progress_view),
+                name="kb_knowledgebase_progress",
+            ),
+            path(
+                "<path:object_id>/timeline/",
+                wrap(kb_home.timeline_view),
+                name="kb_knowledgebase_timeline",
+            ),
+            path(
+                "<path:object_id>/search/",
+                wrap(test_search.test_search_view),
+                name="kb_knowledgebase_search",
+            ),
             path(
                 "<path:object_id>/index-versions/new/",
                 wrap(index_versions.index_version_create_view),

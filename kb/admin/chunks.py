@@ -1,0 +1,185 @@
+"""Chunks, read-only: a list (searchable by text, filtered by knowledge base, build or document)
+and a page per build with the text its parser extracted and its chunks drawn on it, with
+ordinal, heading path, tokens, characters and boundaries (`kb.build_text`).
+
+Viewing chunks takes the permission to view builds (they are a build's contents); rows are
+scoped like the documents they belong to (tenant and access groups), and the build page finds
+its build through the build admin's scoped lookup. Chunk rows are read without their vectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from kb import build_text, selectors
+from kb.admin.scoping import TenantScopedAdmin
+from kb.models import Build, Chunk
+
+CHUNKS_PER_PAGE = 100
+
+
+class _OneRowFilter(admin.SimpleListFilter):
+    """A filter set from a link (`?build=12`): it offers only the row it is set to, so it names
+    nothing the user did not come from; rows stay scoped by the admin's queryset."""
+
+    field = ""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"#{value}")] if value and value.isdigit() else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if not value.isdigit() or len(value) > 18:
+            return queryset.none()
+        return queryset.filter(**{self.field: int(value)})
+
+
+class BuildFilter(_OneRowFilter):
+    title = "build"
+    parameter_name = "build"
+    field = "build_id"
+
+
+class DocumentFilter(_OneRowFilter):
+    title = "document"
+    parameter_name = "document"
+    field = "document_id"
+
+
+@admin.register(Chunk)
+class ChunkAdmin(TenantScopedAdmin):
+    tenant_path = "kb__tenant_id"
+    document_path = "document"
+    list_display = [
+        "ordinal",
+        "document",
+        "build_link",
+        "heading_path",
+        "token_count",
+        "characters",
+        "preview",
+    ]
+    list_display_links = ["ordinal"]
+    list_filter = ["kb", BuildFilter, DocumentFilter]
+    search_fields = ["text"]
+    list_select_related = ["document", "build__revision", "index_version"]
+    show_full_result_count = False
+    ordering = ["build_id", "ordinal"]
+    fields = (
+        "kb",
+        "document",
+        "build",
+        "index_version",
+        "ordinal",
+        "heading_path",
+        "token_count",
+        "characters",
+        "content_hash",
+        "chunk_key",
+        "text",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).defer("embedding", "lexical")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("kb.view_build") or super().has_view_permission(request, obj)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="build")
+    def build_link(self, chunk: Chunk) -> str:
+        return format_html(
+            '<a href="{}#chunk-{}">r{} v{} (build {})</a>',
+            reverse("admin:kb_build_chunks", args=[chunk.build_id]),
+            chunk.ordinal,
+            chunk.build.revision.number,
+            chunk.index_version.number,
+            chunk.build_id,
+        )
+
+    @admin.display(description="characters")
+    def characters(self, chunk: Chunk) -> int:
+        return len(chunk.text)
+
+    @admin.display(description="text")
+    def preview(self, chunk: Chunk) -> str:
+        return Truncator(chunk.text).chars(160)
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "of-build/<int:build_id>/",
+                self.bound_view(build_chunks_view),
+                name="kb_build_chunks",
+            ),
+            *super().get_urls(),
+        ]
+
+
+def build_chunks_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, build_id: int
+) -> HttpResponse:
+    """One build: the parsed text with its chunk boundaries, and its chunks, a page at a time."""
+    builds = model_admin.admin_site._registry[Build]
+    assert isinstance(builds, TenantScopedAdmin)
+    build: Build = builds.get_scoped_object_or_404(request, str(build_id))
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied("You need the permission to view builds.")
+    build = Build.objects.select_related("document", "revision", "index_version", "kb").get(
+        pk=build.pk
+    )
+    chunks = list(build_text.build_chunks(build=build))
+    parsed = build_text.build_parsed_text(build=build)
+    spans = build_text.chunk_spans(chunks, parsed.text if parsed else None)
+    page = Paginator(spans, CHUNKS_PER_PAGE).get_page(request.GET.get("page"))
+    located = [s for s in page.object_list if s.start is not None]
+    pieces: list[build_text.TextPiece] = []
+    window = (0, 0)
+    if parsed is not None:
+        # The text of this page's chunks; the first page from the top, the last to the end.
+        start = 0 if page.number == 1 or not located else located[0].start or 0
+        last = located[-1].end if located else None
+        end = len(parsed.text) if not page.has_next() or last is None else last
+        window = (start, end)
+        pieces = build_text.marked_text(parsed.text, spans, start=window[0], end=window[1])
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"Chunks of {build.document}, r{build.revision.number}, "
+        f"v{build.index_version.number}",
+        "build": build,
+        "progress": selectors.build_progress_of(build=build),
+        "parsed": parsed,
+        "pieces": pieces,
+        "window": window,
+        "page": page,
+        "chunk_count": len(chunks),
+        "document_url": reverse("admin:kb_document_change", args=[build.document_id]),
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, "admin/kb/chunk/build_chunks.html", context)

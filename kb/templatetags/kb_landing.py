@@ -1,0 +1,30 @@
+"""The admin index's landing panel (templates/admin/index.html): for a user whose tenant has
+exactly one knowledge base, that knowledge base's home summary and latest timeline entries;
+with several, a link to each one's home."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from kb.admin.kb_home import home_summary, landing_knowledge_bases
+
+register = template.Library()
+
+LANDING_TIMELINE = 5
+
+
+@register.inclusion_tag("admin/kb/knowledgebase/_landing.html", takes_context=True)
+def kb_landing(context: dict[str, Any]) -> dict[str, Any]:
+    request = context.get("request")
+    if request is None:
+        return {"knowledge_bases": []}
+    kbs = landing_knowledge_bases(request)
+    if len(kbs) != 1:
+        return {"knowledge_bases": kbs}
+    return {
+        "knowledge_bases": kbs,
+        "single": True,
+        **home_summary(request, kbs[0], timeline_size=LANDING_TIMELINE),
+    }
