@@ -151,6 +151,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Moments to the second everywhere in the admin ("2026-12-01 11:13:05 UTC"): config/formats/.
+FORMAT_MODULE_PATH = ["config.formats"]
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("CANON_STATIC_ROOT", str(BASE_DIR / ".data" / "static")))
 # `collectstatic` (make run runs it) writes hashed, compressed copies that WhiteNoise serves.

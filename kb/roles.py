@@ -53,3 +53,17 @@ def ensure_roles(group_model: Any, permission_model: Any) -> None:
                 for app, codename in codes
             ]
         )
+
+
+def roles_with(perm: str) -> list[str]:
+    """The roles that grant `perm` ("app_label.codename"), in ROLES' order: what a refusal tells
+    the user to ask for."""
+    app, _, codename = perm.partition(".")
+    return [name for name, codes in ROLES.items() if (app, codename) in codes]
+
+
+def role_noun(role: str) -> str:
+    """A role's name for one person: "Index admins" -> "an index admin"."""
+    singular = role[:-1] if role.endswith("s") else role
+    singular = singular[0].lower() + singular[1:]
+    return f"{'an' if singular[0] in 'aeiou' else 'a'} {singular}"

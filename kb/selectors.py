@@ -143,6 +143,14 @@ def manifest_of(content_hashes: list[str]) -> str:
     return hashlib.sha256(",".join(content_hashes).encode()).hexdigest()
 
 
+def awaiting_approval_words() -> str:
+    """ "awaiting approval by an index admin": who approves, from the roles (`kb.roles`)."""
+    from kb.roles import role_noun, roles_with
+
+    approvers = roles_with("kb.approve_build")
+    return "awaiting approval" + (f" by {role_noun(approvers[-1])}" if approvers else "")
+
+
 def document_status(*, document: Document) -> str:
     """One line for people: what is live (what search serves now, `served_now`), and what is
     happening to the desired revision; for a deleted document, that nothing is served and which
@@ -171,7 +179,7 @@ def document_status(*, document: Document) -> str:
             .first()
         )
         if pending is not None:
-            state = {"ready": "awaiting approval"}.get(pending.state, pending.state)
+            state = {"ready": awaiting_approval_words()}.get(pending.state, pending.state)
             detail = (
                 f": {pending.error}"
                 if pending.state == Build.State.FAILED and pending.error

@@ -23,7 +23,7 @@ from ingestion import faults
 from ingestion.leases import Lease, fenced, lease_check
 from ingestion.models import AuditEvent, IngestionTask
 from ingestion.services import outbox_add, task_create
-from kb import locks, selectors
+from kb import document_states, locks, selectors
 from kb.ann import ann_index_drop, ann_index_ensure
 from kb.models import (
     Build,
@@ -449,8 +449,7 @@ def document_rollback(
 
 
 def _purge_delay_seconds(kb: KnowledgeBase) -> float:
-    configured = settings.DELETE_PURGE_DELAY_SECONDS
-    return float(configured) if configured is not None else kb.retention_days * 86400.0
+    return document_states.purge_delay(kb).total_seconds()
 
 
 def _visibility_event(
@@ -777,9 +776,10 @@ def index_version_rollback(*, kb_id: int, actor: Actor, reason: str = "") -> Ind
 # --- retry -----------------------------------------------------------------------------------
 
 
-def build_retry(*, build_id: int, actor: Actor = None) -> IngestionTask:
+def build_retry(*, build_id: int, actor: Actor = None, reason: str = "") -> IngestionTask:
     """Run a failed build again (after a provider outage, a parser fix, …): the build goes back
-    to pending and its task to queued with a fresh attempt budget. Raises ActionRefused."""
+    to pending and its task to queued with a fresh attempt budget; `reason` is kept in the audit
+    event. Raises ActionRefused."""
     with transaction.atomic():
         build = locks.lock_build(build_id)
         if build.state != Build.State.FAILED:
@@ -804,6 +804,7 @@ def build_retry(*, build_id: int, actor: Actor = None) -> IngestionTask:
             subject_id=build.pk,
             action="requeued",
             actor_id=_actor_id(actor),
+            details={"reason": reason} if reason else {},
         )
         return task
 

@@ -133,3 +133,14 @@ def file_problem(
     if sha256 is not None and file_sha256(absolute_path(relative))[0] != sha256:
         return "damaged (its bytes do not match its SHA-256)"
     return None
+
+
+def stored_file_keep(relative: str) -> bool:
+    """Keep a stored file that an upload is about to name again (e.g. a form re-submitted after
+    a validation error): refresh its mtime under the storage lock, as a re-upload of the same
+    bytes does, so orphan collection leaves it. False when it is gone."""
+    try:
+        path = absolute_path(relative)
+    except ValueError:
+        return False
+    return path.exists() and _reused(path)

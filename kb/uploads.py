@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core import signing
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -133,6 +134,55 @@ def upload_accept(upload: UploadedFile) -> AcceptedUpload:
         stored = storage.store_chunks(upload.chunks(), max_bytes=settings.UPLOAD_MAX_BYTES)
     except storage.UploadTooLarge as exc:
         raise UploadRejected(f"{name}: {exc}.", code="file_too_large", status=413) from exc
+    return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)
+
+
+# A file accepted by a form that then failed on another field is kept server-side: the page
+# carries a signed token of it (bound to the user's session), so the uploader need not choose it
+# again (browsers cannot re-fill a file input). Honoured for an hour.
+KEPT_UPLOAD_MAX_AGE_SECONDS = 3600
+
+
+def _kept_salt(request: HttpRequest) -> str:
+    session = getattr(request, "session", None)
+    return f"canon.kept-upload:{request.user.pk}:{session.session_key if session else ''}"
+
+
+def kept_upload_token(request: HttpRequest, accepted: AcceptedUpload) -> str:
+    """A signed token of `accepted` that only this user's session can redeem."""
+    return signing.dumps(
+        {
+            "path": accepted.stored.path,
+            "sha256": accepted.stored.sha256,
+            "size": accepted.stored.size,
+            "media_type": accepted.media_type,
+            "name": accepted.original_name,
+        },
+        salt=_kept_salt(request),
+        compress=True,
+    )
+
+
+def kept_upload(request: HttpRequest, token: str) -> AcceptedUpload | None:
+    """The upload `token` names, if it was signed for this user's session within the last hour,
+    names the content-addressed file of its hash, and that file is still stored (it is then
+    kept from orphan collection again); else None."""
+    if not token:
+        return None
+    try:
+        data = signing.loads(token, salt=_kept_salt(request), max_age=KEPT_UPLOAD_MAX_AGE_SECONDS)
+        stored = storage.StoredFile(
+            path=str(data["path"]), sha256=str(data["sha256"]), size=int(data["size"])
+        )
+        media_type, name = str(data["media_type"]), str(data["name"])
+    except (signing.BadSignature, KeyError, TypeError, ValueError):
+        return None
+    if stored.path != f"sources/{stored.sha256[:2]}/{stored.sha256[2:4]}/{stored.sha256}":
+        return None
+    if storage.file_problem(stored.path, size=stored.size) or not storage.stored_file_keep(
+        stored.path
+    ):
+        return None
     return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)
 
 

@@ -256,7 +256,7 @@ def test_an_admin_upload_over_the_limit_is_a_message_and_never_held_in_memory(
     assert page.status_code == 200
     shown = page.text.lower()  # the admin capitalises its messages
     assert "big.txt is larger than the limit of 1 mb and was not stored." in shown
-    assert "small.txt: new document small." in shown
+    assert "new document small from small.txt" in shown
     assert list(Document.objects.values_list("key", flat=True)) == ["small"]
     assert peak_after - peak_before < len(big) // 2, (peak_before, peak_after)
 

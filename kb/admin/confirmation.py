@@ -8,11 +8,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from kb import services
+from kb.admin.refusals import MissingPermission
 
 DOCUMENT_HISTORY = "Why? Kept in the document's history."
 KNOWLEDGE_BASE_TIMELINE = "Why? Kept in the knowledge base's timeline."
@@ -31,8 +31,16 @@ class ReasonForm(forms.Form):
 
 
 def require(request: HttpRequest, perm: str) -> None:
+    """Refuse (403, the admin's refusal page naming `perm` and the roles with it) unless the
+    user has `perm`."""
     if not request.user.has_perm(perm):
-        raise PermissionDenied(f"You need the permission {perm}.")
+        raise MissingPermission(perm)
+
+
+def confirm_label(title: str) -> str:
+    """The confirm button's words: "Yes, " and the title with only its first letter lowered, so
+    a document's title reads as written ("Yes, approve revision 2 of Travel policy")."""
+    return f"Yes, {title[:1].lower()}{title[1:]}"
 
 
 def confirm(
@@ -69,6 +77,7 @@ def confirm(
         "form": form,
         "back": back,
         "danger": danger,
+        "confirm_label": confirm_label(title),
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, template, context)

@@ -7,13 +7,17 @@ one, another tenant's and a document behind access groups the user does not hold
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from kb import selectors, services
+from kb import document_states, selectors, services
 from kb.admin.confirmation import confirm, require
 from kb.admin.scoping import TenantScopedAdmin
+from kb.diff import chunk_diff
+from kb.document_states import utc_text
 from kb.models import (
     Build,
     Document,
@@ -29,16 +33,43 @@ def _change_url(document: Document) -> str:
     return reverse("admin:kb_document_change", args=[document.pk])
 
 
+def _revision_text(build: Build | None) -> str:
+    """A build for people: its revision, when and by whom it was uploaded, its chunks (no ids)."""
+    if build is None:
+        return "nothing"
+    revision = build.revision
+    who = f" by {revision.uploaded_by}" if revision.uploaded_by else ""
+    chunks = build.expected_chunk_count
+    size = f" · {chunks} chunk{'s' if chunks != 1 else ''}" if chunks is not None else ""
+    return f"revision {revision.number} · uploaded {utc_text(revision.created_at)}{who}{size}"
+
+
+def _log(
+    model_admin: TenantScopedAdmin, request: HttpRequest, document: Document, text: str
+) -> None:
+    """The document's History page (Django's LogEntry) records every action taken here."""
+    model_admin.log_change(request, document, text)
+
+
+def _with_reason(text: str, reason: str) -> str:
+    return f"{text}: {reason}" if reason else text
+
+
+def _candidate(document: Document, build_id: str) -> Build:
+    return get_object_or_404(
+        Build.objects.select_related("revision__uploaded_by", "index_version"),
+        pk=build_id,
+        document=document,
+    )
+
+
 def approve_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, build_id: str
 ) -> HttpResponse:
     require(request, "kb.approve_build")
     document = _document(model_admin, request, object_id)
-    candidate = get_object_or_404(
-        Build.objects.select_related("revision"), pk=build_id, document=document
-    )
-    live = selectors.live_build(document=document)
-    diff = selectors.build_diff(candidate=candidate, live=live)
+    candidate = _candidate(document, build_id)
+    live = selectors.served_now(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
         services.build_approve(
@@ -47,13 +78,25 @@ def approve_view(
             reason=reason,
             expected_live_build_id=expected,
         )
+        _log(
+            model_admin,
+            request,
+            document,
+            _with_reason(f"Approved revision {candidate.revision.number}", reason),
+        )
         return f"Revision {candidate.revision.number} is live."
 
     return confirm(
         model_admin,
         request,
         title=f"Approve revision {candidate.revision.number} of {document}",
-        summary={"document": document, "diff": diff, "candidate": candidate, "live": live},
+        summary={
+            "document": document,
+            "diff": chunk_diff(candidate=candidate, live=live),
+            "live_text": _revision_text(live),
+            "after_label": "after approval",
+            "after_text": _revision_text(candidate),
+        },
         expected=live.pk if live else None,
         perform=perform,
         back=_change_url(document),
@@ -66,11 +109,8 @@ def rollback_view(
 ) -> HttpResponse:
     require(request, "kb.rollback_document")
     document = _document(model_admin, request, object_id)
-    target = get_object_or_404(
-        Build.objects.select_related("revision"), pk=build_id, document=document
-    )
-    live = selectors.live_build(document=document)
-    diff = selectors.build_diff(candidate=target, live=live)
+    target = _candidate(document, build_id)
+    live = selectors.served_now(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
         services.document_rollback(
@@ -80,13 +120,29 @@ def rollback_view(
             reason=reason,
             expected_live_build_id=expected,
         )
+        _log(
+            model_admin,
+            request,
+            document,
+            _with_reason(f"Rolled back to revision {target.revision.number}", reason),
+        )
         return f"Rolled back to revision {target.revision.number}."
 
     return confirm(
         model_admin,
         request,
         title=f"Roll {document} back to revision {target.revision.number}",
-        summary={"document": document, "diff": diff, "candidate": target, "live": live},
+        summary={
+            "document": document,
+            "diff": chunk_diff(candidate=target, live=live),
+            "live_text": _revision_text(live),
+            "after_label": "after the rollback",
+            "after_text": _revision_text(target),
+            "consequence": (
+                f"Search serves revision {target.revision.number} again at once, and it becomes "
+                "the desired revision: newer revisions waiting for approval are set aside."
+            ),
+        },
         expected=live.pk if live else None,
         perform=perform,
         back=_change_url(document),
@@ -100,23 +156,68 @@ def retry_view(
 ) -> HttpResponse:
     require(request, "kb.retry_build")
     document = _document(model_admin, request, object_id)
-    build = get_object_or_404(
-        Build.objects.select_related("revision"), pk=build_id, document=document
-    )
+    build = _candidate(document, build_id)
 
     def perform(reason: str, expected: int | None) -> str:
-        services.build_retry(build_id=build.pk, actor=request.user)
-        return f"Build {build.pk} queued again."
+        services.build_retry(build_id=build.pk, actor=request.user, reason=reason)
+        _log(
+            model_admin,
+            request,
+            document,
+            _with_reason(
+                f"Retried the build of revision {build.revision.number} "
+                f"in v{build.index_version.number}",
+                reason,
+            ),
+        )
+        return f"The build of revision {build.revision.number} is queued again."
 
     return confirm(
         model_admin,
         request,
         title=f"Retry the build of revision {build.revision.number} of {document}",
-        summary={"facts": [("state", build.state), ("error", build.error or "—")]},
+        summary={
+            "facts": [
+                ("build", f"{_revision_text(build)} · index version {build.index_version.number}"),
+                ("state", build.state),
+                ("error", build.error or "—"),
+                ("after", "built again from the start with a fresh attempt budget"),
+            ]
+        },
         expected=None,
         perform=perform,
         back=_change_url(document),
     )
+
+
+def delete_facts(document: Document) -> list[tuple[str, str]]:
+    """What a delete of `document` changes and until when it can be undone."""
+    live = selectors.served_now(document=document)
+    delay = document_states.purge_delay(document.kb)
+    return [
+        ("served now", _revision_text(live)),
+        ("after", "search stops returning it when you confirm"),
+        (
+            "restorable until",
+            f"{utc_text(document_states.restorable_until(document=document))} "
+            f"({_duration(delay)} from now: the knowledge base's retention)",
+        ),
+        (
+            "at purge",
+            "its chunks and pointers are removed for good and a restore is refused; the "
+            "document, its revisions and its history stay as a record",
+        ),
+    ]
+
+
+def _duration(delay: timedelta) -> str:
+    seconds = int(delay.total_seconds())
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return f"{days} day{'s' if days != 1 else ''}"
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds} s"
 
 
 def delete_view(
@@ -124,22 +225,19 @@ def delete_view(
 ) -> HttpResponse:
     require(request, "kb.soft_delete_document")
     document = _document(model_admin, request, object_id)
-    live = selectors.live_build(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
         services.document_delete(document_id=document.pk, actor=request.user, reason=reason)
-        return f"{document} is deleted; search no longer returns it."
+        _log(model_admin, request, document, _with_reason("Deleted", reason))
+        document.refresh_from_db()
+        until = utc_text(document_states.restorable_until(document=document))
+        return f"{document} is deleted; search no longer returns it. Restorable until {until}."
 
     return confirm(
         model_admin,
         request,
         title=f"Delete {document}",
-        summary={
-            "facts": [
-                ("live now", f"revision {live.revision.number}" if live else "nothing"),
-                ("after", "invisible to search at once; restorable during the retention window"),
-            ]
-        },
+        summary={"facts": delete_facts(document)},
         expected=None,
         perform=perform,
         back=_change_url(document),
@@ -155,13 +253,25 @@ def restore_view(
 
     def perform(reason: str, expected: int | None) -> str:
         services.document_restore(document_id=document.pk, actor=request.user, reason=reason)
+        _log(model_admin, request, document, _with_reason("Restored", reason))
         return f"{document} is restored."
 
     return confirm(
         model_admin,
         request,
         title=f"Restore {document}",
-        summary={"facts": [("deleted at", document.deleted_at)]},
+        summary={
+            "facts": [
+                ("deleted at", utc_text(document.deleted_at)),
+                (
+                    "restorable until",
+                    utc_text(document_states.restorable_until(document=document))
+                    if document.deleted_at
+                    else "—",
+                ),
+                ("after", "search serves its kept revision again when you confirm"),
+            ]
+        },
         expected=None,
         perform=perform,
         back=_change_url(document),

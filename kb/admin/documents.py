@@ -12,19 +12,31 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.postgres.forms import SimpleArrayField
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from kb import selectors, services
-from kb.admin import document_actions, upload_many
+from kb import document_states, selectors, services
+from kb.admin import bulk_actions, document_actions, upload_many
+from kb.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
 from kb.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
 from kb.models import (
     Document,
     KnowledgeBase,
     Revision,
 )
-from kb.uploads import SKIPPED_ATTR, UploadRejected, upload_accept
+from kb.uploads import (
+    SKIPPED_ATTR,
+    AcceptedUpload,
+    UploadRejected,
+    kept_upload,
+    kept_upload_token,
+    upload_accept,
+)
+
+# What the History page (Django's LogEntry) records for a save that uploaded a file.
+UPLOAD_LOG_ATTR = "_canon_upload_log"
 
 
 def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
@@ -37,6 +49,45 @@ def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
     except UploadRejected as exc:
         return str(exc)
     return None
+
+
+def _accept_upload(form: Any, field: str, data: dict[str, Any], *, required: bool) -> None:
+    """The file of `field`, or the one the page kept from the last try (`kept_upload`: a signed
+    token of the stored file, bound to the user's session), as `form.accepted_upload`; and the
+    token for the next try, so a form refused for another field (a title, a key, groups) does
+    not drop the file the user chose: browsers cannot fill a file input again."""
+    request = form.request
+    upload = data.get(field)
+    error = _file_error(request, field, upload)
+    accepted: AcceptedUpload | None = None
+    if upload is not None and error is None:
+        accepted = upload._canon_accepted
+    elif upload is None and error is None:
+        token = data.get("kept_upload") or ""
+        accepted = kept_upload(request, token)
+        if accepted is None and token:
+            error = "The file you chose before is no longer kept; choose it again."
+        elif accepted is None and required:
+            error = "Choose a file."
+    if error:
+        form.add_error(field, error)
+    form.accepted_upload = accepted
+    if accepted is not None:
+        form.data = form.data.copy()
+        form.data["kept_upload"] = kept_upload_token(request, accepted)
+        kept = (
+            f"Kept from your last try: {accepted.original_name} "
+            f"({filesizeformat(accepted.stored.size)}). Choose a file only to replace it."
+        )
+        # the bound field copied the help text when validation created it
+        form.fields[field].help_text = form[field].help_text = kept
+
+
+def _upload_words(accepted: AcceptedUpload, number: int) -> str:
+    return (
+        f"uploaded {accepted.original_name} ({filesizeformat(accepted.stored.size)}) "
+        f"as revision {number}"
+    )
 
 
 def _explain_groups(form: Any) -> None:
@@ -57,7 +108,8 @@ def _explain_groups(form: Any) -> None:
 
 
 class DocumentCreateForm(forms.ModelForm):
-    file = forms.FileField(help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    file = forms.FileField(required=False, help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    kept_upload = forms.CharField(required=False, widget=forms.HiddenInput)
     access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
 
     class Meta:
@@ -65,16 +117,17 @@ class DocumentCreateForm(forms.ModelForm):
         fields = ["kb", "key", "title", "access_groups"]
 
     request: HttpRequest
+    accepted_upload: AcceptedUpload | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _explain_groups(self)
+        self.fields["title"].required = False
+        self.fields["title"].help_text = "Leave empty to use the title found in the file."
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        error = _file_error(self.request, "file", data.get("file"))
-        if error:
-            self.add_error("file", error)
+        _accept_upload(self, "file", data, required=True)
         refused = groups_refused(self.request, data.get("access_groups") or [])
         if refused:
             self.add_error("access_groups", refused)
@@ -85,6 +138,7 @@ class DocumentChangeForm(forms.ModelForm):
     new_revision = forms.FileField(
         required=False, help_text="Upload a new revision; the live one serves until it is ready."
     )
+    kept_upload = forms.CharField(required=False, widget=forms.HiddenInput)
     access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
 
     class Meta:
@@ -92,6 +146,7 @@ class DocumentChangeForm(forms.ModelForm):
         fields = ["title", "access_groups"]
 
     request: HttpRequest
+    accepted_upload: AcceptedUpload | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -99,9 +154,7 @@ class DocumentChangeForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        error = _file_error(self.request, "new_revision", data.get("new_revision"))
-        if error:
-            self.add_error("new_revision", error)
+        _accept_upload(self, "new_revision", data, required=False)
         refused = groups_refused(
             self.request, data.get("access_groups") or [], kept=self.instance.access_groups
         )
@@ -119,7 +172,7 @@ class RevisionInline(admin.TabularInline):
         "number",
         "original_name",
         "media_type",
-        "size",
+        "file_size",
         "uploaded_by",
         "created_at",
         "builds",
@@ -127,6 +180,10 @@ class RevisionInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="size")
+    def file_size(self, revision: Revision) -> str:
+        return filesizeformat(revision.size)
 
     @admin.display(description="builds")
     def builds(self, revision: Revision) -> str:
@@ -154,9 +211,11 @@ class DocumentAdmin(TenantScopedAdmin):
     tenant_path = "kb__tenant_id"
     document_path = ""
     list_display = ["key", "title", "kb", "status", "progress", "updated_at"]
-    list_filter = ["kb"]
+    list_filter = [DocumentStatusFilter, ("kb", KnowledgeBaseFilter)]
+    show_facets = admin.ShowFacets.NEVER  # the status filter counts in its own labels
     search_fields = ["key", "title"]
     inlines = [RevisionInline]
+    actions = bulk_actions.admin_actions()
     readonly_fields = ["kb", "key", "status", "desired_revision", "deleted_at", "created_at"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
@@ -164,7 +223,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
-            return ["kb", "key", "title", "access_groups", "file"]
+            return ["kb", "key", "title", "access_groups", "file", "kept_upload"]
         return [
             "kb",
             "key",
@@ -175,6 +234,7 @@ class DocumentAdmin(TenantScopedAdmin):
             "deleted_at",
             "created_at",
             "new_revision",
+            "kept_upload",
         ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -224,11 +284,11 @@ class DocumentAdmin(TenantScopedAdmin):
 
     def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
         if not change:
-            accepted = form.cleaned_data["file"]._canon_accepted
+            accepted = form.accepted_upload
             revision = services.document_create(
                 kb=form.cleaned_data["kb"],
                 key=form.cleaned_data["key"],
-                title=form.cleaned_data["title"],
+                title=form.cleaned_data["title"] or "",
                 access_groups=form.cleaned_data.get("access_groups") or [],
                 stored=accepted.stored,
                 media_type=accepted.media_type,
@@ -237,15 +297,21 @@ class DocumentAdmin(TenantScopedAdmin):
             )
             obj.pk = revision.document_id
             obj.created_at = revision.document.created_at
+            setattr(request, UPLOAD_LOG_ATTR, f"Added; {_upload_words(accepted, 1)}.")
             return
         services.document_update(
             document=obj,
             title=form.cleaned_data["title"],
             access_groups=form.cleaned_data.get("access_groups") or [],
         )
-        upload = form.cleaned_data.get("new_revision")
-        if upload is not None:
-            accepted = upload._canon_accepted
+        changed = [
+            name.replace("_", " ")
+            for name in form.changed_data
+            if name not in ("new_revision", "kept_upload")
+        ]
+        words = [f"changed {', '.join(changed)}"] if changed else []
+        accepted = form.accepted_upload
+        if accepted is not None:
             revision = services.revision_create(
                 document=obj,
                 stored=accepted.stored,
@@ -253,7 +319,52 @@ class DocumentAdmin(TenantScopedAdmin):
                 original_name=accepted.original_name,
                 actor=request.user,
             )
-            messages.info(request, f"Revision {revision.number} uploaded; it goes live when built.")
+            messages.info(
+                request,
+                f"Revision {revision.number} ({accepted.original_name}) uploaded; "
+                "it goes live when built.",
+            )
+            words.append(_upload_words(accepted, revision.number))
+        if words:
+            text = "; ".join(words)
+            setattr(request, UPLOAD_LOG_ATTR, f"{text[:1].upper()}{text[1:]}.")
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return super().log_addition(request, obj, getattr(request, UPLOAD_LOG_ATTR, message))
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return super().log_change(request, obj, getattr(request, UPLOAD_LOG_ATTR, message))
+
+    # The bulk actions' permissions (Django offers an action only to users who have them).
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("kb.approve_build")
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("kb.retry_build")
+
+    def has_soft_delete_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("kb.soft_delete_document")
+
+    def has_restore_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("kb.restore_document")
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, with the work queues (awaiting approval, failed) and their counts above it."""
+        counts = document_states.document_state_counts(self.get_queryset(request))
+        queues = [
+            (state, document_states.STATE_LABELS[state], counts[state])
+            for state in document_states.WORK_QUEUES
+        ]
+        return super().changelist_view(request, {**(extra_context or {}), "work_queues": queues})
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        # a document is one upload: "Save and add another" would drop the file's page
+        extra = {**(extra_context or {}), "show_save_and_add_another": False}
+        return super().add_view(request, form_url, extra)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # deletes go through the delete protocol, not a cascade
@@ -303,7 +414,7 @@ class DocumentAdmin(TenantScopedAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> Any:
         document = self.get_object(request, unquote(object_id))
-        extra = dict(extra_context or {})
+        extra = {**(extra_context or {}), "show_save_and_add_another": False}
         if document is not None:
             live = selectors.served_now(document=document)
             extra.update(

@@ -80,7 +80,9 @@ class BuildAdmin(TenantScopedAdmin):
         "stored_state",
         "updated_at",
     ]
-    list_filter = ["state"]
+    list_filter = ["state", "index_version"]
+    # find a build by its document, file or error (issue 13, item 4)
+    search_fields = ["document__key", "document__title", "revision__original_name", "error"]
     readonly_fields = ["role", *[f.name for f in Build._meta.fields]]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:

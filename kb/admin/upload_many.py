@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -30,6 +31,9 @@ class UploadManyForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["kb"].queryset = kbs  # type: ignore[attr-defined]
         self.request = request
+        only = list(kbs.values_list("pk", flat=True)[:2])
+        if len(only) == 1:  # preselect the only knowledge base, as Add does
+            self.fields["kb"].initial = only[0]
 
     def clean_access_groups(self) -> list[str]:
         raw = self.cleaned_data.get("access_groups") or ""
@@ -42,7 +46,10 @@ class UploadManyForm(forms.Form):
 
 def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> HttpResponse:
     """Many files at once: a file whose name (without extension) matches a document key becomes
-    a new revision of it; any other file a new document."""
+    a new revision of it; any other file a new document, titled by the parse stage with the title
+    found in the file (none is given here). Each upload is in the document's History (LogEntry).
+    Messages name each file as it was uploaded and never start with it (the admin capitalises a
+    message's first letter)."""
     require(request, "kb.add_document")
     kbs = model_admin.scoped_queryset(request, KnowledgeBase)
     form = UploadManyForm(request.POST or None, kbs=kbs, request=request)
@@ -50,7 +57,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
         files = request.FILES.getlist("files")
         oversized = oversized_messages(request)  # refused while they streamed in
         for message in oversized:
-            messages.error(request, message)
+            messages.error(request, f"Not uploaded: {message}")
         if not files and not oversized:
             messages.error(request, "Choose at least one file.")
         kb = form.cleaned_data["kb"]
@@ -60,7 +67,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
             try:
                 accepted = upload_accept(upload)
             except UploadRejected as exc:
-                messages.error(request, str(exc))
+                messages.error(request, f"Not uploaded: {exc}")
                 continue
             key = accepted.original_name.rsplit(".", 1)[0][:255] or "upload"
             document = visible.filter(kb=kb, key=key).first()
@@ -68,23 +75,34 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
                 # the key is taken: say so, as the API does, without showing the document
                 messages.error(
                     request,
-                    f"{accepted.original_name}: a document with key {key!r} exists and is "
-                    "restricted to access groups you do not hold.",
+                    f"Not uploaded: {accepted.original_name}: a document with key {key!r} exists "
+                    "and is restricted to access groups you do not hold.",
                 )
                 continue
             try:
+                size = filesizeformat(accepted.stored.size)
                 if document is None:
-                    services.document_create(
+                    revision = services.document_create(
                         kb=kb,
                         key=key,
-                        title=key,
+                        title="",  # none given: the parse stage puts the file's own title
                         stored=accepted.stored,
                         media_type=accepted.media_type,
                         original_name=accepted.original_name,
                         access_groups=groups,
                         actor=request.user,
                     )
-                    messages.success(request, f"{accepted.original_name}: new document {key}.")
+                    model_admin.log_addition(
+                        request,
+                        revision.document,
+                        f"Added with Upload files; uploaded {accepted.original_name} ({size}) "
+                        "as revision 1.",
+                    )
+                    messages.success(
+                        request,
+                        f"New document {key} from {accepted.original_name} ({size}); its title "
+                        "is the one found in the file once it is parsed.",
+                    )
                 else:
                     revision = services.revision_create(
                         document=document,
@@ -93,11 +111,19 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
                         original_name=accepted.original_name,
                         actor=request.user,
                     )
+                    model_admin.log_change(
+                        request,
+                        document,
+                        f"Uploaded {accepted.original_name} ({size}) as revision "
+                        f"{revision.number} with Upload files.",
+                    )
                     messages.success(
-                        request, f"{accepted.original_name}: revision {revision.number} of {key}."
+                        request,
+                        f"Revision {revision.number} of {key} from {accepted.original_name} "
+                        f"({size}).",
                     )
             except services.InvalidUpload as exc:
-                messages.error(request, f"{accepted.original_name}: {exc}")
+                messages.error(request, f"Not uploaded: {accepted.original_name}: {exc}")
         if files:
             return HttpResponseRedirect(reverse("admin:kb_document_changelist"))
     context = {

@@ -1,0 +1,85 @@
+"""Permission refusals in the admin: an admin page (403) that says which permission is missing,
+which role grants it, and links back, instead of the server's bare "403 Forbidden".
+
+`MissingPermission` is what `kb.admin.confirmation.require` raises; `permission_denied` is the
+project's handler403 (config/urls.py): under /admin/ it renders templates/admin/403.html with the
+admin's context, elsewhere Django's default answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth.models import Permission
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views import defaults
+
+from kb.roles import ROLES, role_noun, roles_with
+
+
+class MissingPermission(PermissionDenied):
+    """The user lacks `perm` ("app_label.codename") for what they tried."""
+
+    def __init__(self, perm: str) -> None:
+        super().__init__(f"You need the permission {perm}.")
+        self.perm = perm
+
+
+def permission_name(perm: str) -> str:
+    """Django's description of a permission ("Can approve a ready build"), else its code."""
+    app, _, codename = perm.partition(".")
+    name = (
+        Permission.objects.filter(content_type__app_label=app, codename=codename)
+        .values_list("name", flat=True)
+        .first()
+    )
+    return name or perm
+
+
+def refusal_context(request: HttpRequest, exception: Exception | None) -> dict[str, Any]:
+    """What the refusal page says: the missing permission, the roles that grant it, the user's
+    own roles, and where to go back to."""
+    perm = getattr(exception, "perm", None)
+    granted_by = roles_with(perm) if perm else []
+    user = request.user
+    own = sorted(
+        user.groups.filter(name__in=list(ROLES)).values_list("name", flat=True)
+        if user.is_authenticated
+        else []
+    )
+    referer = request.META.get("HTTP_REFERER", "")
+    back = (
+        referer
+        if referer
+        and referer != request.build_absolute_uri()
+        and url_has_allowed_host_and_scheme(
+            referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        )
+        else reverse("admin:index")
+    )
+    return {
+        "perm": perm,
+        "perm_name": permission_name(perm) if perm else "",
+        "granted_by": granted_by,
+        "ask": " or ".join(role_noun(r) for r in granted_by),
+        "own_roles": own,
+        "back": back,
+    }
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler403: an admin page under /admin/ (status 403), Django's default elsewhere."""
+    admin_prefix = reverse("admin:index")
+    if not request.path.startswith(admin_prefix) or not request.user.is_authenticated:
+        return defaults.permission_denied(request, exception or PermissionDenied())
+    context = {
+        **admin.site.each_context(request),
+        "title": "You may not do this",
+        **refusal_context(request, exception),
+    }
+    response = TemplateResponse(request, "admin/403.html", context, status=403)
+    return response.render()
