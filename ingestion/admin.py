@@ -122,7 +122,8 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
         "build",
         "status",
         "attempt",
-        "lease_owner",  # its expiry is on the task's page: the list must fit the screen
+        "lease_owner",
+        "lease_expires_at",
         "last_error_code",
         "available_at",
         "updated_at",

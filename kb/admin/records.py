@@ -20,6 +20,12 @@ from kb.models import (
     TenantMembership,
 )
 
+# The stored state, secondary to what a row is for (lists carry no page styles of their own).
+RAW_STATE = (
+    '<span class="canon-raw-state" style="white-space:nowrap;color:var(--body-quiet-color)">'
+    "{}</span>"
+)
+
 
 @admin.register(IndexVersion)
 class IndexVersionAdmin(TenantScopedAdmin):
@@ -54,7 +60,7 @@ class IndexVersionAdmin(TenantScopedAdmin):
 
     @admin.display(description="stored state", ordering="state")
     def stored_state(self, version: IndexVersion) -> str:
-        return format_html('<span class="canon-raw-state">{}</span>', version.state)
+        return format_html(RAW_STATE, version.state)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -74,7 +80,7 @@ class BuildAdmin(TenantScopedAdmin):
         "id",
         "document",
         "revision_number",
-        "index_version",
+        "version",
         "role",
         "progress",
         "stored_state",
@@ -92,6 +98,10 @@ class BuildAdmin(TenantScopedAdmin):
     def revision_number(self, build: Build) -> int:
         return build.revision.number
 
+    @admin.display(description="index version", ordering="index_version__number")
+    def version(self, build: Build) -> str:
+        return f"v{build.index_version.number}"
+
     @admin.display(description="role")
     def role(self, build: Build) -> str:
         role = selectors.build_role_of(build=build)
@@ -99,7 +109,7 @@ class BuildAdmin(TenantScopedAdmin):
 
     @admin.display(description="stored state", ordering="state")
     def stored_state(self, build: Build) -> str:
-        return format_html('<span class="canon-raw-state">{}</span>', build.state)
+        return format_html(RAW_STATE, build.state)
 
     @admin.display(description="chunks")
     def progress(self, build: Build) -> str:

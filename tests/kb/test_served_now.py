@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # A build on the document page, in the Builds table (<tr data-build>) or the Revisions box
 # (<div data-build>): its id, role kind and role label.
 ROLE = re.compile(
-    r'data-build="(\d+)".*?<b class="role canon-role-([a-z_]+)">([^<]*)</b>', re.DOTALL
+    r'data-build="(\d+)".*?<b class="role canon-role-([a-z_]+)"[^>]*>([^<]*)</b>', re.DOTALL
 )
 
 
@@ -195,7 +195,10 @@ def test_builds_of_a_retired_version_never_say_live(
     assert 'class="field-role"><span class="canon-role-kept_for_rollback">kept for rollback' in (
         cells
     )
-    assert '<td class="field-stored_state"><span class="canon-raw-state">live</span>' in cells
+    stored = re.search(
+        r'<td class="field-stored_state"><span class="canon-raw-state"[^>]*>(\w+)<', cells
+    )
+    assert stored is not None and stored.group(1) == "live"
     assert "Stored state" in listing
 
     # publication events name the build by what it is for now
