@@ -122,8 +122,7 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
         "build",
         "status",
         "attempt",
-        "lease_owner",
-        "lease_expires_at",
+        "lease_owner",  # its expiry is on the task's page: the list must fit the screen
         "last_error_code",
         "available_at",
         "updated_at",

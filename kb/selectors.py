@@ -189,57 +189,6 @@ def document_status(*, document: Document) -> str:
     return " · ".join(parts)
 
 
-@dataclass(frozen=True)
-class BuildDiff:
-    """What approving `candidate` would change compared with what is live."""
-
-    live: Build | None
-    candidate: Build
-    added: int
-    removed: int
-    unchanged: int
-    text_diff: list[str]
-
-
-def _chunk_texts(build_id: int) -> list[tuple[str, str]]:
-    from kb.models import Chunk
-
-    return list(
-        Chunk.objects.filter(build_id=build_id)
-        .order_by("ordinal")
-        .values_list("content_hash", "text")
-    )
-
-
-def build_diff(*, candidate: Build, live: Build | None, max_lines: int = 200) -> BuildDiff:
-    """Chunk-level counts (by content hash) and a unified text diff preview."""
-    import difflib
-
-    new = _chunk_texts(candidate.pk)
-    old = _chunk_texts(live.pk) if live else []
-    new_hashes = [h for h, _ in new]
-    old_hashes = [h for h, _ in old]
-    unchanged = len(set(new_hashes) & set(old_hashes))
-    diff = list(
-        difflib.unified_diff(
-            "\n".join(t for _, t in old).splitlines(),
-            "\n".join(t for _, t in new).splitlines(),
-            fromfile=f"live r{live.revision.number}" if live else "nothing live",
-            tofile=f"r{candidate.revision.number}",
-            lineterm="",
-            n=1,
-        )
-    )
-    return BuildDiff(
-        live=live,
-        candidate=candidate,
-        added=len(set(new_hashes) - set(old_hashes)),
-        removed=len(set(old_hashes) - set(new_hashes)),
-        unchanged=unchanged,
-        text_diff=diff[:max_lines],
-    )
-
-
 def document_builds(*, document: Document) -> QuerySet[Build]:
     return (
         Build.objects.filter(document=document)

@@ -151,6 +151,8 @@ def test_work_queues_bulk_actions_diff_and_refusals_in_a_real_browser(
     button = browser.find_element(By.ID, "confirm-button")
     assert button.get_attribute("value") == "Yes, approve revision 2 of Travel policy"
     ia.screenshot("approval-diff")
+    browser.execute_script("document.documentElement.dataset.theme = 'dark'")
+    ia.screenshot("approval-diff-dark")  # the admin's own variables: dark mode follows
     ia.visit("/admin/kb/document/")
     ia.click("#queue-awaiting_approval")
     ia.wait_for_text("2 documents")
