@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import F, Q
 
+from kb import document_states
 from kb.models import Build, Document, KnowledgeBase
 
 
@@ -30,35 +31,36 @@ class DocumentCounts:
 
 
 def knowledge_base_counts(*, kb: KnowledgeBase) -> DocumentCounts:
-    """The documents of `kb` by state in its active index version, and the chunks search serves
-    from it. One query (O(documents): chunks are counted from the served builds' rows)."""
+    """The documents of `kb` by state in its active index version (the document list's status
+    filter counts them the same way: `kb.document_states`), and the chunks search serves from
+    it. Two queries, O(documents): chunks are counted from the served builds' rows."""
+    states = document_states.document_state_counts(Document.objects.filter(kb=kb))
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT
-              count(*) FILTER (WHERE d.deleted_at IS NULL),
-              count(*) FILTER (WHERE d.deleted_at IS NULL AND p.id IS NOT NULL),
-              count(*) FILTER (WHERE d.deleted_at IS NULL AND p.id IS NULL),
-              count(*) FILTER (WHERE d.deleted_at IS NULL AND b.state = 'ready'),
-              count(*) FILTER (WHERE d.deleted_at IS NULL AND b.state IN ('pending', 'building')),
-              count(*) FILTER (WHERE d.deleted_at IS NULL AND b.state = 'failed'),
-              count(*) FILTER (WHERE d.deleted_at IS NOT NULL),
-              coalesce(sum(pb.expected_chunk_count) FILTER (WHERE d.deleted_at IS NULL), 0)
+            SELECT count(*) FILTER (WHERE d.deleted_at IS NULL),
+                   coalesce(sum(b.expected_chunk_count) FILTER (WHERE d.deleted_at IS NULL), 0)
             FROM kb_document d
             JOIN kb_knowledgebase k ON k.id = d.kb_id
             LEFT JOIN kb_publication p
               ON p.document_id = d.id AND p.index_version_id = k.active_index_version_id
-            LEFT JOIN kb_build pb ON pb.id = p.build_id
-            LEFT JOIN kb_revision r ON r.document_id = d.id AND r.number = d.desired_revision
-            LEFT JOIN kb_build b
-              ON b.revision_id = r.id AND b.index_version_id = k.active_index_version_id
+            LEFT JOIN kb_build b ON b.id = p.build_id
             WHERE d.kb_id = %s
             """,
             [kb.pk],
         )
         row = cursor.fetchone()
     assert row is not None
-    return DocumentCounts(*(int(value) for value in row))
+    return DocumentCounts(
+        documents=int(row[0]),
+        served=states[document_states.SERVED],
+        not_served=states[document_states.NOT_SERVED],
+        awaiting_approval=states[document_states.AWAITING_APPROVAL],
+        building=states[document_states.BUILDING],
+        failed=states[document_states.FAILED],
+        deleted=states[document_states.DELETED],
+        chunks_served=int(row[1]),
+    )
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from kb import home, selectors, timeline
+from kb import document_states, home, selectors, timeline
+from kb.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
 from kb.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
-from kb.models import Build, KnowledgeBase
+from kb.models import KnowledgeBase
 
 HOME_TIMELINE = 10  # entries on the home page; the timeline page has the rest
 
@@ -61,19 +62,25 @@ def home_summary(request: HttpRequest, kb: KnowledgeBase, *, timeline_size: int)
 
 
 def _links(request: HttpRequest, kb: KnowledgeBase) -> dict[str, str]:
-    documents = reverse("admin:kb_document_changelist")
-    builds = reverse("admin:kb_build_changelist")
+    documents = f"{reverse('admin:kb_document_changelist')}?{KB_PARAMETER}={kb.pk}"
     return {
         "home": reverse("admin:kb_knowledgebase_home", args=[kb.pk]),
         "settings": reverse("admin:kb_knowledgebase_change", args=[kb.pk]),
         "timeline": reverse("admin:kb_knowledgebase_timeline", args=[kb.pk]),
         "search": reverse("admin:kb_knowledgebase_search", args=[kb.pk]),
         "progress": reverse("admin:kb_knowledgebase_progress", args=[kb.pk]),
-        "documents": f"{documents}?kb__id__exact={kb.pk}",
-        "awaiting": f"{builds}?state__exact={Build.State.READY}",
-        "building": f"{builds}?state__exact={Build.State.BUILDING}",
-        "failed": f"{builds}?state__exact={Build.State.FAILED}",
-        "deleted": f"{documents}?kb__id__exact={kb.pk}",
+        "documents": documents,
+        # the document list's status filter: the same states, counted the same way
+        **{
+            name: f"{documents}&{DocumentStatusFilter.parameter_name}={state}"
+            for name, state in (
+                ("served", document_states.SERVED),
+                ("awaiting", document_states.AWAITING_APPROVAL),
+                ("building", document_states.BUILDING),
+                ("failed", document_states.FAILED),
+                ("deleted", document_states.DELETED),
+            )
+        },
         "chunks": reverse("admin:kb_chunk_changelist") + f"?kb__id__exact={kb.pk}",
     }
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html
 
 from kb import selectors
@@ -113,7 +114,12 @@ class BuildAdmin(TenantScopedAdmin):
 
     @admin.display(description="chunks")
     def progress(self, build: Build) -> str:
-        return format_html("{}", selectors.build_progress_of(build=build)["label"])
+        """The chunk count, linked to the build's parsed text and chunks (`kb.admin.chunks`)."""
+        return format_html(
+            '<a class="chunks-link" href="{}">{}</a>',
+            reverse("admin:kb_build_chunks", args=[build.pk]),
+            selectors.build_progress_of(build=build)["label"],
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -38,6 +38,8 @@ def guide(person: Person, name: str, *, scroll_to: str | None = None) -> None:
     if GUIDE:
         size = driver.get_window_size()
         driver.set_window_size(1200, 800)
+        inner = driver.execute_script("return window.innerHeight")
+        driver.set_window_size(1200, 800 + 800 - inner)  # the window's frame is not the page
         if scroll_to:
             driver.execute_script(
                 "document.querySelector(arguments[0]).scrollIntoView()", scroll_to
@@ -109,7 +111,7 @@ def test_the_knowledge_base_home_timeline_test_search_and_chunks_in_a_real_brows
     browser.find_element(By.ID, "id_new_revision").send_keys(str(second))
     cora.click("input[name=_continue]")
     cora.wait_for_text("r2 awaiting approval", timeout=120, reload=True)
-    guide(cora, "document", scroll_to="#builds")
+    guide(cora, "document", scroll_to=".field-status")
 
     iris = Person(browser, live_server.url, "iris")
     iris.log_in()

@@ -141,3 +141,17 @@ def test_viewing_chunks_takes_the_permission_to_view_builds(world: World) -> Non
     assert client.get(f"/admin/kb/chunk/of-build/{build.pk}/").status_code in (403, 404)
     # a content manager may (they view builds)
     assert world.client("carol").get(f"/admin/kb/chunk/of-build/{build.pk}/").status_code == 200
+
+
+def test_the_build_list_and_the_document_page_link_each_build_to_its_chunks(
+    kb: KnowledgeBase, admin_user: User
+) -> None:
+    build = publish(kb, "travel", "Trains are reimbursed in second class.")
+    client = Client()
+    client.force_login(admin_user)
+
+    builds = client.get("/admin/kb/build/").content.decode()
+    document = client.get(f"/admin/kb/document/{build.document_id}/change/").content.decode()
+
+    for page in (builds, document):
+        assert f'href="/admin/kb/chunk/of-build/{build.pk}/"' in page
