@@ -18,8 +18,6 @@ never swept. Here:
   reconciler and garbage collector take advisory locks; the relay claims events with SKIP LOCKED).
 - **Unchanged definitions are not re-saved**, so a start neither touches a row nor tells the
   other beats that the schedule changed. A job that has never run is due at once.
-- Celery's `expires` option (seconds) is stored as the row's `expire_seconds`, so a send that
-  waited on a busy or absent worker longer than that is dropped instead of queueing up.
 
 The price of claiming before sending: a beat that dies between the claim and the send (a few
 milliseconds) loses that one run; the job runs one interval later.
@@ -106,10 +104,7 @@ class ClaimedEntry(ModelEntry):
     def from_entry(cls, name: str, app: Any = None, **entry: Any) -> ClaimedEntry:
         """The row of one declared job: created if missing, saved only if its definition changed
         (then with `no_changes` off, so running beats re-read it). Never touches its last run."""
-        options = dict(entry.pop("options", None) or {})
-        if isinstance(options.get("expires"), int | float):
-            options["expire_seconds"] = int(options.pop("expires"))
-        fields = cls._unpack_fields(options=options, **entry)
+        fields = cls._unpack_fields(**entry)
         row, created = PeriodicTask.objects.get_or_create(name=name, defaults=fields)
         if not created:
             changed = {key: value for key, value in fields.items() if getattr(row, key) != value}

@@ -12,26 +12,26 @@ app = Celery("canon")
 app.config_from_object("config.celery_settings")  # read lazily; see that module
 app.autodiscover_tasks()
 
+# No `expires` on these sends: the jobs share the workers' queue with builds, and behind a backlog
+# a job must run late, not be dropped (an expired relay or sweep would not run at all until the
+# queue is short again). Late sends that pile up are harmless: each job is single-flight, and a run
+# with nothing to do is cheap.
 app.conf.beat_schedule = {
     "outbox-relay": {
         "task": "ingestion.tasks.relay_outbox",
         "schedule": float(os.environ.get("CANON_RELAY_INTERVAL_SECONDS", "1.0")),
-        "options": {"expires": 10},
     },
     "lease-sweeper": {
         "task": "ingestion.tasks.sweep_leases",
         "schedule": float(os.environ.get("CANON_SWEEP_INTERVAL_SECONDS", "15.0")),
-        "options": {"expires": 60},
     },
     "reconciler": {
         "task": "ingestion.tasks.reconcile",
         "schedule": float(os.environ.get("CANON_RECONCILE_INTERVAL_SECONDS", "60.0")),
-        "options": {"expires": 120},
     },
     "retention-gc": {
         "task": "ingestion.tasks.collect_garbage",
         "schedule": float(os.environ.get("CANON_GC_INTERVAL_SECONDS", "300.0")),
-        "options": {"expires": 600},
     },
 }
 
