@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: run test check lint bench clean browser
+.PHONY: run test check lint bench soak clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench: $(BENCH_STAMP)
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk groff-base >/dev/null ; }
 	$(PY) -m bench $(BENCH_ARGS)
+
+# A randomised soak with real processes killed at random (docs/SOAK.md); not part of `make test`.
+# Its own database (canon_soak) and Redis (port 6395). SOAK_ARGS, e.g. "--minutes 5 --seed 7".
+soak: $(STAMP)
+	$(PY) -m config.devstack exec -- $(PY) -m tests.soak $(SOAK_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
