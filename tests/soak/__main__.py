@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     root.addHandler(to_file)
     from django.core.management import call_command
 
-    from tests.soak import processes, runner
+    from tests.soak import processes, runner, world
 
     call_command("migrate", verbosity=0, interactive=False)
     env = dict(os.environ)
@@ -138,7 +138,7 @@ def main(argv: list[str]) -> int:
                 if time.monotonic() > deadline or not services[name].running:
                     raise RuntimeError(f"{name} did not start; see {logs / name}.log")
                 time.sleep(0.2)
-        settings = runner.Settings(
+        settings = world.Settings(
             minutes=args.minutes,
             seed=seed,
             lease_ttl=LEASE_TTL,
