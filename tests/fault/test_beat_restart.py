@@ -264,11 +264,12 @@ def test_f_t1_beat_restarted_faster_than_the_sweeper_interval_still_sweeps_on_ti
         if i % 2 == 0:
             planted.append(plant_crashed_task(kb, f"t1-{i}"))
 
-    # then the sweeper and the reconciler were sent on time across all the restarts: never more
-    # than one interval of beat-alive time without a send (with the stock scheduler, each start
-    # reset the clock and a beat living half an interval never swept)
+    # then the sweeper, the reconciler and the relay were sent on time across all the restarts:
+    # never more than one interval of beat-alive time without a send (with the stock scheduler,
+    # each start reset the clock and a beat living half an interval never swept)
     sweeps = run.assert_on_time("lease-sweeper", SWEEP)
     run.assert_on_time("reconciler", RECONCILE)
+    run.assert_on_time("outbox-relay", 1.0)
     assert len(sweeps) >= run.alive(run.first_start(), run.last_stop()) / SWEEP - 1
     # and each send was recorded in its row, once (a claim made the instant before a kill is
     # recorded and never sent)
