@@ -207,6 +207,9 @@ RELAY_MAX_ATTEMPTS = env_int("CANON_RELAY_MAX_ATTEMPTS", 10)
 # revision names once they are this old (an upload that crashed before its commit).
 RECONCILER_OUTBOX_LAG_SECONDS = env_float("CANON_RECONCILER_OUTBOX_LAG_SECONDS", 60.0)
 RECONCILER_ORPHAN_GRACE_SECONDS = env_float("CANON_RECONCILER_ORPHAN_GRACE_SECONDS", 3600.0)
+# A task whose message went out this long ago, never claimed, with the broker's queue empty, is
+# sent again (its message died with a worker or with Redis; see ingestion.reconciler).
+RECONCILER_UNCLAIMED_SECONDS = env_float("CANON_RECONCILER_UNCLAIMED_SECONDS", 120.0)
 
 # --- embedding providers (README: "Pointing Canon at a real embedding service") ------------
 # An IndexVersion pins provider, model and dimensions; these say how to reach the service.

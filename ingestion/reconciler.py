@@ -93,6 +93,64 @@ def repair_queued_without_event(finding: Finding) -> str:
     return "added an outbox event"
 
 
+def _broker_queue_length() -> int | None:
+    """Messages waiting in the task queue (None: the broker cannot be asked)."""
+    from config.celery import app
+
+    try:
+        with app.connection_for_write() as connection_:
+            connection_.ensure_connection(max_retries=1)
+            # Not passive: Redis keeps no key for an empty queue, and declaring creates none.
+            channel: Any = connection_.default_channel
+            declared = channel.queue_declare(queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+            return int(declared.message_count)
+    except Exception as exc:  # the broker is down: nothing to conclude about lost messages
+        logger.warning("cannot read the task queue's length: %s", exc)
+        return None
+
+
+def find_sent_never_claimed() -> Iterator[Finding]:
+    """A queued task whose message went out RECONCILER_UNCLAIMED_SECONDS ago and was never
+    claimed, while the broker's queue is empty: its message is nowhere a worker will look soon. A
+    worker that took it died before claiming (Redis keeps such a message unacked for the
+    visibility timeout, 40 minutes), or Redis lost it. While the queue holds messages, a backlog
+    explains the wait and nothing is found. Sending again is harmless: claiming a task that is
+    no longer queued does nothing."""
+    threshold = timezone.now() - timedelta(seconds=settings.RECONCILER_UNCLAIMED_SECONDS)
+    rows = _rows(
+        """
+        SELECT t.id, t.kb_id, max(e.published_at) FROM ingestion_ingestiontask t
+        JOIN ingestion_outboxevent e ON e.task_id = t.id AND e.published_at >= t.updated_at
+        WHERE t.status IN ('queued', 'retry_wait') AND t.updated_at < %s
+          AND NOT EXISTS (
+              SELECT 1 FROM ingestion_outboxevent u
+              WHERE u.task_id = t.id AND u.published_at IS NULL AND u.dead_at IS NULL)
+        GROUP BY t.id, t.kb_id HAVING max(e.published_at) < %s
+        ORDER BY t.id LIMIT %s
+        """,
+        [threshold, threshold, BATCH],
+    )
+    if not rows or _broker_queue_length() != 0:
+        return
+    for task_id, kb_id, sent_at in rows:
+        yield Finding(
+            "sent_never_claimed",
+            "task",
+            int(task_id),
+            int(kb_id),
+            f"sent at {sent_at:%H:%M:%S}, never claimed, and the task queue is empty",
+        )
+
+
+def repair_sent_never_claimed(finding: Finding) -> str:
+    with transaction.atomic():
+        task = IngestionTask.objects.select_for_update().get(pk=finding.subject_id)
+        if task.status not in ("queued", "retry_wait"):
+            return "claimed meanwhile"
+        outbox_add(task=task)
+    return "sent again (added an outbox event)"
+
+
 def find_complete_build_not_switched() -> Iterator[Finding]:
     """A complete build of the desired revision that nothing will switch: no open task, and
     either still *building* (the worker died between the last write and the switch, and its task
@@ -331,6 +389,7 @@ def find_visibility_violations() -> Iterator[Finding]:
 
 CATALOGUE: list[tuple[Callable[[], Iterator[Finding]], Repair | None]] = [
     (find_queued_without_event, repair_queued_without_event),
+    (find_sent_never_claimed, repair_sent_never_claimed),
     (find_complete_build_not_switched, repair_complete_build_not_switched),
     (find_desired_revision_without_build, repair_desired_revision_without_build),
     (find_deleted_with_chunks, repair_deleted_with_chunks),

@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from config.celery import app
 from ingestion.leases import task_claim
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.pipeline import task_execute
@@ -46,6 +49,42 @@ def test_queued_task_without_an_event_gets_one(kb: KnowledgeBase) -> None:
     assert anomalies("queued_without_event")[0].action == "added an outbox event"
     assert "queued_without_event" not in reconcile()
     call_command("kb_verify")
+
+
+def _sent_long_ago(task: IngestionTask) -> None:
+    """The relay published the task's message ten minutes ago and nobody claimed it."""
+    long_ago = timezone.now() - timedelta(minutes=10)
+    OutboxEvent.objects.filter(task=task).update(published_at=long_ago, available_at=long_ago)
+    IngestionTask.objects.filter(pk=task.pk).update(updated_at=long_ago - timedelta(seconds=1))
+
+
+def test_a_message_that_died_with_a_worker_or_redis_is_sent_again(
+    kb: KnowledgeBase, settings: Any
+) -> None:
+    """A worker took the message and died before claiming (Redis holds it unacked for 40 min),
+    or Redis lost it: the task waits queued with its event published, for a long time or for
+    ever. The reconciler sends it again once the queue is empty; not while a backlog explains
+    the wait, and not once the task was claimed."""
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"canon-reconciler-{uuid.uuid4().hex}"
+    lost, waiting, claimed = (upload_task(kb, key, "Text.") for key in ("a", "b", "c"))
+    for task in (lost, waiting, claimed):
+        _sent_long_ago(task)
+    assert task_claim(task_id=claimed.pk, owner="w") is not None
+
+    with app.connection_for_write() as conn:
+        backlog = conn.SimpleQueue(settings.CELERY_TASK_DEFAULT_QUEUE)
+        backlog.put({"a": "message ahead of ours"})
+        assert "sent_never_claimed" not in reconcile()  # a backlog explains the wait
+        backlog.get(timeout=5).ack()
+        backlog.close()
+
+    assert reconcile()["sent_never_claimed"] == 2
+
+    for task in (lost, waiting):
+        assert OutboxEvent.objects.filter(task=task, published_at__isnull=True).count() == 1
+    assert not OutboxEvent.objects.filter(task=claimed, published_at__isnull=True).exists()
+    assert anomalies("sent_never_claimed")[0].action == "sent again (added an outbox event)"
+    assert "sent_never_claimed" not in reconcile()  # the new event is pending
 
 
 def test_a_complete_build_that_was_never_switched_is_switched(kb: KnowledgeBase) -> None:
