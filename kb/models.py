@@ -204,7 +204,9 @@ class Build(models.Model):
         indexes = [models.Index(fields=["kb", "state"], name="build_kb_state")]
 
     def __str__(self) -> str:
-        return f"build {self.pk} ({self.revision}, v{self.index_version.number}, {self.state})"
+        # No state: a stored "live" is not what search serves once its version is retired or its
+        # document deleted (kb.selectors.build_role_of says that, where a page needs it).
+        return f"build {self.pk} ({self.revision}, v{self.index_version.number})"
 
 
 class Chunk(models.Model):

@@ -115,6 +115,13 @@ def _revision_add(
     )
     document.desired_revision = revision.number
     document.save(update_fields=["desired_revision", "updated_at"])
+    # A candidate of an earlier revision waiting for approval can never go live now (the switch
+    # would supersede it); say so at once instead of listing it as awaiting approval.
+    Build.objects.filter(document=document, state=Build.State.READY).update(
+        state=Build.State.SUPERSEDED,
+        error=f"revision {revision.number} was uploaded after this one",
+        updated_at=timezone.now(),
+    )
     builds_ensure(document=document, revision=revision)
     return revision
 

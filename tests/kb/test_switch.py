@@ -87,6 +87,25 @@ def test_an_unverified_build_is_refused_and_the_live_one_keeps_serving(kb: Knowl
     assert live_revision(document) == 1
 
 
+def test_a_candidate_awaiting_approval_is_superseded_by_a_newer_upload(kb: KnowledgeBase) -> None:
+    task_1 = upload(kb, "Live text. " * 300)
+    document = Document.objects.get(key="doc")
+    task_execute(task_id=task_1, worker_id="w1")
+    kb.require_approval = True
+    kb.save()
+    task_2 = upload(kb, "Candidate text. " * 300, document)
+    assert task_execute(task_id=task_2, worker_id="w2") == "awaiting_approval"
+
+    upload(kb, "Newer candidate text. " * 300, document)
+
+    candidate = Build.objects.get(revision__number=2)
+    assert candidate.state == Build.State.SUPERSEDED
+    assert candidate.error == "revision 3 was uploaded after this one"
+    with pytest.raises(services.ActionRefused):
+        services.build_approve(build_id=candidate.pk, actor=None)
+    assert live_revision(document) == 1
+
+
 def test_the_write_stage_refuses_rows_that_do_not_match_and_the_live_build_keeps_serving(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
