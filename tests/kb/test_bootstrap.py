@@ -90,3 +90,32 @@ def test_the_sample_handbook_can_be_skipped(demo_settings: Any) -> None:
     demo_settings.DEMO_DOCUMENTS = False
     bootstrap()
     assert not Document.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # a claim compares with now(): one per transaction
+def test_the_readme_questions_find_their_answers_in_the_sample_handbook(
+    demo_settings: Any,
+) -> None:
+    """The README's two example questions, against the sample built with the packaged model:
+    the first hit is the passage that answers them."""
+    from django.test import Client
+
+    from ingestion.pipeline import task_execute
+    from retrieval.principals import api_key_create
+
+    bootstrap()
+    for task_id in IngestionTask.objects.values_list("pk", flat=True):
+        assert task_execute(task_id=task_id, worker_id="test") == "published", (
+            IngestionTask.objects.get(pk=task_id).last_error
+        )
+    _, key = api_key_create(tenant=Tenant.objects.get(slug="demo"), name="readme")
+    client = Client(headers={"Authorization": f"Bearer {key}"})
+
+    def first_hit(query: str) -> str:
+        body = {"kb": "handbook", "query": query}
+        response = client.post("/api/v1/search", body, content_type="application/json")
+        assert response.status_code == 200
+        return str(response.json()["hits"][0]["text"])
+
+    assert "25 vacation days" in first_hit("how many vacation days do I get")
+    assert "每周最多可以在家办公两天" in first_hit("在家办公每周几天")
