@@ -175,6 +175,9 @@ def test_work_queues_bulk_actions_diff_and_refusals_in_a_real_browser(
 
     # the delete page: the date restore is possible until, what purge does, a red button
     ia.visit(f"/admin/kb/document/{travel.pk}/change/")
+    link = browser.find_element(By.ID, "delete-link").value_of_css_property("background-color")
+    assert link == "rgba(186, 33, 33, 1)", link  # the document page's Delete… is red too
+    ia.screenshot("document-delete-link")
     ia.click("#delete-link")
     ia.wait_for_text("restorable until")
     assert "UTC (30 days from now" in ia.text() and "at purge" in ia.text()
