@@ -84,7 +84,6 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
         "CANON_STORAGE_ROOT": str(settings.STORAGE_ROOT),
         "CANON_STATIC_ROOT": str(tmp_path / "static"),
         "CANON_PRELOAD_EMBEDDING_MODELS": "",  # the test's knowledge base embeds with hash
-        "LOG_ROUTINE_TASKS": "1",  # beat's relay sends are logged (config.logfilters)
     }
     if how == "systemd":
         env = clean_env(**{**env_file(SYSTEMD / "canon.env"), **test_values})
