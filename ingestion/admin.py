@@ -20,24 +20,16 @@ from ingestion.dashboard import dashboard, every
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry
 from ingestion.services import PROVIDER_UNAVAILABLE
-from kb.admin.scoping import TenantScopedAdmin, may_read, user_tenant_ids
+from kb.admin import scoping
+from kb.admin.scoping import may_read, user_tenant_ids
 from kb.verify import verify
 
 logger = logging.getLogger(__name__)
 RESTRICTED = "(a document of access groups you do not hold)"
 
 
-class ReadOnlyAdmin(TenantScopedAdmin):
+class ReadOnlyAdmin(scoping.ReadOnlyAdmin):
     tenant_path = "kb__tenant_id"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class WaitReasonFilter(admin.SimpleListFilter):

@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from kb import build_text, selectors
-from kb.admin.scoping import TenantScopedAdmin
+from kb.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from kb.models import Build, Chunk
 
 CHUNKS_PER_PAGE = 100
@@ -60,7 +60,7 @@ class DocumentFilter(_OneRowFilter):
 
 
 @admin.register(Chunk)
-class ChunkAdmin(TenantScopedAdmin):
+class ChunkAdmin(ReadOnlyAdmin):
     tenant_path = "kb__tenant_id"
     document_path = "document"
     list_display = [
@@ -102,15 +102,6 @@ class ChunkAdmin(TenantScopedAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="build")
     def build_link(self, chunk: Chunk) -> str:

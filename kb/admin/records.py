@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from kb import selectors
-from kb.admin.scoping import TenantScopedAdmin
+from kb.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from kb.models import (
     Build,
     IndexVersion,
@@ -129,7 +129,7 @@ class BuildAdmin(TenantScopedAdmin):
 
 
 @admin.register(PublicationEvent)
-class PublicationEventAdmin(TenantScopedAdmin):
+class PublicationEventAdmin(ReadOnlyAdmin):
     """Pointer changes; each names its build by revision, version and what it is for now."""
 
     tenant_path = "kb__tenant_id"
@@ -177,15 +177,6 @@ class PublicationEventAdmin(TenantScopedAdmin):
             role.kind,
             role.label,
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Tenant)

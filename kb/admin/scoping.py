@@ -167,6 +167,20 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return [scoped_list_filter(self.model, entry) for entry in super().get_list_filter(request)]
 
 
+class ReadOnlyAdmin(TenantScopedAdmin):
+    """A scoped admin of records that only the product writes (events, chunks, tasks): they can
+    be looked at, never added, changed or deleted here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class ScopedRelatedFieldListFilter(admin.RelatedFieldListFilter):
     """A relation's filter whose choices are the related rows the user may see."""
 
