@@ -84,13 +84,18 @@ def find_queued_without_event() -> Iterator[Finding]:
         )
 
 
-def repair_queued_without_event(finding: Finding) -> str:
+def _send_again(finding: Finding) -> bool:
+    """A new outbox event for the finding's task, if it still waits to run (under its lock)."""
     with transaction.atomic():
         task = IngestionTask.objects.select_for_update().get(pk=finding.subject_id)
         if task.status not in ("queued", "retry_wait"):
-            return "no longer queued"
+            return False
         outbox_add(task=task)
-    return "added an outbox event"
+    return True
+
+
+def repair_queued_without_event(finding: Finding) -> str:
+    return "added an outbox event" if _send_again(finding) else "no longer queued"
 
 
 def _broker_queue_length() -> int | None:
@@ -143,12 +148,7 @@ def find_sent_never_claimed() -> Iterator[Finding]:
 
 
 def repair_sent_never_claimed(finding: Finding) -> str:
-    with transaction.atomic():
-        task = IngestionTask.objects.select_for_update().get(pk=finding.subject_id)
-        if task.status not in ("queued", "retry_wait"):
-            return "claimed meanwhile"
-        outbox_add(task=task)
-    return "sent again (added an outbox event)"
+    return "sent again (added an outbox event)" if _send_again(finding) else "claimed meanwhile"
 
 
 def find_complete_build_not_switched() -> Iterator[Finding]:
