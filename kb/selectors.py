@@ -362,15 +362,21 @@ def access_groups_not_held(
     return [] if all_groups else sorted(set(groups) - set(access_groups))
 
 
-def access_groups_cleared_not_held(
+def access_groups_clearing_refused(
     *, before: Iterable[str], after: Iterable[str], access_groups: Collection[str], all_groups: bool
-) -> list[str]:
+) -> str | None:
     """Removing every group of a restricted document makes it readable by everyone in the
-    tenant, so only a caller who holds all of them may: the groups it had that the caller does
-    not hold (empty: allowed, or not a clearing). Narrowing a document's groups is allowed."""
+    tenant, so only a caller who holds all of them may: why this change is refused (None:
+    allowed, or not a clearing). Narrowing a document's groups is allowed."""
     if all_groups or set(after) or not set(before):
-        return []
-    return sorted(set(before) - set(access_groups))
+        return None
+    missing = sorted(set(before) - set(access_groups))
+    if not missing:
+        return None
+    return (
+        "Only a holder of every group of a restricted document may make it readable by "
+        f"everyone; you do not hold: {', '.join(missing)}."
+    )
 
 
 # --- what is served, and what each build is for: one truth for every page ------------------------

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from kb import services as kb_services
 from kb.models import Document, KnowledgeBase, Revision
-from kb.selectors import access_groups_cleared_not_held
+from kb.selectors import access_groups_clearing_refused
 from kb.services import Actor, InvalidUpload
 from kb.uploads import AcceptedUpload, UploadRejected, upload_accept
 from retrieval import selectors
@@ -147,23 +147,15 @@ def _upload_authorize(
     document = Document.objects.filter(kb=kb, key=key).first()
     if document is not None and not principal.may_read_groups(document.access_groups):
         raise key_unavailable(key)
-    cleared = (
-        access_groups_cleared_not_held(
+    if document is not None and access_groups is not None:
+        refused = access_groups_clearing_refused(
             before=document.access_groups,
             after=access_groups,
             access_groups=principal.access_groups,
             all_groups=principal.all_groups,
         )
-        if document is not None and access_groups is not None
-        else []
-    )
-    if cleared:
-        raise Refused(
-            403,
-            "permission_denied",
-            "Only a holder of every group of a restricted document may make it readable by "
-            f"everyone; you do not hold: {', '.join(cleared)}.",
-        )
+        if refused:
+            raise Refused(403, "permission_denied", refused)
     return document
 
 

@@ -92,13 +92,9 @@ def groups_refused(
         groups=groups, access_groups=held, all_groups=False
     ):
         return "Keep a group you hold, or none: you could not read the document otherwise."
-    cleared = selectors.access_groups_cleared_not_held(
-        before=kept, after=groups, access_groups=held, all_groups=False
-    )
-    if document and cleared:
-        return (
-            "Only a holder of every group of a restricted document may make it readable by "
-            f"everyone; you do not hold: {', '.join(cleared)}."
+    if document:
+        return selectors.access_groups_clearing_refused(
+            before=kept, after=groups, access_groups=held, all_groups=False
         )
     return None
 
