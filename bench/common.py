@@ -1,5 +1,5 @@
-"""Shared plumbing for the benchmarks: the `canon_bench` database, the corpus, a real worker,
-timing helpers and the JSON + table output. See docs/BENCHMARKS.md."""
+"""Shared plumbing for the benchmarks: the `canon_bench` database (or CANON_BENCH_DB), the
+corpus, a real worker, timing helpers and the JSON + table output. See docs/BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-DB_NAME = "canon_bench"
+# CANON_BENCH_DB: another database name, so runs side by side (two checkouts, two people)
+# never drop each other's corpus.
+DB_NAME = os.environ.get("CANON_BENCH_DB", "canon_bench")
 CORPUS_SLUG = "corpus"
 DIMS = 384
 CHUNKS_PER_DOC = 200
