@@ -140,6 +140,21 @@ DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
 # per server connection there).
 if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
     DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
+# A streaming replica (hot standby) of DATABASE_URL that the API's searches read
+# (retrieval/routing.py says what goes where; docs/PRODUCTION.md "Read replicas"). It takes
+# default's connection options (pool, binding, application name) as they stand here. In tests
+# it mirrors default: no test database is created on a standby.
+SEARCH_REPLICA_URL = env_str("CANON_SEARCH_REPLICA_URL", "")
+SEARCH_DATABASE = "default"
+if SEARCH_REPLICA_URL:
+    import copy
+
+    _replica: dict[str, object] = dict(copy.deepcopy(DATABASES["default"]))
+    _parsed = dj_database_url.parse(SEARCH_REPLICA_URL)
+    _replica.update({key: _parsed.get(key) for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT")})
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica  # type: ignore[assignment]
+    SEARCH_DATABASE = "replica"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

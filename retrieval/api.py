@@ -22,7 +22,7 @@ from config.health import SEARCH_LATENCY
 from ingestion import providers
 from kb.models import KnowledgeBase
 from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
-from retrieval import parsers, selectors, services
+from retrieval import parsers, routing, selectors, services
 from retrieval.auth import request_principal
 from retrieval.principals import Principal
 from retrieval.serializers import (
@@ -137,6 +137,7 @@ class SearchView(APIView):
     def _search(
         principal: Principal, kb: Any, data: dict[str, Any], filters: selectors.SearchFilters
     ) -> selectors.SearchResult:
+        using = routing.search_alias()  # the replica, when one is configured
         if data.get("as_of") is None:
             return selectors.search(
                 principal=principal,
@@ -145,6 +146,7 @@ class SearchView(APIView):
                 top_k=data["top_k"],
                 mode=data["mode"],
                 filters=filters,
+                using=using,
             )
         else:
             if not principal.can_read_history:
@@ -158,6 +160,7 @@ class SearchView(APIView):
                     top_k=data["top_k"],
                     mode=data["mode"],
                     filters=filters,
+                    using=using,
                 )
             except selectors.HistoryOutOfRange as exc:
                 raise ValidationError({"as_of": [str(exc)]}) from exc

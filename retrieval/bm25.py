@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 
 from ingestion import analysis
+from retrieval import routing
 
 # How much deeper each retry reads when a narrow scope starves the candidates.
 DEEPEN = 8
@@ -77,7 +77,7 @@ def query_weights(*, version_id: int, query: str) -> QueryWeights:
     terms = analysis.query_terms(query)
     if not terms:
         return QueryWeights([], [], [], 1.0)
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(
             _STATISTICS,
             [version_id, ["", *terms]],
@@ -190,7 +190,7 @@ def ranked_rows(
     }
     while True:
         cut = [df > depth for df in weights.dfs]
-        with connection.cursor() as cursor:
+        with routing.db().cursor() as cursor:
             cursor.execute(
                 candidates, {**bound, "bm25_depth": depth, "bm25_cut": cut, "bm25_keep": keep}
             )

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -29,7 +29,7 @@ from ingestion.models import AuditEvent
 from ingestion.writer import uses_postings
 from kb import selectors as kb_selectors
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
-from retrieval import bm25, fusion
+from retrieval import bm25, fusion, routing
 from retrieval.principals import Principal
 
 MODES = ("vector", "keyword", "hybrid")
@@ -174,7 +174,7 @@ def use_iterative_scan(*, limit: int) -> None:
     estimates otherwise make it read every visible chunk and sort them. The walk stops after
     SEARCH_MAX_SCAN_TUPLES index tuples: a principal who sees that little is answered faster by
     the exact form (see `_vector_rows`)."""
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(f"SELECT {_ITERATIVE_SCAN}", _iterative_scan_params(limit))
 
 
@@ -187,7 +187,7 @@ def _still_active(
     sql += "active_index_version_id = %(iv)s)"
     if vector is not None:
         sql += ", " + _ITERATIVE_SCAN  # a constant; values are bound
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(sql, {"kb": kb_id, "iv": version.pk, **_iterative_scan_params(top_k)})
         row = cursor.fetchone()
     return bool(row and row[0])
@@ -200,7 +200,7 @@ def _vector_rows(
     visible rows (very selective filters hit hnsw.max_scan_tuples), the exact form answers, so a
     filter never starves the result. The caller set up the iterative scan (`_still_active`)."""
     sql, sql_params = vector_query(params, version, vector, limit)
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(sql, sql_params)
         rows = cursor.fetchall()
         if len(rows) < limit:
@@ -284,7 +284,7 @@ def _first_enough(
 
 
 def _fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
@@ -340,6 +340,7 @@ def search_params(
 
 def _snapshot() -> None:
     """Make the rest of this transaction read one snapshot (vector and keyword lists agree)."""
+    connection = routing.db()
     if connection.in_atomic_block and not connection.savepoint_ids:
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -352,6 +353,20 @@ def _embed_query(version: IndexVersion, query: str) -> list[float]:
     return provider.embed([query])[0]
 
 
+def _active_version(*, kb_id: int, using: str) -> IndexVersion:
+    """The knowledge base's active version as database `using` has it now."""
+    active_id = (
+        KnowledgeBase.objects.using(using)
+        .filter(pk=kb_id)
+        .values_list("active_index_version_id", flat=True)
+        .first()
+    )
+    version = IndexVersion.objects.using(using).filter(pk=active_id).first() if active_id else None
+    if version is None:
+        raise KnowledgeBaseNotFound(kb_id)
+    return version
+
+
 def search(
     *,
     principal: Principal,
@@ -361,6 +376,7 @@ def search(
     mode: str = "hybrid",
     filters: SearchFilters | None = None,
     index_version: IndexVersion | None = None,
+    using: str = DEFAULT_DB_ALIAS,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
@@ -371,6 +387,10 @@ def search(
     `index_version` (the admin's test search only; the API never passes it) searches that
     version of `kb` instead, a candidate before its swap: its pointers, by the same rule, minus
     the clause that the version be active.
+
+    `using`: the database the snapshot is read from (`retrieval.routing`: the API passes the
+    replica when one is configured). On a replica behind a swap, the version is the one the
+    replica's snapshot says is active; a knowledge base it has not replayed yet is not found.
     """
     started = time.perf_counter()
     if index_version is not None and index_version.kb_id != kb.pk:
@@ -379,14 +399,10 @@ def search(
     version = index_version or kb.active_index_version
     while True:
         if version is None:
-            version = IndexVersion.objects.get(
-                pk=KnowledgeBase.objects.values_list("active_index_version_id", flat=True).get(
-                    pk=kb.pk
-                )
-            )
+            version = _active_version(kb_id=kb.pk, using=using)
         vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
-        with transaction.atomic():
+        with routing.reading(using), transaction.atomic(using=using):
             _snapshot()
             if index_version is not None:
                 params["candidate"] = True
@@ -401,7 +417,7 @@ def search(
                 ranked.append(_hits(_vector_rows(params, version, vector, limit)))
             if mode in ("keyword", "hybrid"):
                 if vector is not None:  # the iterative scan's enable_sort=off ends here
-                    with connection.cursor() as cursor:
+                    with routing.db().cursor() as cursor:
                         cursor.execute("SELECT set_config('enable_sort', 'on', true)")
                 ranked.append(_hits(_keyword_rows(params, version, query, limit)))
         hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
@@ -419,11 +435,13 @@ class HistoryOutOfRange(ValueError):
 SWAP_EVENT_KINDS = ("index_version_swap", "index_version_rollback")
 
 
-def index_version_at(*, kb: KnowledgeBase, at: datetime) -> IndexVersion:
+def index_version_at(
+    *, kb: KnowledgeBase, at: datetime, using: str = DEFAULT_DB_ALIAS
+) -> IndexVersion:
     """The index version that was active at `at`, from the swap audit trail: the target of the
     last swap at or before `at`; before the first swap, the version that swap replaced; with no
     swap at all, the active one."""
-    swaps = AuditEvent.objects.filter(
+    swaps = AuditEvent.objects.using(using).filter(
         kb=kb, kind__in=SWAP_EVENT_KINDS, subject_type="index_version"
     )
     last = swaps.filter(detected_at__lte=at).order_by("-detected_at", "-id").first()
@@ -433,7 +451,7 @@ def index_version_at(*, kb: KnowledgeBase, at: datetime) -> IndexVersion:
         if first_after is not None:
             version_id = (first_after.details or {}).get("previous_id")
     version = (
-        IndexVersion.objects.filter(kb=kb, pk=version_id).first()
+        IndexVersion.objects.using(using).filter(kb=kb, pk=version_id).first()
         if isinstance(version_id, int)
         else None
     )
@@ -527,7 +545,7 @@ def _history_unretained(params: dict[str, Any], version: IndexVersion) -> int:
         WHERE d.kb_id = %(kb)s AND k.tenant_id = %(tenant)s AND {_GROUPS} {_filters(params)}
           AND (b.id IS NULL OR b.collected_at IS NOT NULL OR d.purged_at IS NOT NULL)
     """  # noqa: S608 (fragments of constants and integers; values are bound)
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return int(row[0]) if row else 0
@@ -542,6 +560,7 @@ def search_as_of(
     top_k: int = 10,
     mode: str = "hybrid",
     filters: SearchFilters | None = None,
+    using: str = DEFAULT_DB_ALIAS,
 ) -> SearchResult:
     """What a search would have returned at `as_of`, from the PublicationEvent history: for each
     document the build its pointer named then (in the index version active then), minus
@@ -549,7 +568,7 @@ def search_as_of(
 
     Access groups and tenant scope are today's (history does not widen them). The caller must be
     allowed to read history (checked by the caller of this function); raises HistoryOutOfRange
-    outside [now - retention window, now].
+    outside [now - retention window, now]. `using`: the database read, as for `search`.
     """
     now = timezone.now()
     if as_of > now:
@@ -559,12 +578,12 @@ def search_as_of(
             f"as_of is older than the retention window of {kb.retention_days} days."
         )
     started = time.perf_counter()
-    version = index_version_at(kb=kb, at=as_of)
+    version = index_version_at(kb=kb, at=as_of, using=using)
     vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
     params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
     limit = fusion.depth(top_k) if mode == "hybrid" else top_k
     ranked: list[list[Hit]] = []
-    with transaction.atomic():
+    with routing.reading(using), transaction.atomic(using=using):
         _snapshot()
         if vector is not None:
             ranked.append(_hits(_history_rows(params, version, vector, None, limit)))
@@ -613,7 +632,7 @@ class ChunkExplanation:
 def _chunk_visible_now(*, principal: Principal, chunk: Chunk, iv: int) -> bool:
     """The search statement's own visibility rule, applied to one chunk."""
     params = {**search_params(principal=principal, kb=chunk.kb), "chunk": chunk.pk}
-    with connection.cursor() as cursor:
+    with routing.db().cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) {_visible(iv=iv, params=params)} AND c.id = %(chunk)s", params
         )
