@@ -1,10 +1,22 @@
 """The reconciler: finds what leases and retries did not heal, and repairs it through the normal
 protocols (outbox, tasks, the switch) — never around them.
 
-Each pass is a singleton (advisory lock), works in bounded batches over indexed columns (never a
-scan of kb_chunk), and records every finding as an AuditEvent `anomaly:<kind>`. A subject gets at
-most MAX_REPAIRS automatic repairs; after that it is escalated to the manual queue in the admin
-and left alone. Visibility violations are never repaired automatically: they are escalated at once.
+Each pass is a singleton (advisory lock) and works in three levels (seed 002; `kb.audit`), each
+bounded, so a pass costs the same at 50M chunks as at 50k:
+
+- event level, every pass: outbox lag, waiting tasks whose event died or was never claimed, and
+  the figures (pending events, oldest pending age, dead letters of waiting tasks);
+- document level: the state checks below in batches over indexed columns, the seal queue (each
+  verified build read in full once, about RECONCILER_SEAL_CHUNKS chunks a pass) and one slice of
+  the document walk (RECONCILER_SLICE_DOCUMENTS documents, every invariant of `kb_verify`);
+- shard level: RECONCILER_SHARD_BUILDS builds' summaries per pass, read chunk by chunk only in
+  the windows where they disagree (at most RECONCILER_DEEP_WINDOWS).
+
+Every finding is recorded as an AuditEvent `anomaly:<kind>`, once per subject and pass. A subject
+gets at most MAX_REPAIRS automatic repairs; after that it is escalated to the manual queue in the
+admin and left alone. Visibility violations and damaged chunks are never repaired
+automatically: they are escalated at once. The pass's figures per level are in its
+`reconciler_pass` AuditEvent.
 """
 
 from __future__ import annotations
@@ -27,8 +39,8 @@ from django.utils import timezone
 
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.services import outbox_add, outbox_relay_batch, task_create
-from kb import backup, locks, selectors, storage
-from kb.models import Publication, Revision
+from kb import audit, backup, locks, storage
+from kb.models import Revision
 from kb.verify import needed_sources, stored_file_problem
 
 logger = logging.getLogger(__name__)
@@ -48,6 +60,7 @@ class Finding:
     subject_id: int
     kb_id: int | None
     detail: str
+    document_id: int | None = None  # when known: one finding per document and pass
 
 
 Repair = Callable[[Finding], str]
@@ -354,7 +367,9 @@ def find_stored_file_missing() -> Iterator[Finding]:
 
 def find_visibility_violations() -> Iterator[Finding]:
     """A pointer to a build that is not live, not of its document, or incomplete. Checks the
-    pointer rows (no chunk scan) plus the chunk counts of the most recently switched builds."""
+    pointer rows (no chunk scan), then reads in full the verified builds not yet sealed (about
+    RECONCILER_SEAL_CHUNKS chunks, oldest first): a new build is read once, shortly after it
+    was verified; the shard summaries watch it from then on."""
     for publication_id, kb_id, detail in _rows(
         """
         SELECT p.id, p.kb_id, 'points at build ' || b.id || ' in state ' || b.state
@@ -368,36 +383,128 @@ def find_visibility_violations() -> Iterator[Finding]:
         yield Finding(
             "visibility_violation", "publication", int(publication_id), int(kb_id), str(detail)
         )
-    for publication in Publication.objects.select_related("build__index_version").order_by(
-        "-published_at"
-    )[:BATCH]:
-        build = publication.build
-        problems = selectors.build_completeness(build_id=build.pk).problems(
-            expected_count=build.expected_chunk_count,
-            dimensions=build.index_version.dimensions,
-            manifest=build.manifest_sha256,
-        )
-        if problems:
+    damaged, sealed = audit.seal_pending(chunk_budget=settings.RECONCILER_SEAL_CHUNKS)
+    _figures["document"]["builds_sealed"] = sealed
+    yield from _damage_findings(damaged)
+
+
+def _damage_findings(checks: list[audit.BuildCheck]) -> Iterator[Finding]:
+    """A live build whose chunks do not match its manifest is a visibility violation (of its
+    publication); a retained one, which a rollback may point at, is damaged."""
+    for check in checks:
+        detail = "; ".join(check.problems)
+        if check.publication_id is not None:
             yield Finding(
                 "visibility_violation",
                 "publication",
-                publication.pk,
-                publication.kb_id,
-                "; ".join(problems),
+                int(check.publication_id),
+                check.kb_id,
+                detail,
+                check.document_id,
+            )
+        else:
+            yield Finding(
+                "retained_build_damaged",
+                "build",
+                check.build_id,
+                check.kb_id,
+                detail,
+                check.document_id,
             )
 
 
-CATALOGUE: list[tuple[Callable[[], Iterator[Finding]], Repair | None]] = [
-    (find_queued_without_event, repair_queued_without_event),
-    (find_sent_never_claimed, repair_sent_never_claimed),
-    (find_complete_build_not_switched, repair_complete_build_not_switched),
-    (find_desired_revision_without_build, repair_desired_revision_without_build),
-    (find_deleted_with_chunks, repair_deleted_with_chunks),
-    (find_outbox_lagging, repair_outbox_lagging),
-    (find_orphan_files, repair_orphan_file),
-    (find_stored_file_missing, None),  # a person restores the file
-    (find_visibility_violations, None),  # never fixed automatically
+# Checks of the document walk that other finders report under their own kinds.
+_WALK_ELSEWHERE = {"stored-file", "task-can-run", "active-index-version"}
+_WALK_BUILD_CHECKS = {"live-build-complete", "retained-build-complete"}
+
+
+def find_invariant_violations() -> Iterator[Finding]:
+    """One slice of the document walk (`kb.audit.audit_slice`, cursor "reconciler"): every
+    invariant `kb_verify` checks, for the next RECONCILER_SLICE_DOCUMENTS documents. A damaged
+    build is read again and reported as the seal queue would; the rest per document."""
+    result = audit.audit_slice(
+        walker="reconciler", size=settings.RECONCILER_SLICE_DOCUMENTS, global_checks=False
+    )
+    _figures["document"].update(
+        walk_pass=result.pass_number,
+        walk_documents=result.documents,
+        walk_through=list(result.through),
+        walk_ms=round(result.seconds * 1000, 1),
+    )
+    builds = sorted(
+        {v.build_id for v in result.violations if v.check in _WALK_BUILD_CHECKS and v.build_id}
+    )
+    yield from _damage_findings([c for c in audit.builds_check(builds) if c.problems])
+    by_document: dict[tuple[int, int], list[str]] = {}
+    for v in result.violations:
+        if v.check in _WALK_ELSEWHERE or v.check in _WALK_BUILD_CHECKS:
+            continue
+        if v.document_id is not None and v.kb_id is not None:
+            by_document.setdefault((v.kb_id, v.document_id), []).append(str(v))
+    for (kb_id, document_id), details in by_document.items():
+        yield Finding(
+            "invariant_violation", "document", document_id, kb_id, "; ".join(details), document_id
+        )
+
+
+def find_shard_disagreements() -> Iterator[Finding]:
+    """The next RECONCILER_SHARD_BUILDS builds' window summaries (`kb.audit.shard_slice`); the
+    windows that disagree are read chunk by chunk and their damaged builds reported."""
+    result = audit.shard_slice(
+        builds=settings.RECONCILER_SHARD_BUILDS, deep_windows=settings.RECONCILER_DEEP_WINDOWS
+    )
+    _figures["shard"].update(
+        windows=result.summaries,
+        disagreeing=[str(s) for s in result.disagreeing[:20]],
+        deep_checked_builds=result.deep_checked_builds,
+        through_build=result.through_build,
+        wrapped=result.wrapped,
+    )
+    yield from _damage_findings(result.damaged)
+
+
+def event_figures() -> dict[str, Any]:
+    """The event level's numbers, from indexed reads: events waiting to be sent and the age of
+    the oldest, and dead letters whose task still waits (queued_without_event sends those
+    again)."""
+    ((pending, oldest),) = _rows(
+        """
+        SELECT count(*), extract(epoch FROM now() - min(available_at)) FROM ingestion_outboxevent
+        WHERE published_at IS NULL AND dead_at IS NULL AND available_at <= now()
+        """,
+        [],
+    )
+    ((dead,),) = _rows(
+        """
+        SELECT count(*) FROM ingestion_ingestiontask t
+        JOIN ingestion_outboxevent e ON e.task_id = t.id
+        WHERE t.status IN ('queued', 'retry_wait') AND e.dead_at IS NOT NULL
+        """,
+        [],
+    )
+    return {
+        "outbox_pending": int(pending),
+        "outbox_oldest_seconds": round(float(oldest), 1) if oldest is not None else 0.0,
+        "dead_letters_of_waiting_tasks": int(dead),
+    }
+
+
+EVENT, DOCUMENT, SHARD = "event", "document", "shard"
+CATALOGUE: list[tuple[str, Callable[[], Iterator[Finding]], Repair | None]] = [
+    (EVENT, find_queued_without_event, repair_queued_without_event),
+    (EVENT, find_sent_never_claimed, repair_sent_never_claimed),
+    (DOCUMENT, find_complete_build_not_switched, repair_complete_build_not_switched),
+    (DOCUMENT, find_desired_revision_without_build, repair_desired_revision_without_build),
+    (DOCUMENT, find_deleted_with_chunks, repair_deleted_with_chunks),
+    (EVENT, find_outbox_lagging, repair_outbox_lagging),
+    (DOCUMENT, find_orphan_files, repair_orphan_file),
+    (DOCUMENT, find_stored_file_missing, None),  # a person restores the file
+    (DOCUMENT, find_visibility_violations, None),  # never fixed automatically
+    (DOCUMENT, find_invariant_violations, None),
+    (SHARD, find_shard_disagreements, None),
 ]
+# Per-level figures of the pass in progress (the pass is a singleton).
+_figures: dict[str, dict[str, Any]] = {EVENT: {}, DOCUMENT: {}, SHARD: {}}
 
 
 def _previous(finding: Finding) -> Any:
@@ -443,10 +550,28 @@ def reconcile() -> dict[str, int]:
     with locks.singleton(RECONCILER_LOCK_KEY) as held:
         if not held:
             return counts
-        for find, repair in CATALOGUE:
+        for level in _figures.values():
+            level.clear()
+        _figures[EVENT].update(event_figures())
+        seen: set[tuple[str, str, int, str]] = set()
+        documents: set[int] = set()
+        for stage, find, repair in CATALOGUE:
+            started = time.perf_counter()
             for finding in list(find()):
+                subject = (finding.kind, finding.subject_type, finding.subject_id, finding.detail)
+                if finding.subject_type != "file":
+                    subject = (*subject[:3], "")
+                if subject in seen or (
+                    finding.kind == "invariant_violation" and finding.document_id in documents
+                ):
+                    continue  # found this pass already, by another level
+                seen.add(subject)
+                if finding.document_id is not None:
+                    documents.add(finding.document_id)
                 _handle(finding, repair)
                 counts[finding.kind] = counts.get(finding.kind, 0) + 1
+            spent = _figures[stage].get("ms", 0.0) + (time.perf_counter() - started) * 1000
+            _figures[stage]["ms"] = round(spent, 1)
         collected = retention_collect()
         if collected:
             counts["retention_collected_chunks"] = collected
@@ -454,7 +579,7 @@ def reconcile() -> dict[str, int]:
             kind="reconciler_pass",
             subject_type="reconciler",
             action=str(counts),
-            details=counts,
+            details={**counts, "levels": _figures},
         )
     return counts
 
@@ -464,7 +589,7 @@ def anomaly_retry(*, event_id: int, actor: object = None) -> str:
     event = AuditEvent.objects.get(pk=event_id, escalated=True)
     AuditEvent.objects.filter(pk=event.pk).update(resolved_at=Now())
     kind = event.kind.removeprefix("anomaly:")
-    repair = dict((f.__name__.removeprefix("find_"), r) for f, r in CATALOGUE).get(kind)
+    repair = dict((f.__name__.removeprefix("find_"), r) for _, f, r in CATALOGUE).get(kind)
     if repair is None:
         return "this anomaly has no automatic repair; fix it by hand"
     finding = Finding(

@@ -80,6 +80,14 @@ class IndexVersion(models.Model):
     chunk_size = models.PositiveIntegerField()
     chunk_overlap = models.PositiveIntegerField()
     pipeline_version = models.CharField(max_length=32)
+    # What the version's HNSW index holds (kb.ann): 4-byte floats, or 2-byte halfvec (half the
+    # index, for scale); the chunk rows keep the full vector either way.
+    vector_storage = models.CharField(
+        max_length=8,
+        choices=[("vector", "vector (float32)"), ("halfvec", "halfvec (float16)")],
+        default="vector",
+        db_default="vector",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     activated_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
@@ -355,3 +363,60 @@ class LexicalStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.term!r}: {self.chunks} chunks of build {self.build_id}"
+
+
+class BuildSeal(models.Model):
+    """What a verified build's chunks summed to when the audit last read them all (`kb.audit`):
+    their count and digest (the sum of a 64-bit hash of each chunk's build, ordinal and content
+    hash). Valid while `verified_at` equals the build's; `ok` is False once the build was found
+    damaged (escalated), which takes it out of the shard summaries."""
+
+    build = models.OneToOneField(
+        Build, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    verified_at = models.DateTimeField()
+    ok = models.BooleanField()
+    chunk_count = models.PositiveIntegerField()
+    digest = models.DecimalField(max_digits=40, decimal_places=0, null=True)
+    sealed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"seal of build {self.build_id} ({'ok' if self.ok else 'damaged'})"
+
+
+class AuditCursor(models.Model):
+    """Where one resumable walk (`kb.audit`) stands: the documents by (kb id, document id) for
+    `kb_verify --resume` and the reconciler, the builds by id (`position_kb` 0) for the shard
+    summaries. A slice moves it in the transaction that records the slice."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    pass_number = models.PositiveIntegerField(default=1)
+    position_kb = models.BigIntegerField(default=0)
+    position_id = models.BigIntegerField(default=0)
+    pass_started_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    last_pass_finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} pass {self.pass_number} at ({self.position_kb}, {self.position_id})"
+
+
+class AuditSlice(models.Model):
+    """One committed slice of a walk: the documents (after_*, through_*] it checked and what it
+    found. Written with the cursor's move, so a slice killed before it commits leaves nothing and
+    is checked again; kept for the current and the previous pass."""
+
+    cursor = models.ForeignKey(AuditCursor, on_delete=models.CASCADE, related_name="slices")
+    pass_number = models.PositiveIntegerField()
+    after_kb = models.BigIntegerField()
+    after_id = models.BigIntegerField()
+    through_kb = models.BigIntegerField()
+    through_id = models.BigIntegerField()
+    items = models.PositiveIntegerField()
+    violations = models.JSONField(default=list)
+    seconds = models.FloatField()
+    last_of_pass = models.BooleanField(default=False)
+    finished_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.cursor_id} pass {self.pass_number}: {self.items} items"

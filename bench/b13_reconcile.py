@@ -1,0 +1,287 @@
+"""B13 reconciliation at scale: the reconciler's and `kb_verify`'s cost over a generated database of
+--chunks chunks (1,000,000 by default) in many knowledge bases, documents and builds.
+
+The corpus is written by SQL (`INSERT … SELECT generate_series`), not by the pipeline: every row
+satisfies the invariants `kb_verify` checks (a live build per document with its publication, its
+manifest hash, one posting per chunk and its BM25 statistics; one document in ten also keeps a
+superseded, verified build of an older revision). Vectors have 8 dimensions and the versions' HNSW
+indexes are dropped while loading and not rebuilt: no check reads the vector index, and the
+completeness check reads only the embedding's null bit and dimensions (a 384-dimension vector would
+make the chunk heap, which the full scan reads, about 1.5 kB a row larger). Chunk text is ~600
+characters, like the real chunker's.
+
+Then, side by side in one run: the full audit (`verify()`, every chunk of every build) against the
+three levels (`kb.audit`): sealing every build once, a shard-summary pass, the reconciler's pass
+before and after (the pass as it was — `git show BASE:ingestion/reconciler.py` — and the pass
+now); `kb_verify` whole against `kb_verify --slice-size N --resume` slice by slice, each a
+subprocess with its peak RSS. Last, a few anomalies are injected (a chunk deleted from a sealed live
+build, a content hash changed in a retained superseded build, a chunk moved into a neighbour
+build) and the summaries must find exactly their windows, whose deep checks page only those
+builds; the rows are put back afterwards.
+
+    .venv/bin/python -m bench.b13_reconcile --db canon_bench_f --redis-db 9 [--chunks N] [--fresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+import types
+from typing import Any
+
+from bench import common
+
+DB_NAME = "canon_reconcile"
+REDIS_DB = 12
+DIMS = 8
+KBS = 20
+MEAN_CHUNKS = 200  # per build, uniform in 50..350
+OLD_REVISION_EVERY = 10  # one document in ten keeps a superseded build of revision 1
+BASE = "754bd75"  # the reconciler before the three levels
+
+
+def _slug(chunks: int) -> str:
+    return f"rc{chunks}"
+
+
+def _sql(statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def generate(chunks: int) -> dict[str, Any]:
+    """Write the corpus; returns counts and how long each step took."""
+    from django.db import connection, transaction
+
+    from kb import ann, storage
+    from kb.models import IndexVersion, Tenant
+    from kb.services import knowledge_base_create
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    tenant, _ = Tenant.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    stored = storage.store_bytes(b"B13: every revision names this one stored file.\n")
+    kbs = []
+    for i in range(KBS):
+        with transaction.atomic():
+            kb = knowledge_base_create(
+                tenant=tenant, name=f"reconcile {i}", slug=f"{_slug(chunks)}-{i}", dimensions=DIMS
+            )
+        kbs.append(kb)
+    for version in IndexVersion.objects.filter(kb__in=kbs):
+        ann.ann_index_drop(version_id=version.pk)  # no vector index: the checks never read it
+    kb_ids = [kb.pk for kb in kbs]
+    # Documents: chunks / (MEAN_CHUNKS * 1.1) of them (one in ten has a second, retained build).
+    n_docs = max(KBS, round(chunks / (MEAN_CHUNKS * (1 + 1 / OLD_REVISION_EVERY))))
+    vector = "[" + ",".join(["0.125"] * DIMS) + "]"
+    steps = [
+        (
+            "documents",
+            """
+            INSERT INTO kb_document (kb_id, key, title, access_groups, metadata, desired_revision,
+                                     created_at, updated_at)
+            SELECT (%(kbs)s::bigint[])[1 + i %% %(n_kbs)s], 'doc-' || i, 'Document ' || i,
+                   ARRAY['rest'], '{}',
+                   CASE WHEN i %% %(every)s = 0 THEN 2 ELSE 1 END, now(), now()
+            FROM generate_series(0, %(n_docs)s - 1) AS i
+            """,
+        ),
+        (
+            "revisions",
+            """
+            INSERT INTO kb_revision (document_id, extracted_title, number, storage_path, sha256,
+                                     size, media_type, original_name, created_at)
+            SELECT d.id, '', r, %(path)s, %(sha)s, %(size)s, 'text/plain', d.key || '.txt', now()
+            FROM kb_document d CROSS JOIN LATERAL generate_series(1, d.desired_revision) AS r
+            WHERE d.kb_id = ANY(%(kbs)s)
+            """,
+        ),
+        (
+            "builds",
+            """
+            INSERT INTO kb_build (kb_id, document_id, revision_id, index_version_id, state,
+                                  expected_chunk_count, chunks_written, chunks_embedded,
+                                  dimensions, manifest_sha256, verified_at, error, created_at,
+                                  updated_at, finished_at)
+            SELECT d.kb_id, d.id, r.id, k.active_index_version_id,
+                   CASE WHEN r.number = d.desired_revision THEN 'live' ELSE 'superseded' END,
+                   n, n, n, %(dims)s, '', now(), '', now(), now(), now()
+            FROM kb_document d
+            JOIN kb_knowledgebase k ON k.id = d.kb_id
+            JOIN kb_revision r ON r.document_id = d.id
+            CROSS JOIN LATERAL (SELECT 50 + (hashint8(r.id) & 2147483647) %% 301 AS n) AS x
+            WHERE d.kb_id = ANY(%(kbs)s)
+            ORDER BY d.id, r.number
+            """,
+        ),
+        (
+            "publications",
+            """
+            INSERT INTO kb_publication (kb_id, document_id, index_version_id, build_id,
+                                        published_at)
+            SELECT b.kb_id, b.document_id, b.index_version_id, b.id, now()
+            FROM kb_build b WHERE b.kb_id = ANY(%(kbs)s) AND b.state = 'live'
+            """,
+        ),
+        (
+            "chunks",
+            """
+            INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
+                                  chunk_key, text, content_hash, token_count, embedding,
+                                  lexical_length, heading_path, created_at)
+            SELECT b.kb_id, b.id, b.document_id, b.index_version_id, o,
+                   encode(sha256(convert_to(b.id || ':' || o, 'UTF8')), 'hex'),
+                   t, encode(sha256(convert_to(t, 'UTF8')), 'hex'), 120, %(vector)s::vector,
+                   1, '', now()
+            FROM kb_build b
+            CROSS JOIN LATERAL generate_series(0, b.expected_chunk_count - 1) AS o
+            CROSS JOIN LATERAL (SELECT repeat(md5(b.revision_id || ':' || o), 19) AS t) AS x
+            WHERE b.kb_id = ANY(%(kbs)s)
+            ORDER BY b.id, o
+            """,
+        ),
+        (
+            "manifests",
+            """
+            UPDATE kb_build b SET manifest_sha256 = m.sha FROM (
+                SELECT c.build_id, encode(sha256(convert_to(
+                    string_agg(c.content_hash, ',' ORDER BY c.ordinal), 'UTF8')), 'hex') AS sha
+                FROM kb_chunk c WHERE c.kb_id = ANY(%(kbs)s) GROUP BY c.build_id) m
+            WHERE m.build_id = b.id
+            """,
+        ),
+        (
+            "postings",
+            """
+            INSERT INTO kb_posting (chunk_id, index_version_id, term, tf, impact)
+            SELECT c.id, c.index_version_id, 'w' || (c.ordinal %% 997), 1, 1.0
+            FROM kb_chunk c WHERE c.kb_id = ANY(%(kbs)s)
+            """,
+        ),
+        (
+            "statistics",
+            """
+            INSERT INTO kb_lexicalstat (build_id, index_version_id, term, chunks, length)
+            SELECT b.id, b.index_version_id, '', b.expected_chunk_count, b.expected_chunk_count
+            FROM kb_build b WHERE b.kb_id = ANY(%(kbs)s)
+            """,
+        ),
+    ]
+    params: dict[str, Any] = {
+        "kbs": kb_ids,
+        "n_kbs": KBS,
+        "n_docs": n_docs,
+        "every": OLD_REVISION_EVERY,
+        "path": stored.path,
+        "sha": stored.sha256,
+        "size": stored.size,
+        "dims": DIMS,
+        "vector": vector,
+    }
+    for name, statement in steps:
+        t = time.perf_counter()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+            cursor.execute(statement, params)
+        timings[name] = round(time.perf_counter() - t, 1)
+        print(f"[B13] {name}: {timings[name]} s", flush=True)
+    t = time.perf_counter()
+    with connection.cursor() as cursor:
+        for table in ("kb_document", "kb_revision", "kb_build", "kb_publication", "kb_chunk",
+                      "kb_posting", "kb_lexicalstat"):  # fmt: skip
+            cursor.execute(f"VACUUM (ANALYZE) {table}")  # visibility map: index-only scans
+    timings["vacuum_analyze"] = round(time.perf_counter() - t, 1)
+    timings["total"] = round(time.perf_counter() - t0, 1)
+    return {"documents": n_docs, "kbs": KBS, "timings_s": timings}
+
+
+def _rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = fn()
+    return result, round(time.perf_counter() - t0, 3)
+
+
+def _manage(*args: str) -> tuple[int, float, float, str]:
+    """Run manage.py in a subprocess: (exit code, seconds, peak RSS MB, last output line)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=common.ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ),
+    )
+    assert proc.stdout is not None
+    output = proc.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    lines = output.strip().splitlines() or [""]
+    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024, lines[-1]
+
+
+def _old_module(path: str, name: str) -> types.ModuleType | None:
+    """The file as it was at BASE, loaded as a module (None when git cannot show it)."""
+    shown = subprocess.run(
+        ["git", "show", f"{BASE}:{path}"], cwd=common.ROOT, capture_output=True, text=True
+    )
+    if shown.returncode:
+        return None
+    module = types.ModuleType(name)
+    module.__file__ = f"<{BASE}:{path}>"
+    exec(compile(shown.stdout, module.__file__, "exec"), module.__dict__)  # noqa: S102 (our own file at BASE)
+    return module
+
+
+def _temp_bytes() -> int:
+    return int(
+        _sql("SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()")[0][0]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=1_000_000)
+    parser.add_argument("--slice-size", type=int, default=500, help="documents per audit slice")
+    parser.add_argument("--db", default=DB_NAME)
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB)
+    parser.add_argument("--fresh", action="store_true", help="generate the corpus again")
+    a = parser.parse_args(argv)
+    if a.db in ("canon", "canon_bench") or a.db.startswith("test_"):
+        parser.error(f"--db {a.db} belongs to someone else")
+    os.environ["REDIS_URL"] = common.redis_url(a.redis_db)
+    common.DB_NAME = a.db  # setup() creates and migrates exactly this database
+    common.setup(fresh=a.fresh)
+    from kb.models import KnowledgeBase
+
+    results: dict[str, Any] = {"chunks_requested": a.chunks}
+    if not KnowledgeBase.objects.filter(slug=f"{_slug(a.chunks)}-0").exists():
+        results["generated"] = generate(a.chunks)
+    else:
+        print(f"[B13] reusing {a.db}", flush=True)
+    results.update(measure(a))
+    results["loadavg"] = os.getloadavg()
+    common.report("B13", results, _rows(results))
+    return 0
+
+
+def measure(a: argparse.Namespace) -> dict[str, Any]:
+    raise NotImplementedError
+
+
+def _rows(results: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [("what", "value"), *((k, v) for k, v in results.items() if not isinstance(v, dict))]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
