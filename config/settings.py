@@ -241,6 +241,13 @@ PROVIDER_BACKOFF_BASE_SECONDS = env_float("CANON_PROVIDER_BACKOFF_BASE_SECONDS",
 PROVIDER_BACKOFF_MAX_SECONDS = env_float("CANON_PROVIDER_BACKOFF_MAX_SECONDS", 8.0)
 # All attempts of one batch, waits included, end well inside the lease (clipped to 3/4 of it).
 PROVIDER_BUDGET_SECONDS = min(
+# The reconciler's bounded levels per pass (kb.audit; docs/ARCHITECTURE.md "Reconciliation"):
+# chunks read to seal new builds, documents of the walk, builds summarised, windows deep-checked.
+RECONCILER_SEAL_CHUNKS = env_int("CANON_RECONCILER_SEAL_CHUNKS", 50_000)
+RECONCILER_SLICE_DOCUMENTS = env_int("CANON_RECONCILER_SLICE_DOCUMENTS", 100)
+RECONCILER_SHARD_BUILDS = env_int("CANON_RECONCILER_SHARD_BUILDS", 5_000)
+RECONCILER_DEEP_WINDOWS = env_int("CANON_RECONCILER_DEEP_WINDOWS", 4)
+AUDIT_WINDOW_BUILDS = env_int("CANON_AUDIT_WINDOW_BUILDS", 64)  # builds per shard window
     env_float("CANON_PROVIDER_BUDGET_SECONDS", 45.0), 0.75 * LEASE_TTL_SECONDS
 )
 assert 0 < PROVIDER_BUDGET_SECONDS < LEASE_TTL_SECONDS, "provider budget must be below the lease"
