@@ -1,29 +1,60 @@
 """B5 relay: events/s through outbox_relay_batch to Redis (Celery messages on a queue nobody
-consumes), against a raw redis-py LPUSH pipeline of same-sized payloads to the same Redis; then
-the outbox lag (event committed -> published) under a steady rate of task-creating commits, with
-the product's delivery: the on-commit nudge to a real worker, and a relay every
-RELAY_INTERVAL_SECONDS as beat runs it."""
+consumes), side by side in one run with
+
+- the previous relay path (`Task.apply_async` per message inside the same kombu batch),
+- the relay's database work alone (claim FOR UPDATE SKIP LOCKED + mark, nothing published),
+- publishing alone, no database: the relay's `RunTaskBatch`, `apply_async` in a kombu batch,
+  and a raw redis-py LPUSH pipeline of same-sized payloads to the same Redis,
+- the relay at larger batch sizes (`--limits`);
+
+then a cProfile of one relay pass of `--events` events, its time split by phase; then the outbox
+lag (event committed -> published) under a steady rate of task-creating commits, with the
+product's delivery: the on-commit nudge to a real worker, and a relay every
+RELAY_INTERVAL_SECONDS as beat runs it. Rounds interleave the contenders, best of rounds."""
 
 from __future__ import annotations
 
+import cProfile
+import functools
+import io
 import os
+import pstats
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench import common
 
+# Where a relay pass spends its time: cumulative seconds of these functions in the profile.
+PHASES = {
+    "claim (SELECT ... FOR UPDATE SKIP LOCKED)": ("django/db/models/query.py", "__iter__"),
+    "mark sent (UPDATE ... = ANY)": ("ingestion/services.py", "_outbox_mark_sent"),
+    "route (app.amqp.router.route)": ("celery/app/routes.py", "route"),
+    "build message (app.amqp.create_task_message)": ("celery/app/amqp.py", "as_task_v2"),
+    "kombu publish: serialise, envelope, buffer": ("kombu/messaging.py", "publish"),
+    "Redis round trips (pipeline execute)": ("kombu/transport/redis.py", "flush"),
+}
+
 
 def main() -> None:
-    a = common.args(__doc__ or "", events=5000, rounds=2, lag_rate=20.0, lag_seconds=10.0)
+    a = common.args(
+        __doc__ or "",
+        events=5000,
+        rounds=3,
+        limits="1000,5000",
+        lag_rate=20.0,
+        lag_seconds=10.0,
+        db=os.environ.get("BENCH_DB", common.DB_NAME),
+    )
+    common.DB_NAME = a.db
     common.setup()
     import redis
-    from django.db import transaction
 
     from config.celery import app as celery_app
-    from ingestion.models import IngestionTask, OutboxEvent
-    from ingestion.services import outbox_relay_batch, task_create
+    from ingestion import relay
+    from ingestion.services import outbox_relay_batch
     from kb.models import Document
 
     queue = f"bench-relay-{os.getpid()}"
@@ -31,62 +62,234 @@ def main() -> None:
     kb = common.tenant_kb("relay")
     document, _ = Document.objects.get_or_create(kb=kb, key="relay", defaults={"title": "relay"})
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
-    results: dict[str, Any] = {"ours": [], "raw": []}
-    try:
-        for _ in range(a.rounds):
-            with transaction.atomic():
-                tasks = [
-                    task_create(kind=IngestionTask.Kind.GC, kb_id=kb.pk, document_id=document.pk)
-                    for _ in range(a.events)
-                ]
+    limits = [int(x) for x in a.limits.split(",") if x]
+    n = a.events
+
+    def relay_pass(limit: int | None = None, **kw: Any) -> float:
+        """Seconds to relay n fresh events to an empty queue, with `limit` events per batch."""
+        ids = make_events(kb.pk, document.pk, n)
+        try:
             t0 = time.perf_counter()
             sent = 0
-            while True:
-                n = outbox_relay_batch()
-                if not n:
-                    break
-                sent += n
-            ours_s = time.perf_counter() - t0
-            assert sent == a.events, (sent, a.events)
-            payload = client.lindex(queue, 0) or b"x" * 1000
+            while sent < n:
+                got = outbox_relay_batch(limit=limit, **kw)
+                assert got, f"relay stalled at {sent}/{n}"
+                sent += got
+            return time.perf_counter() - t0
+        finally:
+            drop_events(ids)
+            client.delete(queue)
+
+    def previous_pass() -> float:
+        """The previous relay: apply_async per event inside one kombu batch per relay pass."""
+        from ingestion.tasks import run_task as task
+
+        run_task: Any = task
+
+        def one_pass() -> int:
+            with relay.producer(celery_app) as producer, producer.batch(max_size=n + 1):
+                first = [True]
+
+                def send(event: Any) -> None:
+                    task_id = int(event.payload["task_id"])
+                    options: dict[str, Any] = {"argsrepr": f"({task_id},)", "kwargsrepr": "{}"}
+                    if not first[0]:
+                        options["declare"] = []
+                    run_task.apply_async(args=(task_id,), producer=producer, retry=False, **options)
+                    first[0] = False
+
+                return outbox_relay_batch(send=send)
+
+        ids = make_events(kb.pk, document.pk, n)
+        try:
             t0 = time.perf_counter()
-            for start in range(0, a.events, 500):
+            sent = 0
+            while sent < n:
+                sent += one_pass()
+            elapsed = time.perf_counter() - t0
+            assert client.llen(queue) == n, client.llen(queue)
+            return elapsed
+        finally:
+            drop_events(ids)
+            client.delete(queue)
+
+    def publish_only(kind: str) -> float:
+        """Seconds to publish n run_task messages with no database work."""
+        from ingestion.tasks import run_task as task
+
+        run_task: Any = task
+
+        t0 = time.perf_counter()
+        if kind == "relay":
+            for start in range(0, n, relay.ROUND_TRIP_SIZE):
+                with relay.run_task_batch(max_size=relay.ROUND_TRIP_SIZE + 1) as batch:
+                    for task_id in range(start, min(n, start + relay.ROUND_TRIP_SIZE)):
+                        batch.add(task_id)
+        elif kind == "apply_async":
+            for start in range(0, n, relay.ROUND_TRIP_SIZE):
+                with (
+                    relay.producer(celery_app) as producer,
+                    producer.batch(max_size=relay.ROUND_TRIP_SIZE + 1),
+                ):
+                    for task_id in range(start, min(n, start + relay.ROUND_TRIP_SIZE)):
+                        run_task.apply_async(
+                            args=(task_id,),
+                            producer=producer,
+                            retry=False,
+                            argsrepr=f"({task_id},)",
+                            kwargsrepr="{}",
+                            declare=[] if task_id else None,
+                        )
+        else:
+            payload = client.lindex(queue, 0) or b"x" * 1000
+            for start in range(0, n, relay.ROUND_TRIP_SIZE):
                 pipe = client.pipeline(transaction=False)
-                for _ in range(min(500, a.events - start)):
+                for _ in range(min(relay.ROUND_TRIP_SIZE, n - start)):
                     pipe.lpush(queue + "-raw", payload)
                 pipe.execute()
-            raw_s = time.perf_counter() - t0
-            results["ours"].append(a.events / ours_s)
-            results["raw"].append(a.events / raw_s)
-            OutboxEvent.objects.filter(task__in=tasks).delete()
-            IngestionTask.objects.filter(pk__in=[t.pk for t in tasks]).delete()
-            client.delete(queue, queue + "-raw")
-        results["payload_bytes"] = len(payload)
+        elapsed = time.perf_counter() - t0
+        if kind != "raw":
+            assert client.llen(queue) == n, client.llen(queue)
+        return elapsed
+
+    contenders: dict[str, Callable[[], float]] = {
+        "relay": relay_pass,
+        "relay, apply_async per message (previous)": previous_pass,
+        "relay, database only (claim + mark)": lambda: relay_pass(send=_nothing),
+        "publish only: relay's RunTaskBatch": lambda: publish_only("relay"),
+        "publish only: apply_async in a kombu batch": lambda: publish_only("apply_async"),
+        "publish only: raw LPUSH pipeline": lambda: publish_only("raw"),
+    }
+    for limit in limits:
+        contenders[f"relay, {limit} events per batch"] = functools.partial(relay_pass, limit)
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    payload_bytes = 0
+    try:
+        for _ in range(a.rounds):
+            for name, run in contenders.items():
+                if name == "publish only: raw LPUSH pipeline":
+                    publish_only("relay")  # a real message to copy the size of
+                    payload_bytes = len(client.lindex(queue, 0) or b"")
+                elapsed = run()
+                client.delete(queue, queue + "-raw")
+                rates[name].append(n / elapsed)
+            print(
+                "round:",
+                {k: round(v[-1]) for k, v in rates.items()},
+                "load",
+                os.getloadavg(),
+                flush=True,
+            )
     finally:
         client.delete(queue, queue + "-raw")
-    ours, raw = max(results["ours"]), max(results["raw"])
+    best = {name: max(values) for name, values in rates.items()}
+    raw = best["publish only: raw LPUSH pipeline"]
+    previous = best["relay, apply_async per message (previous)"]
+    profile = profile_pass(kb.pk, document.pk, n, lambda: client.delete(queue))
     lag = outbox_lag(kb, document, rate=a.lag_rate, seconds=a.lag_seconds)
-    results.update(
-        events=a.events,
-        ours_events_per_s=round(ours, 1),
-        raw_events_per_s=round(raw, 1),
-        ours_over_raw=common.ratio(ours, raw),
-        outbox_lag=lag,
+    load = os.getloadavg()
+    results: dict[str, Any] = {
+        "events": n,
+        "rounds": a.rounds,
+        "payload_bytes": payload_bytes,
+        "events_per_s": {k: round(v, 1) for k, v in best.items()},
+        "all_rounds": {k: [round(x) for x in v] for k, v in rates.items()},
+        "ours_events_per_s": round(best["relay"], 1),
+        "raw_events_per_s": round(raw, 1),
+        "ours_over_raw": common.ratio(best["relay"], raw),
+        "ours_over_previous": common.ratio(best["relay"], previous),
+        "profile": profile,
+        "outbox_lag": lag,
+        "loadavg": [round(x, 2) for x in load],
+    }
+    rows: list[tuple[Any, ...]] = [
+        ("contender", "events/s (best of rounds)", "ratio to raw", "ratio to previous")
+    ]
+    for name, rate in best.items():
+        rows.append((name, round(rate), common.ratio(rate, raw), common.ratio(rate, previous)))
+    rows.append(
+        (
+            f"outbox lag at {a.lag_rate:g} commits/s, ms",
+            f"p50 {lag['p50_ms']}, p95 {lag['p95_ms']}, max {lag['max_ms']}",
+            f"{lag['events']} events",
+            "",
+        )
     )
-    common.report(
-        "B5",
-        results,
-        [
-            ("contender", "events/s (best of rounds)", "ratio"),
-            ("relay", round(ours), common.ratio(ours, raw)),
-            ("raw LPUSH pipeline", round(raw), 1.0),
-            (
-                f"outbox lag at {a.lag_rate:g} commits/s, ms",
-                f"p50 {lag['p50_ms']}, p95 {lag['p95_ms']}, max {lag['max_ms']}",
-                f"{lag['events']} events",
-            ),
-        ],
-    )
+    rows.append(("profile of one pass (cProfile)", f"{profile['seconds']} s", "share", ""))
+    for phase, share in profile["shares"].items():
+        rows.append((f"  {phase}", "", share, ""))
+    rows.append(("load average", " ".join(f"{x:.2f}" for x in load), "", ""))
+    common.report("B5", results, rows)
+
+
+def _nothing(event: Any) -> None:
+    """A send that sends nothing: the relay's database work alone."""
+
+
+def make_events(kb_id: int, document_id: int, n: int) -> list[int]:
+    """n queued GC tasks with their unpublished events, bulk-inserted (no on-commit nudges)."""
+    from django.conf import settings
+    from django.db import transaction
+    from django.utils import timezone
+
+    from ingestion.models import IngestionTask, OutboxEvent
+
+    now = timezone.now()
+    with transaction.atomic():
+        tasks = IngestionTask.objects.bulk_create(
+            IngestionTask(
+                kind=IngestionTask.Kind.GC,
+                kb_id=kb_id,
+                document_id=document_id,
+                max_attempts=settings.TASK_MAX_ATTEMPTS,
+                available_at=now,
+            )
+            for _ in range(n)
+        )
+        OutboxEvent.objects.bulk_create(
+            OutboxEvent(task=t, payload={"task_id": t.pk}, available_at=now) for t in tasks
+        )
+    return [t.pk for t in tasks]
+
+
+def drop_events(task_ids: list[int]) -> None:
+    from ingestion.models import IngestionTask, OutboxEvent
+
+    OutboxEvent.objects.filter(task_id__in=task_ids).delete()
+    IngestionTask.objects.filter(pk__in=task_ids).delete()
+
+
+def profile_pass(
+    kb_id: int, document_id: int, n: int, queue_cleanup: Callable[[], Any]
+) -> dict[str, Any]:
+    """cProfile one relay pass of n events (one batch); the share of each phase in PHASES."""
+    from ingestion.services import outbox_relay_batch
+
+    ids = make_events(kb_id, document_id, n)
+    profiler = cProfile.Profile()
+    try:
+        profiler.enable()
+        sent = outbox_relay_batch(limit=n)
+        profiler.disable()
+        assert sent == n, (sent, n)
+    finally:
+        drop_events(ids)
+        queue_cleanup()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    entries: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
+
+    def cumulative(suffix: str, func: str) -> float:
+        # the outermost call of that function: the largest cumulative time
+        return max(
+            (v[3] for (file, _, f), v in entries.items() if f == func and file.endswith(suffix)),
+            default=0.0,
+        )
+
+    top = cumulative("ingestion/services.py", "outbox_relay_batch")
+    shares = {phase: round(cumulative(*where) / top, 3) for phase, where in PHASES.items()}
+    stats.sort_stats("tottime").print_stats(15)
+    return {"seconds": round(top, 3), "events": n, "shares": shares, "top_tottime": text.getvalue()}
 
 
 def outbox_lag(kb: Any, document: Any, *, rate: float, seconds: float) -> dict[str, Any]:

@@ -5,17 +5,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from ingestion import faults
+from ingestion import faults, relay
 from ingestion.leases import Lease, lease_check
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb import locks
@@ -69,99 +67,98 @@ def relay_nudge() -> None:
 
     faults.after_outbox_commit()
     try:
-        _publish(relay_outbox, expires=30)
+        relay.publish(relay_outbox, expires=30)
     except Exception as exc:  # the broker is down; the outbox keeps the intent
         logger.warning("relay nudge not sent: %s", exc)
 
 
-@contextlib.contextmanager
-def _producer(app: Any) -> Iterator[Any]:
-    """A producer whose broker connection is up, failing at once when it cannot be reached.
-
-    `retry=False` on a publish only stops Celery from retrying the publish; kombu still retries
-    the *connection* until `broker_connection_timeout` before raising (about 6 s per message when
-    Redis refuses connections). One connection attempt is enough here: the outbox keeps the
-    intent and the relay backs off.
-    """
-    with app.producer_or_acquire() as producer:
-        producer.connection.ensure_connection(max_retries=0)
-        yield producer
-
-
-def _publish(task: Any, *, args: tuple[Any, ...] = (), **options: Any) -> None:
-    """Publish one message, failing at once when the broker cannot be reached."""
-    with _producer(task.app) as producer:
-        task.apply_async(args=args, producer=producer, retry=False, **options)
-
-
-@contextlib.contextmanager
-def _run_task_publisher() -> Iterator[Callable[[OutboxEvent], object]]:
-    """Yield a send function that buffers `run_task` messages; all of them go to Redis in one
-    pipelined round trip when the block exits (kombu's `Producer.batch`). Fails at once when the
-    broker cannot be reached (see `_producer`)."""
-    from ingestion.tasks import run_task
-
-    first = True
-
-    def publish(event: OutboxEvent) -> None:
-        nonlocal first
-        task_id = int(event.payload["task_id"])
-        # The queue is declared by the batch's first message only; ready-made reprs spare
-        # Celery a saferepr per message.
-        options: dict[str, Any] = {"argsrepr": f"({task_id},)", "kwargsrepr": "{}"}
-        if not first:
-            options["declare"] = []
-        run_task.apply_async(args=(task_id,), producer=producer, retry=False, **options)
-        first = False
-
-    with _producer(run_task.app) as producer, producer.batch(max_size=settings.RELAY_BATCH_SIZE):
-        yield publish
-
-
 def outbox_relay_batch(
-    *, limit: int | None = None, send: Callable[[OutboxEvent], object] | None = None
+    *,
+    limit: int | None = None,
+    send: Callable[[OutboxEvent], object] | None = None,
+    round_trip: int = relay.ROUND_TRIP_SIZE,
 ) -> int:
     """Deliver up to `limit` unpublished, available outbox events; return how many were sent.
 
     Claims rows with FOR UPDATE SKIP LOCKED, so several relays can run at once without sending
-    an event twice in one pass, and publishes the claimed batch in one pipelined round trip (or
-    through `send`, one event at a time). A send that succeeded but whose mark did not commit
-    (crash) is sent again later: consumers are idempotent. A failing send backs off; after
+    an event twice in one pass, and publishes the claimed events' `run_task` messages in
+    pipelined round trips of `round_trip` messages (`ingestion.relay`), or through `send`, one
+    event at a time. Only events whose round trip the broker acknowledged are marked
+    `published_at`, in one UPDATE in the claim's transaction. A round trip that failed leaves its
+    events unpublished (some of their messages may be in Redis: they are sent again, and
+    consumers are idempotent), and the events after it keep their turn. A send that succeeded
+    but whose mark did not commit (crash) is likewise sent again. A failing send backs off; after
     RELAY_MAX_ATTEMPTS the event is dead-lettered (`dead_at`), visibly — but never because the
-    broker was unreachable, which says nothing about the event.
+    broker was unreachable or a round trip failed, which says nothing about the event.
     """
     limit = limit or settings.RELAY_BATCH_SIZE
     with transaction.atomic():
         events = list(
             OutboxEvent.objects.select_for_update(skip_locked=True)
             .filter(published_at__isnull=True, dead_at__isnull=True, available_at__lte=Now())
-            .order_by("available_at", "id")[:limit]
+            .order_by("available_at", "id")
+            .only("id", "payload", "attempts")[:limit]
         )
         if not events:
             return 0
-        sent: list[OutboxEvent] = []
-        try:
-            with _run_task_publisher() as publish:
-                for event in events:
-                    try:
-                        (send or publish)(event)
-                    except Exception as exc:
-                        _outbox_send_failed(event, exc)
-                        if broker_unreachable(exc):
-                            # The rest would wait on the same dead broker; they keep their turn.
-                            break
-                        continue
-                    sent.append(event)
-        except Exception as exc:
-            # The connection or the batch's round trip failed, so delivery is uncertain: the
-            # events stay unpublished and go again after a backoff.
-            for event in sent or events[:1]:
-                _outbox_send_failed(event, exc)
-            return 0
+        sent = _outbox_send(events, send, round_trip=max(1, round_trip))
         faults.relay_after_send()
-        return OutboxEvent.objects.filter(pk__in=[e.pk for e in sent]).update(
-            published_at=Now(), attempts=F("attempts") + 1
+        return _outbox_mark_sent([event.pk for event in sent])
+
+
+def _outbox_send(
+    events: list[OutboxEvent], send: Callable[[OutboxEvent], object] | None, *, round_trip: int
+) -> list[OutboxEvent]:
+    """Send `events` in order; return those the broker surely has. Records each failure."""
+    sent: list[OutboxEvent] = []
+    added: list[OutboxEvent] = []  # in the open round trip
+    batch: relay.RunTaskBatch | None = None
+    try:
+        with (
+            contextlib.nullcontext()
+            if send is not None
+            else relay.run_task_batch(max_size=round_trip + 1)
+        ) as batch:
+            for event in events:
+                try:
+                    if batch is None:
+                        send(event)  # type: ignore[misc]
+                    else:
+                        batch.add(int(event.payload["task_id"]))
+                except Exception as exc:
+                    _outbox_send_failed(event, exc)
+                    if relay.broker_unreachable(exc):
+                        # The rest would wait on the same dead broker; they keep their turn.
+                        break
+                    continue
+                added.append(event)
+                if len(added) >= round_trip and batch is not None:
+                    batch.flush()
+                    sent += added
+                    added = []
+            if batch is not None:
+                batch.flush()
+            sent += added
+            added = []
+    except Exception as exc:
+        # The connection could not be made, or a round trip failed: delivery of its messages is
+        # uncertain, so they go again after a backoff; the events after them keep their turn.
+        for event in added or ([] if sent else events[:1]):
+            _outbox_send_failed(event, exc)
+    return sent
+
+
+def _outbox_mark_sent(ids: list[int]) -> int:
+    """Mark the events `ids` published, in one statement (one array parameter, not len(ids))."""
+    if not ids:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE ingestion_outboxevent SET published_at = now(), attempts = attempts + 1"
+            " WHERE id = ANY(%s)",
+            [ids],
         )
+        return cursor.rowcount
 
 
 def _outbox_send_failed(event: OutboxEvent, exc: Exception) -> None:
@@ -171,16 +168,10 @@ def _outbox_send_failed(event: OutboxEvent, exc: Exception) -> None:
     event.last_error = f"{type(exc).__name__}: {exc}"[:2000]
     delay = backoff_seconds(event.attempts, base=1.0, cap=60.0)
     event.available_at = timezone.now() + timedelta(seconds=delay)
-    if event.attempts >= settings.RELAY_MAX_ATTEMPTS and not broker_unreachable(exc):
+    if event.attempts >= settings.RELAY_MAX_ATTEMPTS and not relay.broker_unreachable(exc):
         event.dead_at = timezone.now()
         logger.error("outbox event %s dead-lettered after %s attempts", event.pk, event.attempts)
     event.save(update_fields=["attempts", "last_error", "available_at", "dead_at"])
-
-
-def broker_unreachable(exc: BaseException) -> bool:
-    from kombu.exceptions import OperationalError as KombuOperationalError
-
-    return isinstance(exc, ConnectionError | KombuOperationalError | OSError)
 
 
 def task_succeed(*, lease: Lease) -> None:

@@ -17,6 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from config.celery import app
+from ingestion import relay
 from ingestion.leases import task_claim
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.pipeline import task_execute
@@ -27,7 +28,6 @@ from ingestion.reconciler import (
     reconcile,
     repair_orphan_file,
 )
-from ingestion.tasks import run_task
 from kb import services, storage
 from kb.models import Build, Document, KnowledgeBase, Publication
 from tests.helpers import upload_task
@@ -158,7 +158,7 @@ def test_a_lagging_outbox_is_relayed_then_escalated_when_it_cannot_be(
     def broker_down(*args: object, **kwargs: object) -> None:
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(run_task, "apply_async", broker_down)
+    monkeypatch.setattr(relay.RunTaskBatch, "add", broker_down)
     for _ in range(MAX_REPAIRS + 1):
         OutboxEvent.objects.update(available_at=timezone.now() - timedelta(minutes=5))
         reconcile()

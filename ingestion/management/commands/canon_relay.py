@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
+from ingestion.relay import ROUND_TRIP_SIZE
 from ingestion.services import outbox_relay_batch
 
 
@@ -18,14 +19,30 @@ class Command(BaseCommand):
         parser.add_argument("--loop", action="store_true")
         parser.add_argument("--interval", type=float, default=0.2)
         parser.add_argument("--seconds", type=float, default=0.0, help="stop after (with --loop)")
+        parser.add_argument(
+            "--limit", type=int, default=None, help="events per pass (CANON_RELAY_BATCH_SIZE)"
+        )
+        parser.add_argument(
+            "--round-trip",
+            type=int,
+            default=ROUND_TRIP_SIZE,
+            help=f"messages per Redis round trip ({ROUND_TRIP_SIZE})",
+        )
 
     def handle(
-        self, *args: Any, loop: bool, interval: float, seconds: float, **options: Any
+        self,
+        *args: Any,
+        loop: bool,
+        interval: float,
+        seconds: float,
+        limit: int | None,
+        round_trip: int,
+        **options: Any,
     ) -> None:
         deadline = time.monotonic() + seconds if seconds else None
         while True:
             try:
-                sent = outbox_relay_batch()
+                sent = outbox_relay_batch(limit=limit, round_trip=round_trip)
             except DatabaseError as exc:
                 if not loop:
                     raise
