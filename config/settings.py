@@ -314,6 +314,13 @@ SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
 # hnsw.max_scan_tuples); when that walk finds fewer than top_k visible rows, the exact form
 # answers (cheap, since then few chunks are visible).
 SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
+# A new index version's vector index is built after its chunks (kb.ann_build), in one session
+# with this much memory (the graph should fit) and this many parallel maintenance workers; a
+# version of at most ANN_BUILD_INLINE_CHUNKS chunks is built by the worker that wrote its last
+# build, a larger one by its own task.
+ANN_BUILD_MAINTENANCE_WORK_MEM = env_str("CANON_ANN_BUILD_MAINTENANCE_WORK_MEM", "1GB")
+ANN_BUILD_PARALLEL_WORKERS = env_int("CANON_ANN_BUILD_PARALLEL_WORKERS", 2)
+ANN_BUILD_INLINE_CHUNKS = env_int("CANON_ANN_BUILD_INLINE_CHUNKS", 20000)
 # Postings of each query term the keyword leg reads best-first before it ranks the candidates
 # exactly; a scope that finds fewer than top_k visible among them reads eight times deeper.
 KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 1000)

@@ -32,6 +32,7 @@ from ingestion.services import (
     task_wait_for_provider,
 )
 from kb import storage
+from kb.ann_build import ann_index_after_build
 from kb.models import Build, Document, IndexVersion, Revision
 from kb.selectors import manifest_of
 from kb.services import PIPELINE_VERSION, IncompleteBuild, build_publish, document_purge
@@ -60,6 +61,16 @@ def task_execute(*, task_id: int, worker_id: str) -> str:
     if lease is None:
         return "not_claimed"
     task = IngestionTask.objects.get(pk=task_id)
+    try:
+        return _task_run(task=task, lease=lease, worker_id=worker_id)
+    finally:
+        if task.kind == IngestionTask.Kind.BUILD and task.build_id is not None:
+            # A new version's last build written: its vector index is built now (kb.ann_build).
+            ann_index_after_build(build_id=task.build_id)
+
+
+def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
+    task_id = task.pk
     log = {"task_id": task_id, "build_id": task.build_id, "lease_owner": worker_id}
     try:
         with Heartbeat(lease):

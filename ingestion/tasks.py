@@ -51,3 +51,29 @@ def reconcile() -> dict[str, int]:
 
     job_ran("reconciler")
     return reconcile_pass()
+
+
+@shared_task(
+    name="ingestion.tasks.build_ann_index",
+    ignore_result=True,
+    acks_late=False,  # a lost run is sent again by build_ann_indexes, not redelivered mid-build
+    # Not a build's 30 minutes: a 50M-chunk graph takes hours (docs/PRODUCTION.md).
+    time_limit=7 * 24 * 3600,
+    soft_time_limit=7 * 24 * 3600 - 60,
+)
+def build_ann_index(version_id: int) -> str:
+    """One index version's vector index, once its builds are written (`kb.ann_build`)."""
+    from kb.ann_build import ann_index_build
+
+    return ann_index_build(version_id=version_id)
+
+
+@shared_task(name="ingestion.tasks.build_ann_indexes", ignore_result=True)
+def build_ann_indexes() -> int:
+    """Periodic: every version whose index is due and not being built (`kb.ann_build`)."""
+    from kb.ann_build import ann_index_build_soon, ann_indexes_due
+
+    due = ann_indexes_due()
+    for version_id in due:
+        ann_index_build_soon(version_id=version_id)
+    return len(due)

@@ -5,8 +5,13 @@
 
 The embedding column is an untyped `vector` (versions differ in dimensions), so the index casts
 to the version's D; a search must repeat the same cast and predicate for the planner to use it
-(`retrieval.selectors`). Built concurrently so writes to other versions never wait; inside a
+(`ann_distance`, used by `retrieval.selectors`). A version with `vector_storage = "halfvec"`
+casts to `halfvec(D)` and uses the halfvec operator class: its graph holds 2-byte floats, half
+the index of `vector`, while the heap keeps the full-precision vector (exact re-checks, history
+and rollbacks read it). Built concurrently so writes to other versions never wait; inside a
 transaction (tests) it falls back to a plain CREATE INDEX.
+
+When the index is built is `kb.ann_build`'s decision (a new version's after its bulk load).
 """
 
 from __future__ import annotations
@@ -15,7 +20,16 @@ from django.db import connection
 
 from kb.models import IndexVersion
 
-OPCLASS = {"cosine": "vector_cosine_ops", "l2": "vector_l2_ops", "ip": "vector_ip_ops"}
+OPCLASS = {
+    ("vector", "cosine"): "vector_cosine_ops",
+    ("vector", "l2"): "vector_l2_ops",
+    ("vector", "ip"): "vector_ip_ops",
+    ("halfvec", "cosine"): "halfvec_cosine_ops",
+    ("halfvec", "l2"): "halfvec_l2_ops",
+    ("halfvec", "ip"): "halfvec_ip_ops",
+}
+OPERATOR = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
+STORAGES = ("vector", "halfvec")
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
@@ -24,30 +38,68 @@ def ann_index_name(version_id: int) -> str:
     return f"kb_chunk_hnsw_iv{int(version_id)}"
 
 
-def ann_index_ensure(*, version_id: int) -> str:
-    """Create the version's HNSW index if it does not exist; idempotent. Returns its name."""
-    version = IndexVersion.objects.get(pk=version_id)
-    name = ann_index_name(version.pk)
-    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+def ann_cast(version: IndexVersion) -> str:
+    """The type the version's index is built on: `vector(D)` or `halfvec(D)`."""
+    storage = version.vector_storage if version.vector_storage in STORAGES else "vector"
+    return f"{storage}({int(version.dimensions)})"
+
+
+def ann_distance(
+    version: IndexVersion, *, column: str = "c.embedding", query: str = "%(q)s"
+) -> str:
+    """The distance expression the version's index serves (`column` and `query` are constants
+    of the caller's SQL): `c.embedding::halfvec(D) <=> %(q)s::halfvec(D)` for a halfvec version."""
+    cast = ann_cast(version)
+    return f"{column}::{cast} {OPERATOR[version.metric]} {query}::{cast}"
+
+
+def ann_index_state(version_id: int) -> str:
+    """ "ready" (valid), "building" (exists, not valid yet: a concurrent build in progress, or a
+    crashed one the next build drops) or "missing"."""
     with connection.cursor() as cursor:
-        # A concurrent build that crashed leaves an INVALID index behind: drop and rebuild it.
         cursor.execute(
             "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
             "WHERE c.relname = %s",
-            [name],
+            [ann_index_name(version_id)],
         )
         row = cursor.fetchone()
-        if row is not None and row[0]:
-            return name
-        if row is not None:
+    if row is None:
+        return "missing"
+    return "ready" if row[0] else "building"
+
+
+def ann_index_ready(version_id: int) -> bool:
+    return ann_index_state(version_id) == "ready"
+
+
+def ann_index_ensure(*, version_id: int) -> str:
+    """Create the version's HNSW index if it does not exist; idempotent. Returns its name.
+
+    An invalid index is dropped and rebuilt: the caller must make sure no other session is
+    building it at the same time (`kb.ann_build` holds the version's advisory lock)."""
+    version = IndexVersion.objects.get(pk=version_id)
+    name = ann_index_name(version.pk)
+    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+    state = ann_index_state(version.pk)
+    if state == "ready":
+        return name
+    with connection.cursor() as cursor:
+        # A concurrent build that crashed leaves an INVALID index behind: drop and rebuild it.
+        if state == "building":
             cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {name}")
+        storage = version.vector_storage if version.vector_storage in STORAGES else "vector"
+        if not concurrently:
+            # In a transaction, deferred foreign-key checks of rows written in it would make
+            # CREATE INDEX refuse ("pending trigger events"): run them now.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(
             f"CREATE INDEX {concurrently} IF NOT EXISTS {name} ON kb_chunk "
-            f"USING hnsw ((embedding::vector({int(version.dimensions)})) "
-            f"{OPCLASS[version.metric]}) "
+            f"USING hnsw ((embedding::{ann_cast(version)}) {OPCLASS[storage, version.metric]}) "
             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
             f"WHERE index_version_id = {int(version.pk)}"
         )
+        if not concurrently:
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
     return name
 
 

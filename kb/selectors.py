@@ -12,6 +12,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models import F as models_F
 from django.utils import timezone
 
+from kb.ann import ann_index_state
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, TenantMembership
 
 LIVE_INDEX_VERSION_STATES = (
@@ -521,6 +522,7 @@ def index_version_settings(version: IndexVersion) -> list[tuple[str, str]]:
         ("chunk size", str(version.chunk_size)),
         ("chunk overlap", str(version.chunk_overlap)),
         ("pipeline", version.pipeline_version),
+        ("vector storage", version.vector_storage),
     ]
 
 
@@ -529,6 +531,7 @@ def index_version_settings_line(version: IndexVersion) -> str:
     return (
         f"{version.provider}/{version.model} · {version.dimensions}d {version.metric} · "
         f"chunks {version.chunk_size}/{version.chunk_overlap} · {version.pipeline_version}"
+        + (f" · {version.vector_storage}" if version.vector_storage != "vector" else "")
     )
 
 
@@ -546,12 +549,14 @@ def index_version_settings_record(version: IndexVersion | None) -> dict[str, Any
         "chunk_size": version.chunk_size,
         "chunk_overlap": version.chunk_overlap,
         "pipeline_version": version.pipeline_version,
+        "vector_storage": version.vector_storage,
     }
 
 
 @dataclass(frozen=True)
 class VersionStatus:
     """What an index version is doing, for its row: `kind` is "active", "ready", "building",
+    "indexing" (every document built, its vector index being built: `kb.ann_build`),
     "incomplete" (nothing running, some documents failed), "retired", "collected" or "failed";
     `swappable`: "Approve swap…" may be offered (and accepted)."""
 
@@ -573,7 +578,9 @@ def index_version_status(
     non-deleted document is live in it at its desired revision (`progress.live ==
     progress.total`). A retired version still inside the retention window keeps receiving builds
     of new uploads (`live_index_versions`), so a rollback to it never serves stale text; a newer
-    one (rolled back from) may be swapped in again."""
+    one (rolled back from) may be swapped in again. A candidate whose builds are written but
+    whose vector index does not exist yet or is being built is *building index*, not ready: the
+    swap refuses it too (`kb.ann_build`)."""
     complete = progress.live == progress.total
     counts = f"{progress.live}/{progress.total} built"
     failed = f", {progress.failed_count} failed" if progress.failed_count else ""
@@ -594,6 +601,10 @@ def index_version_status(
             newer and complete,
             until,
         )
+    index = ann_index_state(version.pk) if complete else "ready"
+    if index != "ready":
+        doing = "being built" if index == "building" else "queued"
+        return VersionStatus("indexing", f"building index: {counts}, vector index {doing}", False)
     if complete:
         return VersionStatus("ready", f"ready: {counts}", True)
     if progress.building:

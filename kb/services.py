@@ -24,7 +24,8 @@ from ingestion.leases import Lease, fenced, lease_check
 from ingestion.models import AuditEvent, IngestionTask
 from ingestion.services import outbox_add, task_create
 from kb import document_states, locks, selectors
-from kb.ann import ann_index_drop, ann_index_ensure
+from kb.ann import STORAGES, ann_index_drop, ann_index_ensure, ann_index_ready
+from kb.ann_build import ann_index_build_soon
 from kb.models import (
     Build,
     Document,
@@ -609,10 +610,15 @@ def index_version_create(
     chunk_size: int,
     chunk_overlap: int,
     actor: Actor = None,
+    vector_storage: str = "vector",
 ) -> IndexVersion:
     """A new embedding space / pipeline for a knowledge base. It starts *building*: every
     non-deleted document's desired revision is built into it as a candidate while the active
-    version keeps serving. Its HNSW index is created concurrently after commit."""
+    version keeps serving. Its chunks are written with no HNSW index; the index is built once
+    they all are (`kb.ann_build`), and only then can it be swapped in. `vector_storage`
+    ("vector" or "halfvec") is what that index holds (`kb.ann`)."""
+    if vector_storage not in STORAGES:
+        raise ActionRefused(f"Unknown vector storage {vector_storage!r}: one of {STORAGES}.")
     with transaction.atomic():
         kb = locks.lock_knowledge_base(kb_id)
         number = (kb.index_versions.aggregate(n=Max("number"))["n"] or 0) + 1
@@ -626,6 +632,7 @@ def index_version_create(
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
             pipeline_version=PIPELINE_VERSION,
+            vector_storage=vector_storage,
         )
         revisions = Revision.objects.filter(
             document__kb=kb,
@@ -658,7 +665,8 @@ def index_version_create(
             actor_id=_actor_id(actor),
             details={"settings": selectors.index_version_settings_record(version)},
         )
-    transaction.on_commit(lambda: ann_index_ensure(version_id=version.pk))
+    # Due at once only if there is nothing to build; else after the last build (kb.ann_build).
+    transaction.on_commit(lambda: ann_index_build_soon(version_id=version.pk))
     return version
 
 
@@ -717,6 +725,11 @@ def index_version_activate(
                 f"Index version {version.number} does not cover the knowledge base yet: "
                 + "; ".join(gaps[:20])
                 + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else "")
+            )
+        if not ann_index_ready(version.pk):
+            raise ActionRefused(
+                f"Index version {version.number} covers the knowledge base, but its vector index "
+                "is still being built; the swap is possible once it is."
             )
         now = timezone.now()
         previous_id = kb.active_index_version_id

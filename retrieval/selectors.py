@@ -28,6 +28,7 @@ from ingestion import providers, text
 from ingestion.models import AuditEvent
 from ingestion.writer import uses_postings
 from kb import selectors as kb_selectors
+from kb.ann import ann_distance
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
 from retrieval import bm25, fusion, routing
 from retrieval.principals import Principal
@@ -140,8 +141,7 @@ def vector_query(
     The exact form orders by an expression no index matches, so PostgreSQL reads the visible
     chunks through the publication pointers and sorts them: exact, and cheap when few are visible.
     """
-    dims = int(version.dimensions)
-    distance = f"c.embedding::vector({dims}) <=> %(q)s::vector({dims})"
+    distance = ann_distance(version)  # the index's expression: vector(D) or halfvec(D)
     order = f"({distance}) + 0" if exact else distance
     sql = f"""
         SELECT {_COLUMNS}, 1 - ({distance}) AS score

@@ -43,6 +43,15 @@ class IndexVersionForm(forms.Form):
     dimensions = forms.IntegerField(min_value=1, max_value=16000, required=False)
     chunk_size = forms.IntegerField(min_value=50, max_value=20000)
     chunk_overlap = forms.IntegerField(min_value=0, max_value=5000)
+    vector_storage = forms.ChoiceField(
+        choices=[
+            ("vector", "vector: 4-byte floats"),
+            ("halfvec", "halfvec: 2-byte floats, half the vector index"),
+        ],
+        initial="vector",
+        help_text="What the version's vector index holds. halfvec halves the index (the memory "
+        "search needs at scale) for a small loss of recall; see docs/BENCHMARKS.md (B11).",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,6 +112,7 @@ def index_version_create_view(
         "dimensions": active.dimensions if active else None,
         "chunk_size": active.chunk_size if active else 800,
         "chunk_overlap": active.chunk_overlap if active else 100,
+        "vector_storage": active.vector_storage if active else "vector",
     }
     form = IndexVersionForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
