@@ -18,7 +18,8 @@ assert that the fault really happened at that point.
     CANON_FAULT_PARSER_RAISES=TEXT      raise an unexpected exception while parsing any file
                                         that contains TEXT (a parser bug, not a bad file)
     CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT, every time it is reached:
-                                        before_switch | in_switch | relay_after_send
+                                        before_switch | in_switch | relay_after_send |
+                                        relay_after_round_trip (each full one of a pass)
 """
 
 from __future__ import annotations

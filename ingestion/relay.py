@@ -111,9 +111,12 @@ class RunTaskBatch:
         )
         if self._declared:
             options["declare"] = []  # the batch's first message declared the queue
-        if self._backend is not None:
-            self._backend.on_task_call(self._producer, message_id)
-        self._send(self._producer, name, message, retry=False, **options)
+        # As send_task does: a broker error (a refused declare, say) surfaces as kombu's
+        # OperationalError, which the relay reads as the broker's fault, not the event's.
+        with self._producer.connection._reraise_as_library_errors():
+            if self._backend is not None:
+                self._backend.on_task_call(self._producer, message_id)
+            self._send(self._producer, name, message, retry=False, **options)
         self._declared = True
 
     def flush(self) -> None:
@@ -128,11 +131,7 @@ def run_task_batch(*, max_size: int) -> Iterator[RunTaskBatch]:
     buffer (kombu flushes by itself past it); callers that track what was sent flush sooner."""
     from ingestion.tasks import run_task
 
-    with (
-        producer(run_task.app) as pooled,
-        pooled.connection._reraise_as_library_errors(),
-        pooled.batch(max_size=max_size) as batch,
-    ):
+    with producer(run_task.app) as pooled, pooled.batch(max_size=max_size) as batch:
         yield RunTaskBatch(pooled, batch)
 
 

@@ -136,6 +136,7 @@ def _outbox_send(
                     batch.flush()
                     sent += added
                     added = []
+                    faults.pause_point("relay_after_round_trip")
             if batch is not None:
                 batch.flush()
             sent += added
