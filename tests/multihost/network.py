@@ -42,8 +42,9 @@ def unavailable() -> str | None:
     kernel/container refuses (`ip netns add` needs CAP_SYS_ADMIN, veth needs CAP_NET_ADMIN)."""
     if os.geteuid() != 0:
         return "needs root to create network namespaces and veth links (run as root)"
-    if shutil.which("ip") is None:
-        return "needs iproute2's `ip` to create network namespaces"
+    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux")):
+        if shutil.which(tool) is None:
+            return f"needs `{tool}` ({package}) to make and enter namespaces"
     probe = f"canon-probe-{secrets.token_hex(3)}"
     made = _ip("netns", "add", probe, check=False)
     if made.returncode != 0:
@@ -94,7 +95,7 @@ class Host:
         return [
             "ip", "netns", "exec", self.netns,
             "unshare", "--uts", "--",
-            "sh", "-c", 'hostname "$0" && exec "$@"', self.name, *command,
+            "sh", "-c", 'echo "$0" > /proc/sys/kernel/hostname && exec "$@"', self.name, *command,
         ]  # fmt: skip
 
     def cut(self) -> None:

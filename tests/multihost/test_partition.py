@@ -15,7 +15,8 @@ lease.
                    resumed); h1's switch is fenced off
     in_switch      cut inside the switch's transaction, row locks held (paused, cut, resumed):
                    the sweeper waits for those locks until PostgreSQL ends the idle
-                   transaction (idle_in_transaction_session_timeout, docs/SCALING.md)
+                   transaction (idle_in_transaction_session_timeout, docs/SCALING.md); without
+                   that setting it waited as long as the link was down
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ CHUNK_WRITE_BATCH = "5"
 PARAGRAPHS = "40"
 # What h1's run of the task returns once its link is back (Celery logs the return value).
 LATE_OUTCOME = {"write": "lease_lost", "before_switch": "lease_lost", "in_switch": "retry"}
-# The write stage's pace on h1: one batch per this many seconds, so the cut lands between
-# batches, and h2's worker has started before h1 reaches the switch.
-H1_BATCH_DELAY = {"write": "1.0", "before_switch": "0", "in_switch": "0"}
+# The write stage's pace on h1: a pause of this many seconds after each committed batch, so
+# that the cut (right after the first batch) lands between two batches, outside a transaction,
+# even on a loaded machine. h1 is cut off for the rest of its run anyway.
+H1_BATCH_DELAY = {"write": "3.0", "before_switch": "0", "in_switch": "0"}
 
 
 # Every row a worker building the task could write: table -> (WHERE, ORDER BY), with
