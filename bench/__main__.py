@@ -21,6 +21,7 @@ BENCHES = {
     "B7": ("bench.b7_churn", ["--seconds"]),
     "B8": ("bench.quality", []),  # its own database and corpus (bench/quality)
     "B9": ("bench.b9_keyword_latency", ["--chunks"]),  # its own database (canon_keyword)
+    "B13": ("bench.b13_reconcile", []),  # 1M generated chunks (canon_reconcile); ~15 min here
 }
 
 

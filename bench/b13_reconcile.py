@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Sequence
 from typing import Any
 
 from bench import common
@@ -239,6 +240,7 @@ def _old_module(path: str, name: str) -> types.ModuleType | None:
         return None
     module = types.ModuleType(name)
     module.__file__ = f"<{BASE}:{path}>"
+    sys.modules[name] = module  # dataclasses look their module up
     exec(compile(shown.stdout, module.__file__, "exec"), module.__dict__)  # noqa: S102 (our own file at BASE)
     return module
 
@@ -275,8 +277,304 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _py(code: str) -> tuple[float, float, str]:
+    """Run Python in a Django shell subprocess: (seconds, peak RSS MB, its last output line)."""
+    status, seconds, rss, last = _manage("shell", "-c", code)
+    assert status == 0, last
+    return round(seconds, 2), round(rss, 1), last
+
+
+def _explain(statement: str, params: Any) -> dict[str, Any]:
+    import json
+
+    ((plan,),) = _sql(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params)
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    nodes: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Relation Name" in node:
+            nodes.append(
+                f"{node['Node Type']} on {node['Relation Name']}"
+                + (f" using {node['Index Name']}" if "Index Name" in node else "")
+            )
+        for child in node.get("Plans", []):
+            walk(child)
+
+    top = plan[0]
+    walk(top["Plan"])
+    return {
+        "ms": round(top["Execution Time"], 1),
+        "scans": nodes,
+        "shared_buffers_read_or_hit": top["Plan"].get("Shared Hit Blocks", 0)
+        + top["Plan"].get("Shared Read Blocks", 0),
+    }
+
+
 def measure(a: argparse.Namespace) -> dict[str, Any]:
-    raise NotImplementedError
+    from django.conf import settings
+
+    from ingestion.models import AuditEvent
+    from kb import audit, verify
+    from kb.models import AuditCursor, BuildSeal
+
+    out: dict[str, Any] = {}
+    ((chunks, builds, documents),) = _sql(
+        "SELECT (SELECT count(*) FROM kb_chunk), (SELECT count(*) FROM kb_build), "
+        "(SELECT count(*) FROM kb_document)"
+    )
+    out.update(chunks=chunks, builds=builds, documents=documents)
+    print(f"[B13] {chunks} chunks, {builds} builds, {documents} documents", flush=True)
+    BuildSeal.objects.all().delete()
+    AuditCursor.objects.all().delete()  # and their slices
+    AuditEvent.objects.filter(kind__startswith="anomaly:").delete()
+    _sql("VACUUM (ANALYZE) kb_buildseal")
+    _, base_rss, _ = _py("pass")
+    out["shell_baseline_rss_mb"] = base_rss
+
+    # The full audit: every invariant, every chunk, one statement per check.
+    temp0 = _temp_bytes()
+    violations, seconds = _timed(verify.verify)
+    assert violations == [], violations[:5]
+    out["verify_full_s"] = seconds
+    out["verify_full_temp_mb"] = round((_temp_bytes() - temp0) / 2**20, 1)
+    old_verify = _old_module("kb/verify.py", "old_verify")
+    if old_verify is not None:  # the same audit as it was at BASE (one statement per check)
+        temp0 = _temp_bytes()
+        violations, seconds = _timed(old_verify.verify)
+        assert violations == [], violations[:5]
+        out["verify_full_at_base_s"] = seconds
+        out["verify_full_at_base_temp_mb"] = round((_temp_bytes() - temp0) / 2**20, 1)
+    code, seconds, rss, last = _manage("kb_verify")
+    assert code == 0, last
+    out["kb_verify_full_process"] = {"s": round(seconds, 2), "peak_rss_mb": round(rss, 1)}
+    print(f"[B13] verify() {out['verify_full_s']} s; kb_verify {seconds:.1f} s", flush=True)
+
+    # The same audit in slices, each its own process, as cron would run them.
+    slice_s: list[float] = []
+    slice_rss: list[float] = []
+    t0 = time.perf_counter()
+    first = True
+    while True:
+        flags = ["--slice-size", str(a.slice_size)] + ([] if first else ["--resume"])
+        code, seconds, rss, last = _manage("kb_verify", *flags)
+        assert code == 0, last
+        first = False
+        slice_s.append(seconds)
+        slice_rss.append(rss)
+        if (
+            "the pass is complete"
+            in _sql(
+                "SELECT CASE WHEN last_of_pass THEN 'the pass is complete' ELSE '' END "
+                "FROM kb_auditslice WHERE cursor_id = 'kb_verify' ORDER BY id DESC LIMIT 1"
+            )[0][0]
+        ):
+            break
+    in_slice = [
+        float(x)
+        for (x,) in _sql(
+            "SELECT seconds FROM kb_auditslice WHERE cursor_id = 'kb_verify' ORDER BY id"
+        )
+    ]
+    out["kb_verify_sliced"] = {
+        "slice_size_documents": a.slice_size,
+        "slices": len(slice_s),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "in_slice_s_sum": round(sum(in_slice), 2),
+        "in_slice_s_p50": round(common.percentile(in_slice, 50), 3),
+        "in_slice_s_max": round(max(in_slice), 3),
+        "process_s_max": round(max(slice_s), 2),
+        "peak_rss_mb_max": round(max(slice_rss), 1),
+    }
+    print(f"[B13] sliced: {out['kb_verify_sliced']}", flush=True)
+
+    # Document level: every build read once and sealed, as the reconciler does it pass by pass.
+    budget = settings.RECONCILER_SEAL_CHUNKS
+    seal_s: list[float] = []
+    while True:
+        (damaged, sealed), seconds = _timed(lambda: audit.seal_pending(chunk_budget=budget))
+        assert damaged == [], damaged[:3]
+        if not sealed:
+            break
+        seal_s.append(seconds)
+    out["seal_all"] = {
+        "chunk_budget": budget,
+        "passes": len(seal_s),
+        "s_sum": round(sum(seal_s), 2),
+        "s_per_pass_max": round(max(seal_s), 3),
+    }
+    _sql("VACUUM (ANALYZE) kb_buildseal")
+    print(f"[B13] sealing: {out['seal_all']}", flush=True)
+
+    # Shard level: the summaries of every build, in the reconciler's slices.
+    step = settings.RECONCILER_SHARD_BUILDS
+    last_build = _sql("SELECT max(id) FROM kb_build")[0][0]
+    shard_s: list[float] = []
+    windows = 0
+    for after in range(0, last_build, step):
+        summaries, seconds = _timed(
+            lambda after=after: audit.shard_summaries(after_build=after, through_build=after + step)
+        )
+        assert all(s.agrees for s in summaries), [str(s) for s in summaries if not s.agrees][:3]
+        windows += len(summaries)
+        shard_s.append(seconds)
+    out["summaries_all"] = {
+        "builds_per_slice": step,
+        "slices": len(shard_s),
+        "windows": windows,
+        "s_sum": round(sum(shard_s), 2),
+        "s_per_slice_max": round(max(shard_s), 3),
+    }
+    out["summary_explain"] = _explain(
+        _SUMMARY_FOR_EXPLAIN, {"after": 0, "through": step, "width": audit.window_builds()}
+    )
+    print(f"[B13] summaries: {out['summaries_all']} {out['summary_explain']}", flush=True)
+
+    # The reconciler's pass: as it was at BASE, and now (steady state: everything sealed).
+    old = _old_module("ingestion/reconciler.py", "old_reconciler")
+    if old is not None:
+        _sql("DELETE FROM ingestion_auditevent")
+        old_runs = [_timed(old.reconcile)[1] for _ in range(3)]
+        out["reconciler_old_pass_s"] = {"min": min(old_runs), "max": max(old_runs)}
+        _, rss, _ = _py(
+            "from bench.b13_reconcile import _old_module as m; "
+            "m('ingestion/reconciler.py', 'old').reconcile()"
+        )
+        out["reconciler_old_peak_rss_mb"] = rss
+    from ingestion.reconciler import reconcile
+
+    _sql("DELETE FROM ingestion_auditevent")
+    runs = []
+    for _ in range(3):
+        counts, seconds = _timed(reconcile)
+        assert not counts, counts
+        runs.append(seconds)
+    levels = AuditEvent.objects.filter(kind="reconciler_pass").latest("id").details["levels"]
+    out["reconciler_new_pass_s"] = {"min": min(runs), "max": max(runs)}
+    out["reconciler_new_levels_ms"] = {k: v.get("ms") for k, v in levels.items()}
+    _, rss, _ = _py("from ingestion.reconciler import reconcile; reconcile()")
+    out["reconciler_new_peak_rss_mb"] = rss
+    out["reconciler_passes_for_full_coverage"] = {
+        "shard": -(-last_build // step),
+        "document_walk": -(-documents // settings.RECONCILER_SLICE_DOCUMENTS),
+    }
+    print(f"[B13] reconciler: {out.get('reconciler_old_pass_s')} -> {runs} {levels}", flush=True)
+
+    out["anomalies"] = inject_and_find()
+    return out
+
+
+_SUMMARY_FOR_EXPLAIN = """
+WITH b AS MATERIALIZED (
+    SELECT b.id, b.kb_id, b.index_version_id, b.expected_chunk_count AS expected,
+           s.digest AS sealed
+    FROM kb_build b
+    LEFT JOIN kb_buildseal s ON s.build_id = b.id AND s.verified_at = b.verified_at
+    WHERE b.id > %(after)s AND b.id <= %(through)s
+      AND b.verified_at IS NOT NULL AND b.collected_at IS NULL AND s.ok IS DISTINCT FROM false
+), c AS (
+    SELECT c.build_id, count(*) AS n,
+           sum(hashtextextended(c.content_hash || ':' || c.ordinal, c.build_id)) AS digest
+    FROM kb_chunk c WHERE c.build_id > %(after)s AND c.build_id <= %(through)s
+    GROUP BY c.build_id
+)
+SELECT b.kb_id, b.index_version_id, b.id / %(width)s, count(*), sum(b.expected), sum(c.n),
+       sum(b.sealed), sum(c.digest) FILTER (WHERE b.sealed IS NOT NULL)
+FROM b LEFT JOIN c ON c.build_id = b.id GROUP BY 1, 2, 3
+"""
+
+
+class _Rollback(Exception):
+    pass
+
+
+def inject_and_find() -> dict[str, Any]:
+    """Damage three places, find them by the summaries and deep-check only the disagreeing
+    windows, all in one transaction that is rolled back (the corpus stays whole)."""
+    from django.db import transaction
+
+    result: dict[str, Any] = {}
+    try:
+        with transaction.atomic():
+            result = _inject_and_find()
+            raise _Rollback
+    except _Rollback:
+        pass
+    return result
+
+
+def _inject_and_find() -> dict[str, Any]:
+    from django.conf import settings
+
+    from kb import audit
+
+    width = audit.window_builds()
+    live = _sql("SELECT build_id FROM kb_publication ORDER BY build_id LIMIT 1 OFFSET 1234")[0][0]
+    superseded = _sql(
+        "SELECT id FROM kb_build WHERE state = 'superseded' ORDER BY id LIMIT 1 OFFSET 123"
+    )[0][0]
+    donor, taker = _sql(
+        "SELECT a.id, b.id FROM kb_build a JOIN kb_build b ON b.kb_id = a.kb_id AND b.id > a.id "
+        "AND b.id / %s = a.id / %s WHERE a.id > 3000 ORDER BY a.id, b.id LIMIT 1",
+        [width, width],
+    )[0]
+    _sql(
+        "DELETE FROM kb_posting WHERE chunk_id IN "
+        "(SELECT id FROM kb_chunk WHERE build_id = %s AND ordinal = 7)",
+        [live],
+    )
+    _sql("DELETE FROM kb_chunk WHERE build_id = %s AND ordinal = 7", [live])
+    _sql(
+        "UPDATE kb_chunk SET content_hash = %s WHERE build_id = %s AND ordinal = 3",
+        ["f" * 64, superseded],
+    )
+    _sql(  # the donor's last chunk becomes the taker's next one: the window's count is unchanged
+        "UPDATE kb_chunk SET build_id = %s, ordinal = (SELECT expected_chunk_count FROM kb_build "
+        "WHERE id = %s) WHERE build_id = %s AND ordinal = (SELECT expected_chunk_count - 1 "
+        "FROM kb_build WHERE id = %s)",
+        [taker, taker, donor, donor],
+    )
+    step = settings.RECONCILER_SHARD_BUILDS
+    last_build = _sql("SELECT max(id) FROM kb_build")[0][0]
+    t0 = time.perf_counter()
+    disagreeing = []
+    for after in range(0, last_build, step):
+        disagreeing += [
+            s
+            for s in audit.shard_summaries(after_build=after, through_build=after + step)
+            if not s.agrees
+        ]
+    summaries_s = time.perf_counter() - t0
+    read: list[int] = []
+    original = audit.builds_check
+
+    def spy(build_ids: Sequence[int]) -> list[audit.BuildCheck]:
+        read.extend(build_ids)
+        return original(build_ids)
+
+    audit.builds_check = spy
+    t0 = time.perf_counter()
+    try:
+        damaged = [c for s in disagreeing for c in audit.window_deep_check(s)]
+    finally:
+        audit.builds_check = original
+    deep_s = time.perf_counter() - t0
+    found = sorted(c.build_id for c in damaged)
+    expected = sorted([live, superseded, donor, taker])
+    chunks_read = sum(c.chunk_count for c in original(read))
+    return {
+        "injected": {
+            "lost_chunk_of_live_build": live,
+            "altered_hash_of_superseded_build": superseded,
+            "chunk_moved_within_a_window": [donor, taker],
+        },
+        "windows_disagreeing": [str(s) for s in disagreeing],
+        "summaries_s": round(summaries_s, 2),
+        "deep_check_s": round(deep_s, 3),
+        "builds_read_by_deep_checks": len(read),
+        "chunks_read_by_deep_checks": chunks_read,
+        "damaged_found": found,
+        "all_found": found == expected,
+    }
 
 
 def _rows(results: dict[str, Any]) -> list[tuple[Any, ...]]:
