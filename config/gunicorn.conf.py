@@ -37,6 +37,15 @@ workers = _env_int("CANON_WEB_WORKERS", min(max(_cores(), 2), 8))
 worker_class = "gthread"
 threads = _env_int("CANON_WEB_THREADS", 4)
 
+
+def post_fork(server: Any, worker: Any) -> None:
+    """In each new worker, before it imports the app: its Django settings give it a database
+    pool (config/dbpool.py) sized by default to the threads it really runs (the command line
+    and GUNICORN_CMD_ARGS win over this file), one connection per thread."""
+    os.environ.setdefault("CANON_DB_POOL", "1")
+    os.environ["CANON_WEB_THREADS"] = str(worker.cfg.threads)
+
+
 # The app is imported by each worker, not by the arbiter before forking (preload_app off):
 # config.wsgi loads the embedding model, whose encoder is per process (ingestion.providers.use
 # keys it by pid), so a forked copy would load its own on its first query anyway; nothing opens a

@@ -8,6 +8,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config import dbpool
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -140,6 +142,20 @@ DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
 # per server connection there).
 if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
     DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
+# The web server's processes borrow connections from a pool of their own, one per thread
+# (CANON_DB_POOL, which config/gunicorn.conf.py turns on; config/dbpool.py says why workers do
+# not). A pool and persistent connections exclude each other. The statements prepared on a
+# pooled connection stay prepared for the next request that borrows it.
+CANON_DB_POOL = dbpool.pool_settings(os.environ)
+if CANON_DB_POOL.enabled:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"]["pool"] = CANON_DB_POOL.options()
+# What every Canon process together may open, against what PostgreSQL allows (system check
+# canon.E010; docs/PRODUCTION.md "Sizing the database connections").
+CANON_DB_BUDGET = dbpool.connection_budget(os.environ, pool=CANON_DB_POOL)
+CANON_DB_MAX_CONNECTIONS = (
+    env_int("CANON_DB_MAX_CONNECTIONS", 0) if os.environ.get("CANON_DB_MAX_CONNECTIONS") else None
+)
 # A streaming replica (hot standby) of DATABASE_URL that the API's searches read
 # (retrieval/routing.py says what goes where; docs/PRODUCTION.md "Read replicas"). It takes
 # default's connection options (pool, binding, application name) as they stand here. In tests
@@ -225,6 +241,13 @@ RECONCILER_ORPHAN_GRACE_SECONDS = env_float("CANON_RECONCILER_ORPHAN_GRACE_SECON
 # A task whose message went out this long ago, never claimed, with the broker's queue empty, is
 # sent again (its message died with a worker or with Redis; see ingestion.reconciler).
 RECONCILER_UNCLAIMED_SECONDS = env_float("CANON_RECONCILER_UNCLAIMED_SECONDS", 120.0)
+# The reconciler's bounded levels per pass (kb.audit; docs/ARCHITECTURE.md "Reconciliation"):
+# chunks read to seal new builds, documents of the walk, builds summarised, windows deep-checked.
+RECONCILER_SEAL_CHUNKS = env_int("CANON_RECONCILER_SEAL_CHUNKS", 50_000)
+RECONCILER_SLICE_DOCUMENTS = env_int("CANON_RECONCILER_SLICE_DOCUMENTS", 100)
+RECONCILER_SHARD_BUILDS = env_int("CANON_RECONCILER_SHARD_BUILDS", 5_000)
+RECONCILER_DEEP_WINDOWS = env_int("CANON_RECONCILER_DEEP_WINDOWS", 4)
+AUDIT_WINDOW_BUILDS = env_int("CANON_AUDIT_WINDOW_BUILDS", 64)  # builds per shard window
 
 # --- embedding providers (README: "Pointing Canon at a real embedding service") ------------
 # An IndexVersion pins provider, model and dimensions; these say how to reach the service.
@@ -241,13 +264,6 @@ PROVIDER_BACKOFF_BASE_SECONDS = env_float("CANON_PROVIDER_BACKOFF_BASE_SECONDS",
 PROVIDER_BACKOFF_MAX_SECONDS = env_float("CANON_PROVIDER_BACKOFF_MAX_SECONDS", 8.0)
 # All attempts of one batch, waits included, end well inside the lease (clipped to 3/4 of it).
 PROVIDER_BUDGET_SECONDS = min(
-# The reconciler's bounded levels per pass (kb.audit; docs/ARCHITECTURE.md "Reconciliation"):
-# chunks read to seal new builds, documents of the walk, builds summarised, windows deep-checked.
-RECONCILER_SEAL_CHUNKS = env_int("CANON_RECONCILER_SEAL_CHUNKS", 50_000)
-RECONCILER_SLICE_DOCUMENTS = env_int("CANON_RECONCILER_SLICE_DOCUMENTS", 100)
-RECONCILER_SHARD_BUILDS = env_int("CANON_RECONCILER_SHARD_BUILDS", 5_000)
-RECONCILER_DEEP_WINDOWS = env_int("CANON_RECONCILER_DEEP_WINDOWS", 4)
-AUDIT_WINDOW_BUILDS = env_int("CANON_AUDIT_WINDOW_BUILDS", 64)  # builds per shard window
     env_float("CANON_PROVIDER_BUDGET_SECONDS", 45.0), 0.75 * LEASE_TTL_SECONDS
 )
 assert 0 < PROVIDER_BUDGET_SECONDS < LEASE_TTL_SECONDS, "provider budget must be below the lease"

@@ -6,4 +6,5 @@ class RetrievalConfig(AppConfig):
     verbose_name = "Retrieval"
 
     def ready(self) -> None:
+        from config import checks  # noqa: F401  (registers canon.E010, the connection budget)
         from retrieval import schema  # noqa: F401  (registers the OpenAPI auth extension)
