@@ -4,13 +4,14 @@
 argument checks, the task's execution options merged into every call, lookups through Celery's
 layered configuration, an AsyncResult and its parent trail). The relay sends the same task with
 the same options for every event, so `RunTaskBatch` prepares those once per batch, as
-`Celery.send_task` would, and per event only builds the message with Celery's protocol
-(`app.amqp.create_task_message`), routes it with Celery's router (`app.amqp.router.route`) and
-hands it to Celery's sender (`app.amqp.send_task_message`: publish signals, serializer, queue
-declaration), inside kombu's `Producer.batch`, whose Redis transport buffers each LPUSH in one
-non-transactional pipeline until `flush`. `tests/ingestion/test_relay.py` pins that the message
-is the one `apply_async` sends. Nothing here touches the database: `ingestion.services.
-outbox_relay_batch` claims the events and marks what was sent.
+`Celery.send_task` would, routes with Celery's router (`app.amqp.router.route`: once per batch
+without `task_routes`, else per message), and per event only builds the message with Celery's
+protocol (`app.amqp.create_task_message`) and hands it to Celery's sender
+(`app.amqp.send_task_message`: publish signals, serializer, queue declaration), inside kombu's
+`Producer.batch`, whose Redis transport buffers each LPUSH in one non-transactional pipeline
+until `flush`. `tests/ingestion/test_relay.py` pins that the message is the one `apply_async`
+sends. Nothing here touches the database: `ingestion.services.outbox_relay_batch` claims the
+events and marks what was sent.
 """
 
 from __future__ import annotations
@@ -85,13 +86,24 @@ class RunTaskBatch:
         parent = app.current_worker_task
         self._root_id = parent and (parent.request.root_id or parent.request.id)
         self._parent_id = parent and parent.request.id
+        # With no task_routes, Celery's router sends every message of a task to the default
+        # queue whatever its arguments: it is asked once per batch. With routes (which may look
+        # at the arguments), once per message.
+        self._route = (
+            None
+            if self._router.routes
+            else self._router.route(dict(options), run_task.name, (), {}, run_task)
+        )
         self._declared = False
 
     def add(self, task_id: int) -> None:
         """Buffer the message that makes a worker run `run_task(task_id)`."""
         name = self._task.name
         args = (task_id,)
-        options = self._router.route(dict(self._options), name, args, {}, self._task)
+        if self._route is not None:
+            options = dict(self._route)
+        else:
+            options = self._router.route(dict(self._options), name, args, {}, self._task)
         message_id = uuid()
         message = self._create(
             message_id,

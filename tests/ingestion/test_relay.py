@@ -116,3 +116,34 @@ def test_a_send_refused_for_one_event_leaves_the_others_sent(
     broken.refresh_from_db()
     assert (broken.published_at, broken.attempts) == (None, 1)
     assert "ValueError" in broken.last_error and broken.dead_at is None
+
+
+def test_task_routes_that_look_at_the_arguments_route_each_message(
+    queue: str, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a router that sends the run_task messages of odd task ids to another queue
+    odd_queue = f"{queue}-odd"
+
+    def by_parity(name: str, args: Any, kwargs: Any, options: Any, **_: Any) -> Any:
+        if name == run_task.name and args[0] % 2:
+            return {"queue": odd_queue}
+        return None
+
+    with transaction.atomic():
+        tasks = [task_create(kind=IngestionTask.Kind.BUILD, kb_id=kb.pk) for _ in range(6)]
+    previous_routes = celery_app.conf.task_routes
+    celery_app.conf.task_routes = (by_parity,)
+    monkeypatch.setattr(celery_app.amqp, "_rtable", None)  # Celery re-reads task_routes
+    monkeypatch.setattr(celery_app.amqp, "router", celery_app.amqp.Router())
+
+    # when one pass sends them
+    try:
+        assert outbox_relay_batch(round_trip=4) == 6
+        odd = sent_messages(odd_queue)
+    finally:
+        celery_app.conf.task_routes = previous_routes
+        redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(odd_queue)
+
+    # then each went where the router said
+    assert [body(m)[0] for m in odd] == [[t.pk] for t in tasks if t.pk % 2]
+    assert [body(m)[0] for m in sent_messages(queue)] == [[t.pk] for t in tasks if not t.pk % 2]
