@@ -21,6 +21,10 @@ BENCHES = {
     "B7": ("bench.b7_churn", ["--seconds"]),
     "B8": ("bench.quality", []),  # its own database and corpus (bench/quality)
     "B9": ("bench.b9_keyword_latency", ["--chunks"]),  # its own database (canon_keyword)
+    "B10": ("bench.b10_reindex", ["--chunks"]),  # its own database (<CANON_BENCH_DB>_reindex)
+    "B11": ("bench.b11_halfvec", []),  # real chunks embedded by `use` (canon_bench_b11)
+    "B11M": ("bench.b11_generated", []),  # 1M generated vectors; ~1 h here, only with --only
+    "B12": ("bench.b12_replica", []),  # a standby of the server, copied and stopped by it
     "B13": ("bench.b13_reconcile", []),  # 1M generated chunks (canon_reconcile); ~15 min here
 }
 
@@ -29,7 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chunks", type=int, default=common.DEFAULT_CHUNKS)
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--only", default=",".join(BENCHES))
+    parser.add_argument("--only", default=",".join(b for b in BENCHES if b != "B11M"))
     a = parser.parse_args()
     values = {"--chunks": str(a.chunks), "--seconds": str(a.seconds)}
     started = time.perf_counter()
