@@ -349,9 +349,11 @@ def audit_slice(*, walker: str, size: int, global_checks: bool = True) -> SliceR
     last document the next pass starts at the first."""
     _cursor(walker)
     started = time.perf_counter()
+    outer = connection.in_atomic_block  # then the outer transaction's snapshot rules
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if not outer:
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cursor_row = (
             AuditCursor.objects.select_for_update(skip_locked=True).filter(pk=walker).first()
         )
