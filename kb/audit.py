@@ -264,19 +264,27 @@ class ShardPass:
 
 def shard_slice(*, builds: int, deep_windows: int, walker: str = "shards") -> ShardPass:
     """Summarise the next `builds` build ids of the shard walk, deep-check at most `deep_windows`
-    disagreeing windows, and move the walk's cursor (to 0 after the last build). Call from one
-    runner at a time (the reconciler's lock)."""
+    disagreeing windows, and move the walk's cursor past what was covered (to 0 after the last
+    build). Call from one runner at a time (the reconciler's lock)."""
     cursor = _cursor(walker)
     after = int(cursor.position_id)
     through = after + builds
     result = ShardPass(through_build=through)
     summaries = shard_summaries(after_build=after, through_build=through)
     result.summaries = len(summaries)
-    result.disagreeing = [s for s in summaries if not s.agrees]
+    # in build order, so that what one pass leaves unread lies after what it read
+    result.disagreeing = sorted(
+        (s for s in summaries if not s.agrees), key=lambda s: (s.first_build, s.kb_id)
+    )
     for summary in result.disagreeing[:deep_windows]:
         damaged = window_deep_check(summary)
         result.deep_checked_builds += summary.builds
         result.damaged += damaged
+    left = [s.first_build for s in result.disagreeing[deep_windows:]]
+    if left and deep_windows and min(left) - 1 > after:
+        # More disagreement than one pass may read: the next slice starts at the first window
+        # left unread (a window deep-checked agrees afterwards: resealed, or its damage out).
+        through = result.through_build = min(left) - 1
     last = _rows("SELECT coalesce(max(id), 0) FROM kb_build")[0][0]
     now = timezone.now()
     if through >= last:

@@ -210,3 +210,20 @@ def test_kb_verify_refuses_options_it_cannot_honour(kb: KnowledgeBase) -> None:
     with pytest.raises(CommandError, match="take a number"):
         call_command("kb_verify", "--slice-size", "-3")
     call_command("kb_verify", "--status")  # nothing run yet: says so, exits 0
+
+
+def test_disagreement_beyond_one_pass_is_read_by_the_next_pass(
+    kb: KnowledgeBase, settings: Any
+) -> None:
+    settings.AUDIT_WINDOW_BUILDS = 2
+    builds = built(kb, 6)
+    audit.seal_pending(chunk_budget=10**9)
+    first, second = builds[0], builds[5]
+    for build in (first, second):
+        Chunk.objects.filter(build=build, ordinal=0).delete()
+
+    one = audit.shard_slice(builds=10**6, deep_windows=1)
+    assert [c.build_id for c in one.damaged] == [first.pk] and len(one.disagreeing) == 2
+    assert not one.wrapped  # the cursor stopped before the window it could not read
+    two = audit.shard_slice(builds=10**6, deep_windows=1)
+    assert [c.build_id for c in two.damaged] == [second.pk] and two.wrapped
