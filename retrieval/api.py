@@ -120,6 +120,8 @@ class SearchView(APIView):
         )
         try:
             result = self._search(principal, kb, data, filters)
+        except selectors.KnowledgeBaseNotFound as exc:  # not on the replica yet (its lag)
+            raise NotFound(f"Knowledge base {data['kb']!r} not found.") from exc
         except providers.ProviderUnavailable as exc:
             # The query could not be embedded (provider down or its breaker open).
             wait = exc.retry_after or (exc.retry_at - time.time() if exc.retry_at else 5.0)

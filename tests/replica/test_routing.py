@@ -19,8 +19,10 @@ from django.utils import timezone
 
 from kb.models import Document, KnowledgeBase, Revision, Tenant
 from retrieval import routing
-from retrieval.principals import api_key_create
+from retrieval.principals import Principal, api_key_create
 from retrieval.routing import REPLICA
+from retrieval.selectors import KnowledgeBaseNotFound
+from retrieval.selectors import search as search_selector
 from tests.replica.conftest import DATABASES, replica_alias
 from tests.retrieval.factories import api, build, publish, search
 
@@ -206,3 +208,23 @@ def test_with_the_replica_down_search_fails_and_the_rest_of_the_api_works(
     assert searched.json()["error"]
     assert listed.status_code == 200
     assert uploaded.status_code == 201, uploaded.content
+
+
+def test_a_knowledge_base_the_replica_lacks_is_not_found(
+    kb: KnowledgeBase, mirror_replica: str
+) -> None:
+    """The lookup (primary) found it; the replica has not replayed it yet: the search's own
+    re-read of the active version there says KnowledgeBaseNotFound (the API's 404), never an
+    error or a search of rows the replica does not have."""
+    principal = Principal(
+        tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(), all_groups=True
+    )
+    newer = KnowledgeBase(
+        pk=kb.pk + 1000, tenant_id=kb.tenant_id, slug="newer", name="Newer", retention_days=30
+    )
+    newer.active_index_version = kb.active_index_version
+
+    with pytest.raises(KnowledgeBaseNotFound):
+        search_selector(
+            principal=principal, kb=newer, query="trains", mode="keyword", using=mirror_replica
+        )
