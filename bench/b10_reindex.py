@@ -74,6 +74,7 @@ class Searcher:
         self.stop_file = common.RESULTS / f"b10_stop_{tag}"
         self.out_file = common.RESULTS / f"b10_search_{tag}.txt"
         self.stop_file.unlink(missing_ok=True)
+        self.out_file.unlink(missing_ok=True)  # an earlier run's samples are not this run's
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.b10_reindex", "--searcher", tag],
             cwd=common.ROOT,
