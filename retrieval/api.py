@@ -36,6 +36,8 @@ from retrieval.serializers import (
     SearchInput,
     SearchOutput,
     UploadOutput,
+    search_body,
+    search_input_fast,
 )
 
 
@@ -108,11 +110,13 @@ class SearchView(APIView):
     )
     def post(self, request: Request) -> Response:
         principal = principal_or_401(request)
-        if not isinstance(request.data, dict):
-            raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
-        params = SearchInput(data=request.data)
-        params.is_valid(raise_exception=True)
-        data = params.validated_data
+        data = search_input_fast(request.data)
+        if data is None:  # not the common request: DRF validates it and words the errors
+            if not isinstance(request.data, dict):
+                raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+            params = SearchInput(data=request.data)
+            params.is_valid(raise_exception=True)
+            data = params.validated_data
         kb = _kb_or_404(principal, data["kb"])
         filters = selectors.SearchFilters(
             document_keys=tuple(data["document_keys"]) if "document_keys" in data else None,
@@ -133,7 +137,7 @@ class SearchView(APIView):
             response["Retry-After"] = str(retry_after)
             return response
         SEARCH_LATENCY.labels(mode=data["mode"]).observe(result.took_ms / 1000)
-        return Response(SearchOutput(result).data, status=status.HTTP_200_OK)
+        return Response(search_body(result), status=status.HTTP_200_OK)
 
     @staticmethod
     def _search(

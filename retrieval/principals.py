@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Value
-from django.db.models.functions import Now
+from django.db import connection
 from django.utils import timezone
 
 from kb import selectors as kb_selectors
@@ -86,33 +84,46 @@ class InvalidKey(Exception):
     pass
 
 
+# One prepared statement per request (server-side binding prepares it on each pooled
+# connection): the key and the knowledge bases it is limited to. Read on every request, never
+# cached, so a revocation or an expiry counts from the next request.
+_KEY_SQL = """
+    SELECT k.id, k.tenant_id, k.key_hash, k.access_groups, k.can_read_history, k.revoked_at,
+           k.expires_at, k.last_used_at,
+           ARRAY(SELECT m.knowledgebase_id FROM retrieval_apikey_knowledge_bases m
+                 WHERE m.apikey_id = k.id)
+    FROM retrieval_apikey k
+    WHERE k.prefix = %(prefix)s
+"""
+_TOUCH_SQL = "UPDATE retrieval_apikey SET last_used_at = now() WHERE id = %(id)s"
+
+
 def principal_from_key(plaintext: str) -> Principal:
-    """Resolve a presented key; raises InvalidKey for unknown, malformed, expired or revoked."""
+    """Resolve a presented key; raises InvalidKey for unknown, malformed, expired or revoked.
+    One statement (`_KEY_SQL`), plus an UPDATE of `last_used_at` at most once a minute per key."""
     parts = plaintext.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
         raise InvalidKey("malformed API key")
-    # One statement: the key and the ids of the knowledge bases it is limited to.
-    key = (
-        ApiKey.objects.filter(prefix=parts[1])
-        .annotate(kb_id_list=ArrayAgg("knowledge_bases__id", default=Value([])))
-        .first()
-    )
-    if key is None or not hmac.compare_digest(key.key_hash, _hash(plaintext)):
-        raise InvalidKey("unknown API key")
-    if key.revoked_at is not None:
-        raise InvalidKey("this API key was revoked")
-    if key.expires_at is not None and key.expires_at <= timezone.now():
-        raise InvalidKey("this API key has expired")
-    # A write per request costs more than the search itself; a minute's precision is enough.
-    if key.last_used_at is None or key.last_used_at < timezone.now() - LAST_USED_PRECISION:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=Now())
-    kb_ids = frozenset(i for i in key.kb_id_list if i is not None)
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_SQL, {"prefix": parts[1]})
+        row = cursor.fetchone()
+        if row is None or not hmac.compare_digest(row[2], _hash(plaintext)):
+            raise InvalidKey("unknown API key")
+        key_id, tenant_id, _, groups, history, revoked_at, expires_at, last_used_at, kb_ids = row
+        if revoked_at is not None:
+            raise InvalidKey("this API key was revoked")
+        now = timezone.now()
+        if expires_at is not None and expires_at <= now:
+            raise InvalidKey("this API key has expired")
+        # A write per request costs more than the search itself; a minute's precision is enough.
+        if last_used_at is None or last_used_at < now - LAST_USED_PRECISION:
+            cursor.execute(_TOUCH_SQL, {"id": key_id})
     return Principal(
-        tenant_id=key.tenant_id,
-        kb_ids=kb_ids or None,
-        access_groups=frozenset(key.access_groups),
-        can_read_history=key.can_read_history,
-        api_key_id=key.pk,
+        tenant_id=tenant_id,
+        kb_ids=frozenset(kb_ids) or None,
+        access_groups=frozenset(groups),
+        can_read_history=history,
+        api_key_id=key_id,
     )
 
 

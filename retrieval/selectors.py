@@ -12,6 +12,7 @@ scoped by a Principal; what lies outside it raises the same NotFound as what doe
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -73,17 +74,45 @@ class SearchFilters:
     metadata: dict[str, Any] | None = None  # subset match on Document.metadata (jsonb @>)
 
 
+@functools.cache
+def _kb_lookup_sql() -> tuple[str, int]:
+    """The knowledge-base lookup statement (every column of the knowledge base and of its active
+    index version, so both rows are whole model instances) and how many columns are the
+    knowledge base's. Built once per process from the models."""
+    kb_columns = [f.column for f in KnowledgeBase._meta.concrete_fields]
+    iv_columns = [f.column for f in IndexVersion._meta.concrete_fields]
+    columns = ", ".join([f"k.{c}" for c in kb_columns] + [f"v.{c}" for c in iv_columns])
+    # Slug first, then id: a slug that looks like another knowledge base's id names its own.
+    sql = f"""
+        SELECT {columns}
+        FROM kb_knowledgebase k
+        LEFT JOIN kb_indexversion v ON v.id = k.active_index_version_id
+        WHERE k.tenant_id = %(tenant)s AND (k.slug = %(slug)s OR k.id = %(id)s)
+        ORDER BY k.slug = %(slug)s DESC
+        LIMIT 1
+    """  # noqa: S608 (column names from the models; values are bound)
+    return sql, len(kb_columns)
+
+
 def knowledge_base_for(*, principal: Principal, kb_ref: str) -> KnowledgeBase:
-    """The principal's knowledge base by slug (or id); KnowledgeBaseNotFound otherwise, with no
-    difference between 'does not exist' and 'belongs to someone else'."""
-    kbs = KnowledgeBase.objects.filter(tenant_id=principal.tenant_id).select_related(
-        "active_index_version"
-    )
-    kb = kbs.filter(slug=kb_ref).first()
-    if kb is None and kb_ref.isascii() and kb_ref.isdigit() and len(kb_ref) < 19:
-        kb = kbs.filter(pk=int(kb_ref)).first()
-    if kb is None or not principal.may_read_kb(kb.pk) or kb.active_index_version_id is None:
+    """The principal's knowledge base by slug (or id), with its active index version loaded;
+    KnowledgeBaseNotFound otherwise, with no difference between 'does not exist' and 'belongs
+    to someone else'. One prepared statement (`_kb_lookup_sql`), not cached: a swap or a
+    change of the key's knowledge bases counts from the next request."""
+    sql, n_kb = _kb_lookup_sql()
+    kb_id = int(kb_ref) if kb_ref.isascii() and kb_ref.isdigit() and len(kb_ref) < 19 else None
+    connection = connections[DEFAULT_DB_ALIAS]  # the primary (retrieval/routing.py says why)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"tenant": principal.tenant_id, "slug": kb_ref, "id": kb_id})
+        row = cursor.fetchone()
+    if row is None or row[n_kb] is None:  # none, or no active index version
         raise KnowledgeBaseNotFound(kb_ref)
+    kb_fields = [f.attname for f in KnowledgeBase._meta.concrete_fields]
+    iv_fields = [f.attname for f in IndexVersion._meta.concrete_fields]
+    kb = KnowledgeBase.from_db(connection.alias, kb_fields, row[:n_kb])
+    if not principal.may_read_kb(kb.pk):
+        raise KnowledgeBaseNotFound(kb_ref)
+    kb.active_index_version = IndexVersion.from_db(connection.alias, iv_fields, row[n_kb:])
     return kb
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from rest_framework import serializers
@@ -73,6 +73,49 @@ class SearchInput(serializers.Serializer):
         return value
 
 
+_FAST_SEARCH_KEYS = frozenset({"kb", "query", "top_k", "mode"})
+# The limits the fast path applies are SearchInput's own.
+_KB_FIELD = cast(serializers.CharField, SearchInput().fields["kb"])
+_TOP_K_FIELD = cast(serializers.IntegerField, SearchInput().fields["top_k"])
+_KB_MAX = int(_KB_FIELD.max_length or 0)
+_TOP_K = (int(_TOP_K_FIELD.min_value or 0), int(_TOP_K_FIELD.max_value or 0), _TOP_K_FIELD.default)
+_MODE_DEFAULT = SearchInput().fields["mode"].default
+
+
+def _clean_text(value: Any, max_length: int) -> str | None:
+    """A CharField's value as SearchInput takes it (whitespace trimmed, not blank, within the
+    length, no NUL or surrogate), or None."""
+    if type(value) is not str:
+        return None
+    value = value.strip()
+    if not value or len(value) > max_length or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")  # an unpaired surrogate cannot be encoded
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
+def search_input_fast(data: Any) -> dict[str, Any] | None:
+    """SearchInput's validated data for the common request (`kb`, `query`, and `top_k` and
+    `mode` or their defaults, each of its plain JSON type) without building a DRF serializer,
+    which costs more than the rest of the input handling. None for anything else (another
+    field, another type, any value SearchInput would refuse): SearchInput then validates it and
+    words the errors. tests/retrieval/test_search_fast_path.py holds the two to the same answers."""
+    if type(data) is not dict or not data.keys() <= _FAST_SEARCH_KEYS:
+        return None
+    kb = _clean_text(data.get("kb"), _KB_MAX)
+    query = _clean_text(data.get("query"), settings.SEARCH_MAX_QUERY_CHARS)
+    top_k = data.get("top_k", _TOP_K[2])
+    mode = data.get("mode", _MODE_DEFAULT)
+    if kb is None or query is None or type(top_k) is not int or type(mode) is not str:
+        return None
+    if not _TOP_K[0] <= top_k <= _TOP_K[1] or mode not in selectors.MODES:
+        return None
+    return {"kb": kb, "query": query, "top_k": top_k, "mode": mode}
+
+
 class HitOutput(serializers.Serializer):
     chunk_id = serializers.IntegerField()
     score = serializers.FloatField()
@@ -97,6 +140,35 @@ class SearchOutput(serializers.Serializer):
         help_text="As-of searches: documents live then whose chunks are no longer retained.",
     )
     hits = HitOutput(many=True)
+
+
+_DATETIME = serializers.DateTimeField()
+
+
+def search_body(result: selectors.SearchResult) -> dict[str, Any]:
+    """SearchOutput's representation of `result`, built as plain dicts (SearchOutput stays the
+    schema; a test holds the two equal)."""
+    return {
+        "kb": str(result.kb),
+        "index_version": int(result.index_version),
+        "took_ms": float(result.took_ms),
+        "as_of": _DATETIME.to_representation(result.as_of) if result.as_of is not None else None,
+        "unretained_documents": result.unretained_documents,
+        "hits": [
+            {
+                "chunk_id": hit.chunk_id,
+                "score": float(hit.score),
+                "text": hit.text,
+                "ordinal": hit.ordinal,
+                "document_key": hit.document_key,
+                "document_title": hit.document_title,
+                "revision": hit.revision,
+                "build_id": hit.build_id,
+                "heading_path": hit.heading_path,
+            }
+            for hit in result.hits
+        ],
+    }
 
 
 # --- explain --------------------------------------------------------------------------------
