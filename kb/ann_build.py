@@ -156,23 +156,25 @@ def ann_index_after_build(*, build_id: int) -> str | None:
     the build itself is done, and the periodic job retries a failed index build."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT b.index_version_id, (SELECT coalesce(sum(o.chunks_written), 0) "
-                "FROM kb_build o WHERE o.index_version_id = b.index_version_id) "
-                "FROM kb_build b WHERE b.id = %s",
-                [build_id],
-            )
+            cursor.execute("SELECT index_version_id FROM kb_build WHERE id = %s", [build_id])
             row = cursor.fetchone()
         if row is None or not ann_index_due(version_id=row[0]):
-            return None
-        if row[1] <= settings.ANN_BUILD_INLINE_CHUNKS:
+            return None  # the common case: the version has its index
+        version_id = row[0]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT coalesce(sum(chunks_written), 0) FROM kb_build WHERE index_version_id = %s",
+                [version_id],
+            )
+            (chunks,) = cursor.fetchone() or (0,)
+        if chunks <= settings.ANN_BUILD_INLINE_CHUNKS:
             # Inside a caller's transaction (tests) a failure must not abort it: a savepoint.
             inside = (
                 transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
             )
             with inside:
-                return ann_index_build(version_id=row[0])
-        ann_index_build_soon(version_id=row[0])
+                return ann_index_build(version_id=version_id)
+        ann_index_build_soon(version_id=version_id)
         return "sent"
     except Exception:
         logger.exception("vector index after build %s failed; the periodic job retries", build_id)
