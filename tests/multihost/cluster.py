@@ -30,6 +30,13 @@ REDIS_PORTS = range(6390, 6400)
 IDLE_IN_TRANSACTION_TIMEOUT = "3s"
 
 
+def _fast_dir() -> str | None:
+    """Memory-backed /dev/shm where there is one: the cluster is thrown away after the test, and
+    creating and removing its files on a busy disk took longer than the scenarios' waits."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 def _bound(address: str, port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -51,7 +58,9 @@ class Cluster:
     addresses: list[str]
     # Where close() leaves a copy of PostgreSQL's log (lock waits and ended sessions are in it).
     log_dir: Path | None = None
-    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="canon-multihost-")))
+    root: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="canon-multihost-", dir=_fast_dir()))
+    )
     pg_port: int = 0
     redis_port: int = 0
     _pg_started: bool = False
