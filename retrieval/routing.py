@@ -61,17 +61,3 @@ def reading(alias: str) -> Iterator[BaseDatabaseWrapper]:
 def db() -> BaseDatabaseWrapper:
     """The connection the current search reads (`default` outside `reading`)."""
     return connections[_reading.get()]
-
-
-def replica_status(alias: str = REPLICA) -> dict[str, float | bool | None]:
-    """The replica's own view of its lag: whether it is in recovery, and the seconds since the
-    last transaction it replayed committed on the primary (None before the first one; this grows
-    while the primary commits nothing, so read it next to the primary's `pg_stat_replication`)."""
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_is_in_recovery(), "
-            "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8"
-        )
-        row = cursor.fetchone()
-    assert row is not None
-    return {"in_recovery": bool(row[0]), "replay_age_seconds": row[1]}
