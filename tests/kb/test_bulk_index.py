@@ -120,6 +120,7 @@ def test_a_second_builder_waits_for_the_first(built: KnowledgeBase) -> None:
     # given a version due for its index, whose advisory lock another session holds
     v2 = new_version(built)
     run_pending()
+    assert ann_build.ann_index_due(version_id=v2.pk)
     other = connection.copy()
     try:
         with other.cursor() as cursor:
