@@ -101,9 +101,14 @@ def main() -> None:
 
     kb = common.tenant_kb(common.CORPUS_SLUG)
     version = kb.active_index_version
-    vector = providers.get_provider(
+    provider = providers.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
-    ).embed([QUERY])[0]
+    )
+    vector = provider.embed([QUERY])[0]
+    # The API embeds the query on every request (raw SQL and langchain take the vector): its
+    # cost, in process, is part of the API's gap and reported on its own.
+    embed_ms, _ = common.timed_loop(lambda: provider.embed([QUERY]), 1.0)
+    embed_p50 = common.percentile(embed_ms, 50)
     # A key that sees every document (each corpus document carries an access group), so the API
     # and raw SQL rank the same rows.
     _, key = api_key_create(
@@ -130,17 +135,20 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # The production web server as the Procfile starts it (config/gunicorn.conf.py: gthread
+    # workers, CANON_WEB_THREADS threads each, the database pool, access log), a.workers
+    # processes, on loopback.
     server = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "gunicorn",
+            "--config",
+            "config/gunicorn.conf.py",
             "--workers",
             str(a.workers),
             "--bind",
             f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
             "config.wsgi:application",
         ],
         cwd=common.ROOT,
@@ -151,20 +159,23 @@ def main() -> None:
             "SECRET_KEY": secrets.token_urlsafe(50),
             "ALLOWED_HOSTS": "127.0.0.1",
             "SECURE_SSL_REDIRECT": "0",
+            "LOG_LEVEL": "WARNING",
         },
+        stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/api/v1/search"
     body = json.dumps({"kb": kb.slug, "query": QUERY, "top_k": 10, "mode": "vector"})
     try:
         import httpx
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a worker's first request loads the app
         while True:
             try:
                 r = httpx.post(
                     url,
                     content=body,
                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+                    timeout=60,
                 )
                 if r.status_code == 200:
                     break
@@ -200,6 +211,9 @@ def main() -> None:
             )
         results[f"c{c}"] = {
             "api_p50_minus_raw_ms": round(results[f"api_c{c}"]["p50_ms"] - raw["p50_ms"], 2),
+            "api_p50_minus_raw_minus_embedding_ms": round(
+                results[f"api_c{c}"]["p50_ms"] - raw["p50_ms"] - embed_p50, 2
+            ),
             "api_qps_over_raw": common.ratio(results[f"api_c{c}"]["qps"], raw["qps"]),
             "api_p50_over_langchain": common.ratio(
                 results[f"api_c{c}"]["p50_ms"], results[f"langchain_c{c}"]["p50_ms"]
@@ -208,7 +222,18 @@ def main() -> None:
     from kb.models import Chunk
 
     chunks = Chunk.objects.filter(kb=kb).count()
-    common.report("B2", {"chunks": chunks, "gunicorn_workers": a.workers, **results}, rows)
+    rows.append((f"query embedding ({version.provider}), in the API", "-", round(embed_p50, 3)))
+    load = tuple(round(x, 2) for x in os.getloadavg())
+    rows.append(("load average (1, 5, 15 min)", "-", str(load)))
+    rows = [(*r, *[""] * (len(rows[0]) - len(r))) for r in rows]
+    summary = {
+        "chunks": chunks,
+        "gunicorn_workers": a.workers,
+        "query_embedding": {"provider": version.provider, "p50_ms": round(embed_p50, 3)},
+        "loadavg": load,
+        **results,
+    }
+    common.report("B2", summary, rows)
 
 
 if __name__ == "__main__":

@@ -8,29 +8,110 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
+from typing import Any
 
 from bench import common
 
 
+def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, float]:
+    """p50 of each step of an API search, run on its own in process, n times: what the request
+    spends where (the rest of the whole request is Django's and DRF's handling)."""
+    from django.db import connection
+
+    from bench.b2_search import QUERY
+    from ingestion import providers
+    from retrieval import selectors, serializers
+    from retrieval.errors import ApiJSONRenderer
+    from retrieval.principals import principal_from_key
+
+    version = kb.active_index_version
+    provider = providers.get_provider(
+        provider=version.provider, model=version.model, dimensions=version.dimensions
+    )
+    principal = principal_from_key(key)
+    result = selectors.search(principal=principal, kb=kb, query=QUERY, top_k=10, mode="vector")
+    steps: dict[str, Callable[[], Any]] = {
+        "whole request (test client)": lambda: client.post(
+            "/api/v1/search", body, content_type="application/json"
+        ),
+        "API key -> principal (1 statement)": lambda: principal_from_key(key),
+        "knowledge base lookup (1 statement)": lambda: selectors.knowledge_base_for(
+            principal=principal, kb_ref=kb.slug
+        ),
+        "query embedding": lambda: provider.embed([QUERY]),
+        "search selector (embedding included)": lambda: selectors.search(
+            principal=principal, kb=kb, query=QUERY, top_k=10, mode="vector"
+        ),
+        "input validation (fast path)": lambda: serializers.search_input_fast(json.loads(body)),
+        "response: dict + JSON": lambda: ApiJSONRenderer().render(serializers.search_body(result)),
+        "a round trip (SELECT 1)": lambda: connection.cursor().execute("SELECT 1"),
+    }
+    out = {}
+    for name, step in steps.items():
+        for _ in range(10):
+            step()
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1000)
+        out[name] = round(common.percentile(times, 50), 3)
+    return out
+
+
+def _relay_profile(events: int) -> float:
+    """Relay `events` outbox events under the profiler (profile-relay.txt); events/s."""
+    import redis
+    from django.db import transaction
+    from pyinstrument import Profiler
+
+    from config.celery import app as celery_app
+    from ingestion.models import IngestionTask
+    from ingestion.services import outbox_relay_batch, task_create
+    from kb.models import Document
+
+    queue = f"bench-profile-{os.getpid()}"
+    celery_app.conf.task_default_queue = queue
+    relay_kb = common.tenant_kb("relay")
+    document, _ = Document.objects.get_or_create(
+        kb=relay_kb, key="relay", defaults={"title": "relay"}
+    )
+    with transaction.atomic():
+        tasks = [
+            task_create(kind=IngestionTask.Kind.GC, kb_id=relay_kb.pk, document_id=document.pk)
+            for _ in range(events)
+        ]
+    profiler = Profiler(interval=0.0005)
+    with profiler:
+        t0 = time.perf_counter()
+        sent = 0
+        while sent < events and time.perf_counter() - t0 < 120:
+            sent += outbox_relay_batch()
+        relay_s = time.perf_counter() - t0
+    (common.RESULTS / "profile-relay.txt").write_text(profiler.output_text(show_all=False))
+    IngestionTask.objects.filter(pk__in=[t.pk for t in tasks]).delete()
+    redis.Redis.from_url(os.environ["REDIS_URL"]).delete(queue)
+    return events / relay_s
+
+
 def main() -> None:
     a = common.args(__doc__ or "", requests=60, events=2000)
+    os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
     common.setup()
     from django.db import connection, transaction
     from django.test import Client
     from pyinstrument import Profiler
 
     from bench.b2_search import QUERY
-    from config.celery import app as celery_app
-    from ingestion.models import IngestionTask
-    from ingestion.services import outbox_relay_batch, task_create
-    from kb.models import Document
     from retrieval.principals import api_key_create
 
     kb = common.tenant_kb(common.CORPUS_SLUG)
     _, key = api_key_create(
         tenant=kb.tenant, name=f"profile-{time.time()}", access_groups=["g1", "g10", "rest"]
     )
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    # The host B2's server answers to, over plain HTTP as behind a TLS proxy.
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
     body = json.dumps({"kb": kb.slug, "query": QUERY, "top_k": 10, "mode": "vector"})
     client.post("/api/v1/search", body, content_type="application/json")
     profiler = Profiler(interval=0.0005)
@@ -49,29 +130,9 @@ def main() -> None:
         client.post("/api/v1/search", body, content_type="application/json")
     queries = [q["sql"][:160] for q in captured.captured_queries]
 
-    queue = f"bench-profile-{os.getpid()}"
-    celery_app.conf.task_default_queue = queue
-    relay_kb = common.tenant_kb("relay")
-    document, _ = Document.objects.get_or_create(
-        kb=relay_kb, key="relay", defaults={"title": "relay"}
-    )
-    with transaction.atomic():
-        tasks = [
-            task_create(kind=IngestionTask.Kind.GC, kb_id=relay_kb.pk, document_id=document.pk)
-            for _ in range(a.events)
-        ]
-    profiler = Profiler(interval=0.0005)
-    with profiler:
-        t0 = time.perf_counter()
-        sent = 0
-        while sent < a.events and time.perf_counter() - t0 < 120:
-            sent += outbox_relay_batch()
-        relay_s = time.perf_counter() - t0
-    (common.RESULTS / "profile-relay.txt").write_text(profiler.output_text(show_all=False))
-    IngestionTask.objects.filter(pk__in=[t.pk for t in tasks]).delete()
-    import redis
+    stages = _api_stages(kb, key, body, client, a.requests)
 
-    redis.Redis.from_url(os.environ["REDIS_URL"]).delete(queue)
+    relay_rate = _relay_profile(a.events) if a.events else None  # --events 0: the API only
     # EXPLAIN ANALYZE of the selector's vector statement, as the API runs it.
     from ingestion import providers
     from retrieval import selectors
@@ -95,15 +156,18 @@ def main() -> None:
         "profile",
         {
             "api_in_process_ms_per_request": round(api_ms, 2),
+            "api_stages_p50_ms": stages,
+            "loadavg": tuple(round(x, 2) for x in os.getloadavg()),
             "api_queries_per_request": len(queries),
             "api_queries": queries,
-            "relay_events_per_s_under_profiler": round(a.events / relay_s, 1),
+            "relay_events_per_s_under_profiler": relay_rate and round(relay_rate, 1),
         },
         [
             ("what", "value"),
             ("API in-process ms/request (profiled)", round(api_ms, 2)),
             ("SQL statements per API request", len(queries)),
-            ("relay events/s (profiled)", round(a.events / relay_s, 1)),
+            *((f"  stage p50 ms: {name}", ms) for name, ms in stages.items()),
+            ("relay events/s (profiled)", relay_rate and round(relay_rate, 1)),
         ],
     )
 
