@@ -142,6 +142,13 @@ DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
 # per server connection there).
 if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
     DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
+# A session idle inside a transaction (a host cut off mid-transaction, a stuck process) keeps
+# its row locks until PostgreSQL ends it: bound that here rather than trust the server's
+# configuration (docs/SCALING.md). A backup's snapshot transaction lifts it for itself.
+DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS", 120)
+DATABASES["default"]["OPTIONS"]["options"] = (
+    f"-c idle_in_transaction_session_timeout={DB_IDLE_IN_TRANSACTION_SECONDS * 1000}"
+)
 # The web server's processes borrow connections from a pool of their own, one per thread
 # (CANON_DB_POOL, which config/gunicorn.conf.py turns on; config/dbpool.py says why workers do
 # not). A pool and persistent connections exclude each other. The statements prepared on a

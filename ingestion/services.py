@@ -281,7 +281,9 @@ def lease_sweep(*, limit: int = 200) -> int:
 
     Singleton: holds an advisory lock, so a second sweeper (a second beat) does nothing. Each task
     is handled in its own short transaction that locks build then task and re-checks expiry, so a
-    worker renewing at the last moment wins.
+    worker renewing at the last moment wins. A build another transaction holds is skipped for
+    this pass rather than waited for: a host cut off inside the switch holds it until PostgreSQL
+    ends its idle transaction, and no other lease should wait for that.
     """
     handled = 0
     with locks.singleton(SWEEPER_LOCK_KEY) as held:
@@ -296,8 +298,8 @@ def lease_sweep(*, limit: int = 200) -> int:
         )
         for task_id, build_id in expired:
             with transaction.atomic():
-                if build_id is not None:
-                    locks.lock_build(build_id)
+                if build_id is not None and locks.try_lock_build(build_id) is None:
+                    continue
                 task = (
                     IngestionTask.objects.select_for_update(skip_locked=True)
                     .filter(

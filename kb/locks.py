@@ -33,6 +33,16 @@ def lock_build(build_id: int) -> Build:
     )
 
 
+def try_lock_build(build_id: int) -> Build | None:
+    """`lock_build`, or None at once when another transaction holds the build (or it is gone)."""
+    return (
+        Build.objects.select_for_update(no_key=True, of=("self",), skip_locked=True)
+        .select_related("revision", "index_version", "kb")
+        .filter(pk=build_id)
+        .first()
+    )
+
+
 def lock_task(task_id: int) -> Any:
     from ingestion.models import IngestionTask
 

@@ -54,6 +54,8 @@ def backup_create(*, target: Path, allow_missing: bool = False) -> BackupResult:
             with transaction.atomic():
                 with connection.cursor() as cursor:
                     cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    # The snapshot stays open, idle, while pg_dump and the file copy run.
+                    cursor.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
                     cursor.execute("SELECT pg_export_snapshot()")
                     snapshot = cursor.fetchone()[0]
                 migrations = applied_migrations()

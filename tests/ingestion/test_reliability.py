@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -49,6 +50,38 @@ def test_sweeper_requeues_an_expired_lease_with_an_event_and_an_audit(kb: Knowle
     # a second pass finds nothing to do
     assert lease_sweep() == 0
     assert OutboxEvent.objects.filter(task=task).count() == 2
+
+
+def test_sweeper_skips_a_build_another_transaction_holds_and_sweeps_the_rest(
+    kb: KnowledgeBase,
+) -> None:
+    """A host cut off inside the switch keeps its build locked until PostgreSQL ends its idle
+    transaction: the sweeper must not wait for it, nor let every other expired lease wait."""
+    held = upload_task(kb, "held", "A build whose row a stuck transaction locks.")
+    free = upload_task(kb, "free", "A build nobody holds.")
+    OutboxEvent.objects.update(published_at=timezone.now())
+    expire(held, attempt=1)
+    expire(free, attempt=1)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params) as other:  # a transaction of another session
+        other.execute("SELECT 1 FROM kb_build WHERE id = %s FOR NO KEY UPDATE", [held.build_id])
+        with connection.cursor() as mine:
+            mine.execute("SET lock_timeout = '5s'")  # a wait would fail, not hang
+        try:
+            assert lease_sweep() == 1
+        finally:
+            with connection.cursor() as mine:
+                mine.execute("RESET lock_timeout")
+        held.refresh_from_db()
+        free.refresh_from_db()
+        assert held.status == "running" and free.status == "queued"
+        other.rollback()
+
+    assert lease_sweep() == 1
+    held.refresh_from_db()
+    assert held.status == "queued"
 
 
 def test_sweeper_dead_letters_past_the_attempt_cap_and_the_live_version_serves(
@@ -223,3 +256,12 @@ def test_kb_verify_reports_an_active_pointer_at_a_retired_version(kb: KnowledgeB
         cursor.execute("UPDATE kb_indexversion SET state = 'retired' WHERE kb_id = %s", [kb.pk])
     with pytest.raises(CommandError, match="active-index-version"):
         call_command("kb_verify")
+
+
+def test_every_session_bounds_an_idle_transaction() -> None:
+    """The stuck transaction of the test above ends on its own: Canon's sessions carry
+    idle_in_transaction_session_timeout (CANON_DB_IDLE_IN_TRANSACTION_SECONDS), whatever the
+    server's configuration says."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW idle_in_transaction_session_timeout")
+        assert cursor.fetchone()[0] == "2min"
