@@ -49,6 +49,7 @@ class IndexVersionForm(forms.Form):
             ("halfvec", "halfvec: 2-byte floats, half the vector index"),
         ],
         initial="vector",
+        required=False,  # a form posted without it (older pages, scripts) keeps "vector"
         help_text="What the version's vector index holds. halfvec halves the index (the memory "
         "search needs at scale) for a small loss of recall; see docs/BENCHMARKS.md (B11).",
     )
@@ -70,6 +71,7 @@ class IndexVersionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        data["vector_storage"] = data.get("vector_storage") or "vector"
         if data.get("chunk_overlap", 0) * 2 >= data.get("chunk_size", 0):
             raise forms.ValidationError("The overlap must be less than half the chunk size.")
         name = data.get("provider")

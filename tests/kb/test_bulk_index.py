@@ -233,3 +233,24 @@ def test_a_real_worker_builds_the_index_after_the_bulk_load(
     result = search(principal=reader(kb), kb=kb, query="harbour islands", mode="vector")
     assert result.index_version == v2.number and result.hits[0].document_key == "ferries"
     assert "build_ann_index" in worker.log()
+
+
+def test_the_new_version_form_offers_halfvec(kb: KnowledgeBase, admin_user: Any) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(admin_user)
+    url = reverse("admin:kb_indexversion_new", args=[kb.pk])
+    # given the form, it offers both storages, vector first
+    page = client.get(url).content.decode()
+    assert '<option value="vector" selected>' in page and '<option value="halfvec">' in page
+    # when an index admin picks halfvec, the version is created with it
+    data = {"provider": "hash", "model": "", "dimensions": "", "chunk_size": 800}
+    response = client.post(url, {**data, "chunk_overlap": 100, "vector_storage": "halfvec"})
+    assert response.status_code == 302
+    assert IndexVersion.objects.get(kb=kb, number=2).vector_storage == "halfvec"
+    # and a storage it does not offer is a form error, not a version
+    response = client.post(url, {**data, "chunk_overlap": 100, "vector_storage": "int8"})
+    assert response.status_code == 200 and "vector_storage" in response.context["form"].errors
+    assert not IndexVersion.objects.filter(kb=kb, number=3).exists()
