@@ -143,11 +143,15 @@ DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
 if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
     DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
 # A session idle inside a transaction (a host cut off mid-transaction, a stuck process) keeps
-# its row locks until PostgreSQL ends it: bound that here rather than trust the server's
-# configuration (docs/SCALING.md). A backup's snapshot transaction lifts it for itself.
-DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS", 120)
-DATABASES["default"]["OPTIONS"]["options"] = (
-    f"-c idle_in_transaction_session_timeout={DB_IDLE_IN_TRANSACTION_SECONDS * 1000}"
+# its row locks until PostgreSQL ends it, and a vanished client keeps its session (and the
+# singletons' advisory locks) until TCP notices: bound both here rather than trust the server's
+# configuration (docs/SCALING.md). A backup's snapshot transaction lifts the first for itself.
+DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS", 60)
+DATABASES["default"]["OPTIONS"]["options"] = " ".join(
+    [
+        f"-c idle_in_transaction_session_timeout={DB_IDLE_IN_TRANSACTION_SECONDS * 1000}",
+        "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
+    ]
 )
 # The web server's processes borrow connections from a pool of their own, one per thread
 # (CANON_DB_POOL, which config/gunicorn.conf.py turns on; config/dbpool.py says why workers do

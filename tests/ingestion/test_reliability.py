@@ -264,4 +264,6 @@ def test_every_session_bounds_an_idle_transaction() -> None:
     server's configuration says."""
     with connection.cursor() as cursor:
         cursor.execute("SHOW idle_in_transaction_session_timeout")
-        assert cursor.fetchone()[0] == "2min"
+        assert cursor.fetchone()[0] == "1min"
+        cursor.execute("SHOW tcp_keepalives_idle")
+        assert cursor.fetchone()[0] == "30"
