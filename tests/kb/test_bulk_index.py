@@ -254,3 +254,29 @@ def test_the_new_version_form_offers_halfvec(kb: KnowledgeBase, admin_user: Any)
     response = client.post(url, {**data, "chunk_overlap": 100, "vector_storage": "int8"})
     assert response.status_code == 200 and "vector_storage" in response.context["form"].errors
     assert not IndexVersion.objects.filter(kb=kb, number=3).exists()
+
+
+@override_settings(ANN_BUILD_INLINE_CHUNKS=-1)
+def test_an_invalid_index_left_by_a_crashed_build_is_rebuilt(built: KnowledgeBase) -> None:
+    # given a version whose concurrent index build died: its index exists but is INVALID
+    # (what PostgreSQL leaves behind; simulated by marking a built index invalid)
+    v2 = new_version(built)
+    run_pending()
+    assert ann_build.ann_index_build(version_id=v2.pk) == "built"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
+            [ann.ann_index_name(v2.pk)],
+        )
+    assert ann.ann_index_state(v2.pk) == "building"
+    assert status_of(built, v2).kind == "indexing"
+    with pytest.raises(services.ActionRefused, match="still being built"):
+        services.index_version_activate(version_id=v2.pk, actor=None)
+
+    # when the periodic job finds it due and a builder runs
+    assert v2.pk in ann_build.ann_indexes_due()
+    assert ann_build.ann_index_build(version_id=v2.pk) == "built"
+
+    # then the index was dropped and built again, valid, and the swap goes through
+    assert ann.ann_index_ready(v2.pk)
+    services.index_version_activate(version_id=v2.pk, actor=None)
