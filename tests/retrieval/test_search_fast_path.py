@@ -135,3 +135,30 @@ def test_the_knowledge_base_lookup_keeps_the_orm_lookups_rules(kb: KnowledgeBase
     assert found(everyone, str(unserved.pk)) is None
     assert found(everyone, "theirs") is None and found(everyone, str(other.pk)) is None
     assert found(everyone, "9" * 30) is None  # no integer overflow
+
+
+@pytest.mark.django_db
+def test_the_vector_statement_is_planned_once_not_on_every_run(kb: KnowledgeBase) -> None:
+    """Prepared is not enough: with plan_cache_mode 'auto' PostgreSQL kept re-planning the
+    vector statement on every run (docs/BENCHMARKS.md, B2). The search forces its generic plan."""
+    from django.db import connection
+
+    from tests.retrieval.factories import publish
+
+    publish(kb, "open", "The cafeteria opens at eight in the morning.")
+    principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
+    found = selectors.knowledge_base_for(principal=principal, kb_ref="handbook")
+    for _ in range(8):
+        result = selectors.search(
+            principal=principal, kb=found, query="cafeteria", top_k=1, mode="vector"
+        )
+        assert [h.document_key for h in result.hits] == ["open"]
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s",
+            ["%ORDER BY c.embedding%"],
+        )
+        plans = cursor.fetchall()
+    assert len(plans) == 1 and plans[0][0] >= 3, plans  # runs 6.. use the one generic plan
