@@ -4,11 +4,13 @@ bases or access groups is answered exactly like something that does not exist: 4
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import DEFAULT_DB_ALIAS, OperationalError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -39,6 +41,8 @@ from retrieval.serializers import (
     search_body,
     search_input_fast,
 )
+
+logger = logging.getLogger("canon.api")
 
 
 class Refused(APIException):
@@ -91,6 +95,8 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
         413: "The upload is larger than the limit.",
         415: "Unsupported media type.",
         429: "Rate limited; retry after `Retry-After` seconds.",
+        503: "Temporarily unavailable (the embedding provider or the search replica); retry "
+        "after `Retry-After` seconds.",
     }
     return {
         code: OpenApiResponse(ErrorOutput, description=descriptions[code])
@@ -104,7 +110,7 @@ class SearchView(APIView):
     @extend_schema(
         operation_id="search",
         request=SearchInput,
-        responses={200: SearchOutput, **_errors(400, 403, 404)},
+        responses={200: SearchOutput, **_errors(400, 403, 404, 503)},
         description="Top chunks visible to this key. Filters narrow what the key may see; "
         "`as_of` answers from the publication history (index admins only).",
     )
@@ -126,6 +132,17 @@ class SearchView(APIView):
             result = self._search(principal, kb, data, filters)
         except selectors.KnowledgeBaseNotFound as exc:  # not on the replica yet (its lag)
             raise NotFound(f"Knowledge base {data['kb']!r} not found.") from exc
+        except OperationalError:
+            if routing.search_alias() == DEFAULT_DB_ALIAS:
+                raise  # the primary itself: an outage of everything, the usual 500
+            # The replica is down or unreachable: a temporary outage of search alone.
+            logger.exception("search replica unavailable")
+            response = Response(
+                {"error": "search_unavailable", "detail": "Search is unavailable; try again."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+            response["Retry-After"] = "5"
+            return response
         except providers.ProviderUnavailable as exc:
             # The query could not be embedded (provider down or its breaker open).
             wait = exc.retry_after or (exc.retry_at - time.time() if exc.retry_at else 5.0)

@@ -184,8 +184,9 @@ def test_a_write_inside_a_search_transaction_is_refused(mirror_replica: str) -> 
 def test_with_the_replica_down_search_fails_and_the_rest_of_the_api_works(
     kb: KnowledgeBase, api_key: str, mirror_replica: str
 ) -> None:
-    """No silent fall-back to the primary (docs/PRODUCTION.md): search answers a JSON 500 while
-    the key, the knowledge bases, documents and uploads keep working on the primary."""
+    """No silent fall-back to the primary (docs/PRODUCTION.md): search answers a JSON 503 with
+    Retry-After while the key, the knowledge bases, documents and uploads keep working on the
+    primary."""
     publish(kb, "travel", "Trains are reimbursed in second class.")
     connections[mirror_replica].close()
     settings = connections.settings[mirror_replica]
@@ -204,8 +205,9 @@ def test_with_the_replica_down_search_fails_and_the_rest_of_the_api_works(
         connections[mirror_replica].close()
         settings["PORT"] = port
 
-    assert searched.status_code == 500
-    assert searched.json()["error"]
+    assert searched.status_code == 503
+    assert searched.json()["error"] == "search_unavailable"
+    assert searched["Retry-After"] == "5"
     assert listed.status_code == 200
     assert uploaded.status_code == 201, uploaded.content
 
