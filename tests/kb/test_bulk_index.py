@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 
 from ingestion.models import AuditEvent, IngestionTask
@@ -168,8 +168,11 @@ def test_a_halfvec_version_indexes_half_precision_and_search_uses_it(
     sql, sql_params = vector_query(
         search_params(principal=reader(built), kb=built), v2, [0.1] * 64, 2
     )
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
+    # In one transaction, as search runs it: the iterative scan's settings are transaction-local
+    # (in autocommit they would be gone at once) and price sorting out; with sequential scans
+    # priced out too, only an index that yields the order remains, even on a few chunks.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
         use_iterative_scan(limit=2)
         cursor.execute("EXPLAIN " + sql, sql_params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

@@ -27,7 +27,7 @@ PG_PORTS = range(54500, 54600)
 REDIS_PORTS = range(6390, 6400)
 # A host cut off inside a transaction leaves its backend "idle in transaction", holding the row
 # locks the sweeper needs, until PostgreSQL ends the session (docs/SCALING.md, "Many hosts").
-IDLE_IN_TRANSACTION_TIMEOUT = "3s"
+IDLE_IN_TRANSACTION_SECONDS = "3"
 
 
 def _fast_dir() -> str | None:
@@ -107,7 +107,7 @@ class Cluster:
                 f"\nlisten_addresses = '{listen}'\nport = {self.pg_port}\n"
                 f"unix_socket_directories = '{self.pgdata}'\nmax_connections = 100\n"
                 f"fsync = off\nlog_lock_waits = on\nidle_in_transaction_session_timeout = "
-                f"'{IDLE_IN_TRANSACTION_TIMEOUT}'\n"
+                f"'{IDLE_IN_TRANSACTION_SECONDS}s'\n"
             )
         with (self.pgdata / "pg_hba.conf").open("a") as hba:
             for address in self.addresses:

@@ -27,7 +27,7 @@ import pytest
 
 from config.devstack import procfile_commands
 from tests.conftest import ROOT
-from tests.multihost.cluster import Cluster
+from tests.multihost.cluster import IDLE_IN_TRANSACTION_SECONDS, Cluster
 from tests.multihost.network import Host, Network, unavailable
 
 TEMPLATE_DB = "canon_multihost_template"
@@ -169,6 +169,9 @@ class Site:
             CANON_STORAGE_ROOT=str(self.storage_root),
             CANON_QUEUE="canon",
             CANON_LEASE_TTL_SECONDS=LEASE_TTL,
+            # Canon sets the idle-in-transaction timeout on each session (it overrides the
+            # cluster's): the test's, so a host cut off inside the switch is ended in seconds.
+            CANON_DB_IDLE_IN_TRANSACTION_SECONDS=IDLE_IN_TRANSACTION_SECONDS,
             CANON_WORKER_CONCURRENCY="1",
             CANON_RELAY_INTERVAL_SECONDS="0.5",
             CANON_SWEEP_INTERVAL_SECONDS="1",
