@@ -3,6 +3,7 @@ the Procfile and the systemd units start them, against the test database and Red
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -10,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -152,3 +155,38 @@ class Service:
             self.proc.kill()
             self.proc.wait(10)
         return code
+
+
+@contextlib.contextmanager
+def procfile_web(logs: Path, **values: str) -> Iterator[tuple[Service, int]]:
+    """The Procfile's web process in make run's environment (`values` on top, a key file and
+    static files of its own under `logs`), answering /healthz on a free port; it must exit 0."""
+    from config import devstack
+    from tests.conftest import database_url
+
+    port = free_port()
+    key_file = logs / "secret_key"
+    key_file.write_text(uuid.uuid4().hex * 2)
+    env = devstack.run_env(
+        clean_env(
+            DATABASE_URL=database_url(),
+            CANON_SECRET_KEY_FILE=str(key_file),
+            CANON_WEB_PORT=str(port),
+            CANON_STATIC_ROOT=str(logs / "static"),
+            **values,
+        )
+    )
+    env.pop("CANON_DB_POOL", None)  # the web server turns it on itself
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    service = Service("web", devstack.procfile_commands()["web"], env, logs / "web.log")
+    try:
+        service.wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        yield service, port
+    finally:
+        code = service.stop()
+    assert code == 0, service.log()

@@ -8,8 +8,6 @@ import http.client
 import re
 import select
 import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +16,8 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
-from config import devstack
 from kb.models import Document, KnowledgeBase, Revision, TenantMembership
-from tests.conftest import database_url
-from tests.production_support import ROOT, Service, clean_env, free_port
+from tests.production_support import Service, procfile_web
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -44,35 +40,14 @@ class Web:
 @pytest.fixture(scope="module")
 def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     """The Procfile's web process in make run's environment, one worker of two threads."""
-    port = free_port()
-    logs = tmp_path_factory.mktemp("web")
-    key_file = logs / "secret_key"
-    key_file.write_text(uuid.uuid4().hex * 2)
-    env = devstack.run_env(
-        clean_env(
-            DATABASE_URL=database_url(),
-            CANON_SECRET_KEY_FILE=str(key_file),
-            CANON_WEB_PORT=str(port),
-            CANON_WEB_WORKERS="1",
-            CANON_WEB_THREADS="2",
-            CANON_STATIC_ROOT=str(logs / "static"),
-            CANON_STORAGE_ROOT=str(tmp_path_factory.getbasetemp() / "storage"),
-            CANON_UPLOAD_MAX_BYTES=str(LIMIT),
-        )
-    )
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
-    service = Service("web", devstack.procfile_commands()["web"], env, logs / "web.log")
-    try:
-        service.wait_for_http(f"http://127.0.0.1:{port}/healthz")
+    with procfile_web(
+        tmp_path_factory.mktemp("web"),
+        CANON_WEB_WORKERS="1",
+        CANON_WEB_THREADS="2",
+        CANON_STORAGE_ROOT=str(tmp_path_factory.getbasetemp() / "storage"),
+        CANON_UPLOAD_MAX_BYTES=str(LIMIT),
+    ) as (service, port):
         yield Web(service, port)
-    finally:
-        code = service.stop()
-    assert code == 0, service.log()
 
 
 @pytest.fixture

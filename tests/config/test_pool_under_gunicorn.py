@@ -5,10 +5,7 @@ the next request, pool or not."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,12 +15,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from config import devstack
 from kb.models import KnowledgeBase
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
-from tests.conftest import database_url
-from tests.production_support import ROOT, Service, clean_env, free_port
+from tests.production_support import procfile_web
 from tests.retrieval.factories import publish
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -40,35 +35,13 @@ class Web:
 @pytest.fixture(scope="module")
 def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     """The Procfile's web process: one worker of THREADS threads."""
-    port = free_port()
-    logs = tmp_path_factory.mktemp("pooled-web")
-    key_file = logs / "secret_key"
-    key_file.write_text(uuid.uuid4().hex * 2)
-    env = devstack.run_env(
-        clean_env(
-            DATABASE_URL=database_url(),
-            CANON_SECRET_KEY_FILE=str(key_file),
-            CANON_WEB_PORT=str(port),
-            CANON_WEB_WORKERS="1",
-            CANON_WEB_THREADS=str(THREADS),
-            CANON_STATIC_ROOT=str(logs / "static"),
-            CANON_API_RATE="100000/min",
-        )
-    )
-    env.pop("CANON_DB_POOL", None)  # the web server turns it on itself
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
-    service = Service("web", devstack.procfile_commands()["web"], env, logs / "web.log")
-    try:
-        service.wait_for_http(f"http://127.0.0.1:{port}/healthz")
+    with procfile_web(
+        tmp_path_factory.mktemp("pooled-web"),
+        CANON_WEB_WORKERS="1",
+        CANON_WEB_THREADS=str(THREADS),
+        CANON_API_RATE="100000/min",
+    ) as (service, port):
         yield Web(f"http://127.0.0.1:{port}", service.proc.pid)
-    finally:
-        code = service.stop()
-    assert code == 0, service.log()
 
 
 def _worker_backends(web: Web) -> list[tuple[int, str]]:
