@@ -5,7 +5,7 @@ and a real worker that runs what was sent, duplicates included."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from tests.fault.test_delivery import (  # noqa: F401 (fixtures)
     RedisServer,
     broker_env,
     no_nudge,
+    private_redis,
     queued_run_tasks,
     run_task_outcomes,
     spawn,
@@ -43,16 +44,8 @@ EVENTS = 30
 ROUND_TRIP = 5
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_a_round_trip_refused_midway_marks_only_what_was_sent_and_the_rest_goes_again(
-    private_redis: RedisServer,
+    private_redis: RedisServer,  # noqa: F811
     no_nudge: None,  # noqa: F811
     worker_factory: Any,
     spawn: Callable[..., Child],  # noqa: F811
@@ -149,7 +142,7 @@ def test_a_round_trip_refused_midway_marks_only_what_was_sent_and_the_rest_goes_
 
 
 def test_a_broker_refusing_every_write_stops_the_pass_and_dead_letters_nothing(
-    private_redis: RedisServer,
+    private_redis: RedisServer,  # noqa: F811
     no_nudge: None,  # noqa: F811
     worker_factory: Any,
     spawn: Callable[..., Child],  # noqa: F811
