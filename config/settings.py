@@ -147,12 +147,14 @@ if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
 # singletons' advisory locks) until TCP notices: bound both here rather than trust the server's
 # configuration (docs/SCALING.md). A backup's snapshot transaction lifts the first for itself.
 DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS", 60)
+# Canon's go first, so `options` given in DATABASE_URL (`?options=...`) still win.
 DATABASES["default"]["OPTIONS"]["options"] = " ".join(
     [
         f"-c idle_in_transaction_session_timeout={DB_IDLE_IN_TRANSACTION_SECONDS * 1000}",
         "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
+        str(DATABASES["default"]["OPTIONS"].get("options", "")),
     ]
-)
+).strip()
 # The web server's processes borrow connections from a pool of their own, one per thread
 # (CANON_DB_POOL, which config/gunicorn.conf.py turns on; config/dbpool.py says why workers do
 # not). A pool and persistent connections exclude each other. The statements prepared on a
