@@ -122,6 +122,14 @@ class StageResult(models.Model):
                 name="stage_result_identity",
             )
         ]
+        # A shared stage's result is found by its input alone (`pipeline.stage_run`).
+        indexes = [
+            models.Index(
+                fields=["stage", "input_fingerprint", "pipeline_version"],
+                condition=models.Q(status="succeeded"),
+                name="stage_result_by_input",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.stage} of task {self.task_id} ({self.status})"

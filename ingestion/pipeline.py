@@ -146,16 +146,30 @@ def stage_run(
     fingerprint: str,
     compute: Callable[[], JsonDict],
     reusable: Callable[[JsonDict], bool] | None = None,
+    shared: bool = False,
 ) -> JsonDict:
     """Reuse a succeeded StageResult for this input (unless `reusable` says its output is gone),
-    or compute and record it (fenced)."""
+    or compute and record it (fenced).
+
+    `shared`: the output is a function of the fingerprint alone (parse: the file's bytes;
+    chunk: the extracted text and the chunker's settings), so another task's result serves
+    too — a new index version's builds re-read no file and re-chunk nothing that an earlier
+    build of the same revision did (a PDF's parse is most of its ingest)."""
     key: dict[str, Any] = {
         "task_id": lease.task_id,
         "stage": stage,
         "input_fingerprint": fingerprint,
         "pipeline_version": PIPELINE_VERSION,
     }
-    done = StageResult.objects.filter(**key, status=StageResult.Status.SUCCEEDED).first()
+    succeeded = StageResult.objects.filter(
+        stage=stage,
+        input_fingerprint=fingerprint,
+        pipeline_version=PIPELINE_VERSION,
+        status=StageResult.Status.SUCCEEDED,
+    )
+    if not shared:
+        succeeded = succeeded.filter(task_id=lease.task_id)
+    done = succeeded.order_by("-pk").first()
     if done is not None and (reusable is None or reusable(done.output)):
         return done.output
     with fenced(lease):
@@ -198,6 +212,7 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         # The extracted text lives in derived storage; if it is gone (a restore without it),
         # parse again rather than fail the chunk stage.
         reusable=lambda parsed: storage.file_problem(parsed["text_path"]) is None,
+        shared=True,
     )
     _record_title(revision=revision, title=parsed.get("title", ""), lease=lease)
     chunked = stage_run(
@@ -205,6 +220,7 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         stage=StageResult.Stage.CHUNK,
         fingerprint=_sha(parsed["text_sha256"], version.chunk_size, version.chunk_overlap),
         compute=lambda: _chunk(parsed["text_path"], version),
+        shared=True,
     )
     pieces: list[JsonDict] = chunked["chunks"]
     with fenced(lease):

@@ -3,8 +3,15 @@ completeness check of the build.
 
 Everything here is fenced by the task's lease (`ingestion.leases.fenced`) and idempotent: chunk
 rows are upserted on (build, ordinal), a batch's postings are replaced whole, and the build's
-lexical statistics are recomputed from its postings, so a retried or redelivered write stage
-converges to the same rows.
+lexical statistics are replaced whole, so a retried or redelivered write stage converges to the
+same rows.
+
+Postings are copied, not analysed, when another build already holds them for the same chunks
+(`postings_source`): a re-index into a new index version (an embedding-model change) keeps the
+revision and the chunker, so each chunk's postings, length and the build's statistics are the
+same rows under a new chunk id — one INSERT ... SELECT on the server instead of the analysis in
+Python and a COPY of ~80 rows a chunk. Analysis is a function of the pipeline version, so a
+changed analyser must come with a new `kb.services.PIPELINE_VERSION`.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from ingestion import analysis, faults, text
@@ -42,14 +49,104 @@ def chunks_write(
     *, build: Build, pieces: list[JsonDict], lease: Lease, chunk_key: Any, model_key: str
 ) -> JsonDict:
     """Upsert the build's chunk rows in fenced batches, joining cached embeddings; for postings
-    versions also each batch's postings; then the build's statistics and its verification."""
+    versions also each batch's postings (copied from `postings_source` when there is one, else
+    analysed); then the build's statistics and its verification."""
     version = build.index_version
     postings = uses_postings(version)
+    source = postings_source(build) if postings else None
+    copied = 0
     batch_size = settings.CHUNK_WRITE_BATCH
     batches = 0
     for start in range(0, len(pieces), batch_size):
         batch = pieces[start : start + batch_size]
-        analysed = [analysis.term_frequencies(keyword_text(p)) for p in batch] if postings else []
+        written = {
+            "build": build,
+            "batch": batch,
+            "lease": lease,
+            "chunk_key": chunk_key,
+            "model_key": model_key,
+            "chunks_written": start + len(batch),
+        }
+        if source is not None:
+            try:
+                _batch_write(**written, postings=True, source=source)
+                copied += 1
+            except _SourceGone:
+                source = None  # collected meanwhile: analyse this batch and the rest
+        if source is None:
+            _batch_write(**written, postings=postings, source=None)
+        batches += 1
+        faults.after_chunk_batch(batches)
+    copy_statistics = source is not None  # every batch was copied
+    if postings and not (copy_statistics and _statistics_copy(build, source, lease)):
+        _statistics_replace(build=build, lease=lease)
+    build_verify(build=build, lease=lease)
+    return {"batches": batches, "chunks": len(pieces), "postings_copied_batches": copied}
+
+
+class _SourceGone(Exception):
+    """The postings source was collected (or no longer matches): nothing of the batch is kept."""
+
+
+def postings_source(build: Build) -> int | None:
+    """Another build whose chunks are this build's chunks, postings included: the same
+    revision chunked into the same pieces (manifest) under the same pipeline version, verified
+    and not collected. Its postings, lengths and statistics are this build's."""
+    build.refresh_from_db(fields=["manifest_sha256", "expected_chunk_count"])
+    if not build.manifest_sha256:
+        return None
+    return (
+        Build.objects.filter(
+            revision_id=build.revision_id,
+            manifest_sha256=build.manifest_sha256,
+            expected_chunk_count=build.expected_chunk_count,
+            index_version__pipeline_version=build.index_version.pipeline_version,
+            verified_at__isnull=False,
+            collected_at__isnull=True,
+        )
+        .exclude(pk=build.pk)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def _source_hold(source: int) -> None:
+    """Share-lock the source build for this transaction, or raise _SourceGone. Giving a build
+    up (`collected_at`, by retention or purge) updates its row first and deletes its chunks
+    after, so a held, uncollected source keeps every chunk and posting until this commits.
+    Taken before the fence: the lock order is build before task (`kb.locks`)."""
+    held = (
+        Build.objects.select_for_update(of=("self",))
+        .filter(pk=source, collected_at__isnull=True, verified_at__isnull=False)
+        .exists()
+    )
+    if not held:
+        raise _SourceGone(source)
+
+
+def _batch_write(
+    *,
+    build: Build,
+    batch: list[JsonDict],
+    lease: Lease,
+    chunk_key: Any,
+    model_key: str,
+    chunks_written: int,
+    postings: bool,
+    source: int | None,
+) -> None:
+    """One fenced transaction: the batch's chunk rows, and (postings versions) their postings,
+    copied from `source` or analysed here."""
+    version = build.index_version
+    analysed = (
+        [analysis.term_frequencies(keyword_text(p)) for p in batch]
+        if postings and source is None
+        else []
+    )
+    with transaction.atomic():
+        if source is not None:
+            _source_hold(source)
         with fenced(lease), connection.cursor() as cursor:
             cursor.execute(
                 """
@@ -58,21 +155,24 @@ def chunks_write(
                                       embedding, lexical, lexical_length, created_at)
                 SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.heading_path,
                        x.content_hash, x.token_count, ec.embedding,
-                       CASE WHEN %s THEN to_tsvector('simple', x.lexical) END, x.lexical_length,
-                       now()
+                       CASE WHEN %s THEN to_tsvector('simple', x.lexical) END,
+                       coalesce(x.lexical_length, o.lexical_length), now()
                 FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
                             %s::text[], %s::int[])
                      AS x(ordinal, chunk_key, text, heading_path, content_hash, token_count,
                           lexical, lexical_length)
                 LEFT JOIN ingestion_embeddingcache ec
                        ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
+                LEFT JOIN kb_chunk o
+                       ON o.build_id = %s AND o.ordinal = x.ordinal
+                      AND o.content_hash = x.content_hash
                 ON CONFLICT (build_id, ordinal) DO UPDATE
                    SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
                        heading_path = EXCLUDED.heading_path,
                        content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
                        embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical,
                        lexical_length = EXCLUDED.lexical_length
-                RETURNING id, ordinal, xmax = 0 AS inserted
+                RETURNING id, ordinal, xmax = 0 AS inserted, lexical_length IS NULL
                 """,
                 [
                     build.kb_id,
@@ -96,30 +196,54 @@ def chunks_write(
                     [p["content_hash"] for p in batch],
                     [p["token_count"] for p in batch],
                     [None if postings else text.lexical_document(p["text"]) for p in batch],
-                    [length for _, length in analysed] if postings else [None] * len(batch),
+                    [length for _, length in analysed] if analysed else [None] * len(batch),
                     model_key,
                     version.dimensions,
+                    source,
                 ],
             )
             rows = cursor.fetchall()
-            ids_by_ordinal = {ordinal: chunk_id for chunk_id, ordinal, _ in rows}
-            if postings:
+            if source is not None and any(unmatched for *_, unmatched in rows):
+                raise _SourceGone(source)  # cannot happen for an equal manifest; analyse then
+            ids_by_ordinal = {ordinal: chunk_id for chunk_id, ordinal, _, _ in rows}
+            chunk_ids = [ids_by_ordinal[p["ordinal"]] for p in batch]
+            fresh = all(inserted for _, _, inserted, _ in rows)
+            if source is not None:
+                _postings_copy(
+                    cursor, version_id=version.pk, chunk_ids=chunk_ids, source=source, fresh=fresh
+                )
+            elif postings:
                 _postings_replace(
                     cursor,
                     version_id=version.pk,
-                    chunk_ids=[ids_by_ordinal[p["ordinal"]] for p in batch],
+                    chunk_ids=chunk_ids,
                     analysed=analysed,
-                    fresh=all(inserted for _, _, inserted in rows),
+                    fresh=fresh,
                 )
             Build.objects.filter(pk=build.pk).update(
-                chunks_written=start + len(batch), verified_at=None
+                chunks_written=chunks_written, verified_at=None
             )
-        batches += 1
-        faults.after_chunk_batch(batches)
-    if postings:
-        _statistics_replace(build=build, lease=lease)
-    build_verify(build=build, lease=lease)
-    return {"batches": batches, "chunks": len(pieces)}
+
+
+def _postings_copy(
+    cursor: Any, *, version_id: int, chunk_ids: list[int], source: int, fresh: bool
+) -> None:
+    """These chunks' postings are the source build's chunks' postings (same ordinal, same
+    content), written on the server in one statement."""
+    if not fresh:
+        cursor.execute("DELETE FROM kb_posting WHERE chunk_id = ANY(%s)", [chunk_ids])
+    cursor.execute(
+        """
+        INSERT INTO kb_posting (chunk_id, index_version_id, term, tf, impact)
+        SELECT n.id, %s, p.term, p.tf, p.impact
+        FROM kb_chunk n
+        JOIN kb_chunk o ON o.build_id = %s AND o.ordinal = n.ordinal
+                       AND o.content_hash = n.content_hash
+        JOIN kb_posting p ON p.chunk_id = o.id
+        WHERE n.id = ANY(%s)
+        """,
+        [version_id, source, chunk_ids],
+    )
 
 
 def _postings_replace(
@@ -145,6 +269,27 @@ def _postings_replace(
                 copy.write_row(
                     (chunk_id, version_id, term, min(tf, 32767), analysis.impact(tf, length))
                 )
+
+
+def _statistics_copy(build: Build, source: int | None, lease: Lease) -> bool:
+    """The build's statistics are the source's (same chunks, same postings); False when the
+    source is gone and they must be computed."""
+    assert source is not None
+    with transaction.atomic():
+        try:
+            _source_hold(source)
+        except _SourceGone:
+            return False
+        with fenced(lease), connection.cursor() as cursor:
+            cursor.execute("DELETE FROM kb_lexicalstat WHERE build_id = %s", [build.pk])
+            cursor.execute(
+                """
+                INSERT INTO kb_lexicalstat (build_id, index_version_id, term, chunks, length)
+                SELECT %s, %s, term, chunks, length FROM kb_lexicalstat WHERE build_id = %s
+                """,
+                [build.pk, build.index_version_id, source],
+            )
+    return True
 
 
 def _statistics_replace(*, build: Build, lease: Lease) -> None:

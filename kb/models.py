@@ -325,8 +325,15 @@ class Posting(models.Model):
     pk = models.CompositePrimaryKey("chunk_id", "term")
     # The primary key (chunk, term) serves lookups by chunk: no index of its own.
     chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # Its chunk's version, copied for the index below; the chunk's own foreign key keeps it
+    # real, and a second deferred check per posting (~80 a chunk) doubled what a build's
+    # commit spent on checks (docs/BENCHMARKS.md, B10).
     index_version = models.ForeignKey(
-        IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
+        IndexVersion,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     term = models.CharField(max_length=64)
     tf = models.PositiveSmallIntegerField()

@@ -86,7 +86,15 @@ def test_a_missing_source_is_reported_and_a_rebuild_fails_readably_while_search_
         str(failed.value)
     )
 
-    # when the document is built again (a re-index into a new version)
+    # when the document is built again (a re-index into a new version), the text extracted
+    # from the file before it was lost serves (parse is a shared stage) ...
+    rebuilt = _reindex(kb)
+    assert task_execute(task_id=rebuilt.pk, worker_id="w") == "published"
+    assert not StageResult.objects.filter(task=rebuilt, stage="parse").exists()
+
+    # ... but once that is gone too, nothing can build it: a re-index fails readably
+    (parsed,) = StageResult.objects.filter(stage="parse", status="succeeded")
+    storage.absolute_path(parsed.output["text_path"]).unlink()
     task = _reindex(kb)
     assert task_execute(task_id=task.pk, worker_id="w") == "failed"
 
@@ -111,6 +119,9 @@ def test_a_replaced_source_fails_the_build_as_damaged(kb: KnowledgeBase) -> None
     path = storage.absolute_path(revision.storage_path)
     path.chmod(0o644)
     path.write_bytes(text.upper().encode())  # same size, other bytes
+    # a re-index that must read the file again: the text extracted from it is gone too
+    (parsed,) = StageResult.objects.filter(stage="parse", status="succeeded")
+    storage.absolute_path(parsed.output["text_path"]).unlink()
 
     task = _reindex(kb)
     assert task_execute(task_id=task.pk, worker_id="w") == "failed"

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 
 from ingestion.providers import USE_DIMENSIONS, USE_MODEL
 from kb import selectors, services
+from kb.ann import ann_index_ready
 from kb.models import KnowledgeBase
 from retrieval.principals import Principal
 from retrieval.selectors import search
@@ -98,6 +99,8 @@ def test_swapping_hash_for_the_multilingual_model_while_search_serves(
             what="the use version built",
         )
         assert selectors.index_version_progress(version=version).failed == []
+        # its vector index is built once its last build is written (kb.ann_build)
+        wait_for(lambda: ann_index_ready(version.pk), relay=False, what="the use version's index")
         searches_before_swap = len(searcher.versions)
         time.sleep(0.5)  # a few more searches with both versions complete
 
