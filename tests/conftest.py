@@ -42,6 +42,15 @@ def _storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     }
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """Users made in tests get cheap password hashes (tests/helpers.py)."""
+    settings.PASSWORD_HASHERS = [
+        "tests.helpers.FastPBKDF2PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
 @pytest.fixture
 def tenant(db: None) -> Tenant:
     return Tenant.objects.create(name="Acme", slug="acme")

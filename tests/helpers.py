@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
 from ingestion.models import IngestionTask
 from kb import services, storage
 from kb.models import Document, KnowledgeBase, Revision
@@ -31,3 +33,11 @@ def upload_task(kb: KnowledgeBase, key: str, text: str) -> IngestionTask:
     return IngestionTask.objects.get(
         build__revision=revision, build__index_version_id=kb.active_index_version_id
     )
+
+
+class FastPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """Django's PBKDF2 with few iterations, for the tests' users (Django's advice for test
+    speed: a production-strength hash costs a quarter of a second each). Its hashes are ordinary
+    pbkdf2_sha256 ones, which a server process of a test verifies with its stock hasher."""
+
+    iterations = 1000
