@@ -15,13 +15,16 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -134,19 +137,27 @@ def _visible(*, iv: int, params: dict[str, Any] | None = None, chunks: str = "kb
     client's filters in `params`), chunk-first so the planner can drive the version's HNSW
     index. `chunks` (a constant) is the relation read as the chunks `c`: the table, or the keyword
     leg's scored candidates. The index version id is inlined as a literal so the partial-index
-    predicate `index_version_id = N` is provably implied."""
+    predicate `index_version_id = N` is provably implied.
+
+    The knowledge base (tenant, active version) is one condition on %(kb)s, which the pointer's
+    `kb_id` must equal, evaluated once per statement; joined to every pointer instead, it made
+    the planner estimate one visible pointer and build all of the version's pointers (with
+    their documents, builds, revisions) before the scan, where now each scanned chunk finds its
+    own through `pub_build` (docs/BENCHMARKS.md, B2)."""
     iv = int(iv)
     # An admin's search of a candidate version (`search(index_version=...)`) drops only the
     # "active" clause; everything else of the rule applies to it as to the active one.
     active = "" if (params or {}).get("candidate") else f" AND k.active_index_version_id = {iv}"
     return f"""
     FROM {chunks} c
-    JOIN kb_publication p ON p.build_id = c.build_id AND p.index_version_id = {iv}
-    JOIN kb_knowledgebase k ON k.id = p.kb_id{active}
+    JOIN kb_publication p
+      ON p.build_id = c.build_id AND p.index_version_id = {iv} AND p.kb_id = %(kb)s
     JOIN kb_document d ON d.id = p.document_id
     JOIN kb_build b ON b.id = p.build_id
     JOIN kb_revision r ON r.id = b.revision_id
-    WHERE c.index_version_id = {iv} AND c.kb_id = %(kb)s AND k.tenant_id = %(tenant)s
+    WHERE c.index_version_id = {iv} AND c.kb_id = %(kb)s
+      AND EXISTS (SELECT FROM kb_knowledgebase k
+                  WHERE k.id = %(kb)s AND k.tenant_id = %(tenant)s{active})
       AND d.deleted_at IS NULL
       AND {_GROUPS} {_filters(params or {})}
     """
@@ -185,20 +196,18 @@ def vector_query(
 # plan_cache_mode: the vector statement is prepared (server-side binding), but PostgreSQL's
 # "auto" mode kept re-planning it on every run (custom plans only, ~3 ms of planning); its
 # generic plan is the same index-ordered scan, so it is forced for the vector leg.
-_ITERATIVE_SCAN = (
-    "set_config('hnsw.iterative_scan', 'strict_order', true), "
-    "set_config('hnsw.ef_search', %(ef)s, true), "
-    "set_config('hnsw.max_scan_tuples', %(max_scan)s, true), "
-    "set_config('enable_sort', 'off', true), "
-    "set_config('plan_cache_mode', 'force_generic_plan', true)"
-)
-
-
-def _iterative_scan_params(limit: int) -> dict[str, str]:
-    return {
-        "ef": str(max(EF_SEARCH, limit)),
-        "max_scan": str(max(settings.SEARCH_MAX_SCAN_TUPLES, 20 * limit)),
-    }
+def _iterative_scan(limit: int) -> str:
+    """The settings of `use_iterative_scan`, as select-list items (integers inlined, so they
+    can travel with the snapshot's BEGIN in one simple-protocol round trip)."""
+    ef = max(EF_SEARCH, limit)
+    max_scan = max(settings.SEARCH_MAX_SCAN_TUPLES, 20 * limit)
+    return (
+        "set_config('hnsw.iterative_scan', 'strict_order', true), "
+        f"set_config('hnsw.ef_search', '{int(ef)}', true), "
+        f"set_config('hnsw.max_scan_tuples', '{int(max_scan)}', true), "
+        "set_config('enable_sort', 'off', true), "
+        "set_config('plan_cache_mode', 'force_generic_plan', true)"
+    )
 
 
 def use_iterative_scan(*, limit: int) -> None:
@@ -206,42 +215,51 @@ def use_iterative_scan(*, limit: int) -> None:
     (pgvector iterative scan), and prefer that ordered index scan to sorting: the planner's join
     estimates otherwise make it read every visible chunk and sort them. The walk stops after
     SEARCH_MAX_SCAN_TUPLES index tuples: a principal who sees that little is answered faster by
-    the exact form (see `_vector_rows`)."""
+    the exact form (see `_vector_rows`). `search` sends the same settings with its BEGIN
+    (`_snapshot_setup`)."""
     with routing.db().cursor() as cursor:
-        cursor.execute(f"SELECT {_ITERATIVE_SCAN}", _iterative_scan_params(limit))
+        cursor.execute(f"SELECT {_iterative_scan(limit)}")
 
 
-def _still_active(
-    *, kb_id: int, version: IndexVersion, vector: list[float] | None, top_k: int
-) -> bool:
-    """Whether `version` is still the knowledge base's active one in this transaction's
-    snapshot; for a vector search, the same round trip sets up the iterative scan."""
-    sql = "SELECT EXISTS (SELECT 1 FROM kb_knowledgebase WHERE id = %(kb)s AND "
-    sql += "active_index_version_id = %(iv)s)"
-    if vector is not None:
-        sql += ", " + _ITERATIVE_SCAN  # a constant; values are bound
+def _snapshot_setup(
+    *, kb_id: int, version: IndexVersion, vector: list[float] | None, top_k: int, check: bool
+) -> str:
+    """The search snapshot's first statement (`search_snapshot(first=...)`): whether `version`
+    is still the knowledge base's active one in the snapshot (`check`; else true), and for a
+    vector search the iterative scan's settings. Integers only are inlined."""
+    active = "true"
+    if check:
+        kb_id, iv = int(kb_id), int(version.pk)
+        active = f"EXISTS (SELECT 1 FROM kb_knowledgebase WHERE id = {kb_id} AND "  # noqa: S608 (integers)
+        active += f"active_index_version_id = {iv})"
+    return f"SELECT {active}" + (f", {_iterative_scan(top_k)}" if vector is not None else "")
+
+
+def _approximate_rows(
+    params: dict[str, Any], version: IndexVersion, vector: list[float], limit: int
+) -> list[tuple[Any, ...]]:
+    """Approximate nearest visible chunks through the version's HNSW index; the caller set up
+    the iterative scan (`_snapshot_setup` or `use_iterative_scan`)."""
+    return _fetch(*vector_query(params, version, vector, limit))
+
+
+def _exact_rows(
+    params: dict[str, Any], version: IndexVersion, vector: list[float], limit: int
+) -> list[tuple[Any, ...]]:
+    """The exact form, for when the index scan gave up before finding `limit` visible rows
+    (very selective filters hit hnsw.max_scan_tuples), so a filter never starves the result."""
     with routing.db().cursor() as cursor:
-        cursor.execute(sql, {"kb": kb_id, "iv": version.pk, **_iterative_scan_params(top_k)})
-        row = cursor.fetchone()
-    return bool(row and row[0])
+        cursor.execute("SELECT set_config('enable_sort', 'on', true)")
+    return _fetch(*vector_query(params, version, vector, limit, exact=True))
 
 
 def _vector_rows(
     params: dict[str, Any], version: IndexVersion, vector: list[float], limit: int
 ) -> list[tuple[Any, ...]]:
-    """Approximate nearest visible chunks; if the index scan gave up before finding `limit`
-    visible rows (very selective filters hit hnsw.max_scan_tuples), the exact form answers, so a
-    filter never starves the result. The caller set up the iterative scan (`_still_active`)."""
-    sql, sql_params = vector_query(params, version, vector, limit)
-    with routing.db().cursor() as cursor:
-        cursor.execute(sql, sql_params)
-        rows = cursor.fetchall()
-        if len(rows) < limit:
-            cursor.execute("SELECT set_config('enable_sort', 'on', true)")
-            sql, sql_params = vector_query(params, version, vector, limit, exact=True)
-            cursor.execute(sql, sql_params)
-            rows = cursor.fetchall()
-    return rows
+    """Approximate nearest visible chunks, or the exact form if the index scan found fewer
+    than `limit` (`_exact_rows`). The caller set up the iterative scan."""
+    rows = _approximate_rows(params, version, vector, limit)
+    return rows if len(rows) >= limit else _exact_rows(params, version, vector, limit)
 
 
 def _keyword_rows(
@@ -379,6 +397,73 @@ def _snapshot() -> None:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
 
+_BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+
+@contextmanager
+def search_snapshot(using: str, *, first: str = "") -> Iterator[tuple[Any, ...] | None]:
+    """The block reads one repeatable-read, read-only snapshot of database `using`, with
+    `routing.db()` that connection (`routing.reading`). `first`, a SELECT without parameters,
+    is the snapshot's first statement; the block is given its row (None without one).
+
+    Outside any transaction (the API, the admin's pages) the block is a transaction of its own
+    that begins with its isolation level and read-only mode, `first` in the same round trip as
+    the BEGIN (one simple-protocol query): a vector search's snapshot takes three round trips
+    (BEGIN with the version re-check and the scan settings, the vector statement, COMMIT) where
+    Django's atomic block took five (BEGIN, SET TRANSACTION, the re-check, the statement,
+    COMMIT). On any failure the transaction is rolled back before the connection serves
+    anything else, or the connection closed if that fails: Django takes the connection to be in
+    autocommit mode.
+
+    Inside a transaction the caller opened (a test's, a caller's atomic block) the block is a
+    savepoint (Django's atomic block) and that transaction decides the snapshot (`_snapshot`)."""
+    connection = connections[using]
+    with routing.reading(using):
+        if connection.in_atomic_block or not connection.get_autocommit():
+            with transaction.atomic(using=using):
+                _snapshot()
+                yield _first_row(connection, first, begin=False)
+            return
+        try:
+            yield _first_row(connection, first, begin=True)
+            with connection.cursor() as cursor:
+                cursor.execute("COMMIT")
+        except BaseException:
+            _end_failed_snapshot(connection)
+            raise
+
+
+def _first_row(
+    connection: BaseDatabaseWrapper, first: str, *, begin: bool
+) -> tuple[Any, ...] | None:
+    statements = [_BEGIN_SNAPSHOT] if begin else []
+    if first:
+        statements.append(first)
+    if not statements:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("; ".join(statements))  # no parameters: the simple protocol, one trip
+        if not first:
+            return None
+        if begin:
+            cursor.nextset()  # past the BEGIN's result
+        row = cursor.fetchone()
+    return tuple(row) if row is not None else None
+
+
+def _end_failed_snapshot(connection: BaseDatabaseWrapper) -> None:
+    """Leave no transaction open on a connection Django believes is in autocommit mode (the
+    next request that borrows it would read inside it): roll back, or close the connection."""
+    raw = connection.connection
+    if raw is None or raw.closed:
+        return
+    try:
+        if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raw.rollback()
+    except Exception:
+        connection.close()
+
+
 def _embed_query(version: IndexVersion, query: str) -> list[float]:
     provider = providers.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
@@ -435,17 +520,18 @@ def search(
             version = _active_version(kb_id=kb.pk, using=using)
         vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
-        with routing.reading(using), transaction.atomic(using=using):
-            _snapshot()
-            if index_version is not None:
-                params["candidate"] = True
-                if vector is not None:
-                    use_iterative_scan(limit=top_k)
-            elif not _still_active(kb_id=kb.pk, version=version, vector=vector, top_k=top_k):
+        limit = fusion.depth(top_k) if mode == "hybrid" else top_k
+        ranked: list[list[Hit]] = []
+        candidate = index_version is not None
+        if candidate:
+            params["candidate"] = True
+        setup = _snapshot_setup(
+            kb_id=kb.pk, version=version, vector=vector, top_k=top_k, check=not candidate
+        )
+        with search_snapshot(using, first=setup) as row:
+            if not (row and row[0]):  # swapped since `version` was read: start again
                 version = None
                 continue
-            limit = fusion.depth(top_k) if mode == "hybrid" else top_k
-            ranked: list[list[Hit]] = []
             if vector is not None:
                 ranked.append(_hits(_vector_rows(params, version, vector, limit)))
             if mode in ("keyword", "hybrid"):
@@ -619,8 +705,7 @@ def search_as_of(
     params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
     limit = fusion.depth(top_k) if mode == "hybrid" else top_k
     ranked: list[list[Hit]] = []
-    with routing.reading(using), transaction.atomic(using=using):
-        _snapshot()
+    with search_snapshot(using):
         if vector is not None:
             ranked.append(_hits(_history_rows(params, version, vector, None, limit)))
         if mode in ("keyword", "hybrid") and uses_postings(version):

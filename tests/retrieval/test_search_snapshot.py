@@ -1,0 +1,159 @@
+"""The search's one snapshot: outside any transaction (as the API runs it) every list of a
+search is read in one repeatable-read, read-only transaction that begins with both in its BEGIN,
+the active-version check is made in that snapshot, and nothing is left open afterwards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import DataError, connection
+from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
+
+from kb import services
+from kb.models import KnowledgeBase, Tenant
+from retrieval import routing, selectors
+from retrieval.principals import Principal
+from tests.kb.test_versions import run_pending
+from tests.retrieval.factories import api, publish, search
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODES = ("vector", "keyword", "hybrid")
+
+
+def idle() -> bool:
+    """No transaction open on the test's connection, which Django keeps in autocommit mode."""
+    raw = connection.connection
+    return (
+        connection.get_autocommit()
+        and raw is not None
+        and raw.info.transaction_status == TransactionStatus.IDLE
+    )
+
+
+def everyone(kb: KnowledgeBase) -> Principal:
+    return Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_list_of_a_search_reads_one_repeatable_read_read_only_transaction(
+    kb: KnowledgeBase, api_key: str, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    publish(kb, "travel", "Trains are reimbursed in second class.")
+    seen: list[tuple[Any, ...]] = []
+    hits = selectors._hits
+
+    def hits_in_their_transaction(rows: list[tuple[Any, ...]]) -> list[selectors.Hit]:
+        with routing.db().cursor() as cursor:  # where the list was just read
+            cursor.execute(
+                "SELECT current_setting('transaction_isolation'), "
+                "current_setting('transaction_read_only'), now(), pg_backend_pid()"
+            )
+            seen.append(cursor.fetchone())
+        return hits(rows)
+
+    monkeypatch.setattr(selectors, "_hits", hits_in_their_transaction)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = search(api(api_key), {"kb": "handbook", "query": "trains", "mode": mode})
+
+    assert response.status_code == 200, response.content
+    assert [h["document_key"] for h in response.json()["hits"]] == ["travel"]
+    assert len(seen) == (2 if mode == "hybrid" else 1)
+    assert {row[:2] for row in seen} == {("repeatable read", "on")}
+    assert len({row[2:] for row in seen}) == 1  # one transaction (its start time, its backend)
+    statements = [q["sql"] for q in queries.captured_queries]
+    # the isolation level and read-only mode are the BEGIN's, with the check in its round trip
+    begins = [s for s in statements if s.startswith("BEGIN")]
+    assert len(begins) == 1 and begins[0].startswith(selectors._BEGIN_SNAPSHOT + "; SELECT EXISTS")
+    assert not any(s.startswith("SET TRANSACTION") for s in statements)
+    assert statements[-1] == "COMMIT"
+    assert idle()
+
+
+def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
+    kb: KnowledgeBase, admin_user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publish(kb, "a", "Alpha text about rivers.")
+    v1 = kb.active_index_version
+    assert v1 is not None
+    v2 = services.index_version_create(
+        kb_id=kb.pk,
+        provider="hash",
+        model="canon-hash-v2",
+        dimensions=128,
+        chunk_size=400,
+        chunk_overlap=50,
+        actor=admin_user,
+    )
+    run_pending()
+    embedded_for: list[int] = []
+    embed = selectors._embed_query
+
+    def embed_then_swap(version: Any, query: str) -> list[float]:
+        embedded_for.append(version.number)
+        if version.pk == v1.pk:  # the swap commits after the query was embedded for v1
+            services.index_version_activate(
+                version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk
+            )
+        return embed(version, query)
+
+    monkeypatch.setattr(selectors, "_embed_query", embed_then_swap)
+    result = selectors.search(principal=everyone(kb), kb=kb, query="rivers", mode="vector")
+
+    assert embedded_for == [1, 2]  # v1's snapshot saw v2 active: embedded again for v2
+    assert result.index_version == 2
+    assert [h.document_key for h in result.hits] == ["a"]
+    assert idle()
+
+
+def test_a_statement_that_fails_in_the_snapshot_leaves_no_transaction_open(
+    kb: KnowledgeBase, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publish(kb, "travel", "Trains are reimbursed in second class.")
+
+    def failing_rows(*args: Any) -> list[tuple[Any, ...]]:
+        with routing.db().cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+        return []
+
+    monkeypatch.setattr(selectors, "_vector_rows", failing_rows)
+    with pytest.raises(DataError):
+        selectors.search(principal=everyone(kb), kb=kb, query="trains", mode="vector")
+
+    assert idle()
+    # the connection writes again: it is not left in the read-only (or aborted) transaction
+    Tenant.objects.create(name="Other", slug="other")
+
+
+def test_an_exception_in_the_snapshot_leaves_no_transaction_open(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publish(kb, "travel", "Trains are reimbursed in second class.")
+
+    def interrupted(*args: Any) -> list[tuple[Any, ...]]:
+        raise KeyboardInterrupt  # not an Exception: a worker's timeout, a signal
+
+    monkeypatch.setattr(selectors, "_keyword_rows", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        selectors.search(principal=everyone(kb), kb=kb, query="trains", mode="keyword")
+
+    assert idle()
+    assert search(api(None), {"kb": "handbook", "query": "trains"}).status_code == 401
+
+
+def test_inside_a_callers_transaction_search_reads_that_transaction(kb: KnowledgeBase) -> None:
+    """No BEGIN of its own there: a savepoint, and the caller's snapshot."""
+    from django.db import transaction
+
+    publish(kb, "travel", "Trains are reimbursed in second class.")
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        result = selectors.search(principal=everyone(kb), kb=kb, query="trains", mode="vector")
+        assert not idle()
+
+    assert [h.document_key for h in result.hits] == ["travel"]
+    assert not any(q["sql"].startswith(selectors._BEGIN_SNAPSHOT) for q in queries.captured_queries)
+    assert idle()
