@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "e2e"
 PASSWORD = "a-long-e2e-password"
+# How long a find waits for its element to appear (Selenium's implicit wait).
+IMPLICIT_WAIT = 2.0
 
 
 @pytest.fixture
@@ -45,9 +48,21 @@ def browser() -> Iterator[WebDriver]:
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER or ""))
-    driver.implicitly_wait(2)
+    driver.implicitly_wait(IMPLICIT_WAIT)
     yield driver
     driver.quit()
+
+
+@contextmanager
+def finds_at_once(driver: WebDriver) -> Iterator[None]:
+    """Finds in the block answer with what the page holds now, for asserting that a
+    server-rendered element is absent from a page already loaded: with the implicit wait, each
+    find that finds nothing waits its whole IMPLICIT_WAIT first."""
+    driver.implicitly_wait(0)
+    try:
+        yield
+    finally:
+        driver.implicitly_wait(IMPLICIT_WAIT)
 
 
 class Person:

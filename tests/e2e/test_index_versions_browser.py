@@ -21,7 +21,7 @@ from kb.models import Build, Document, KnowledgeBase
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from retrieval.principals import Principal
 from retrieval.selectors import SearchFilters, search
-from tests.e2e.browser import Person, make_user
+from tests.e2e.browser import Person, finds_at_once, make_user
 from tests.helpers import upload_text
 
 pytestmark = pytest.mark.integration
@@ -142,14 +142,16 @@ def test_what_is_served_and_index_versions_in_a_real_browser(
     ian.wait_for_text("is building")
     row = browser.find_element(By.ID, "version-2")
     assert "building: 0/2 built" in row.text
-    assert not row.find_elements(By.CSS_SELECTOR, ".activate-link"), "swap offered at 0/2"
+    with finds_at_once(browser):
+        assert not row.find_elements(By.CSS_SELECTOR, ".activate-link"), "swap offered at 0/2"
     assert "400 / 50" in row.text and "128d cosine" in row.text
     assert "800 / 100" in browser.find_element(By.ID, "version-1").text
     show(browser, "index-versions")
     ian.screenshot("version-building-no-swap")
     row.find_element(By.CSS_SELECTOR, ".compare-link").click()
     ian.wait_for_text("The swap is offered once every document is built")
-    assert not browser.find_elements(By.ID, "id_reason")
+    with finds_at_once(browser):
+        assert not browser.find_elements(By.ID, "id_reason")
     ian.screenshot("compare-while-building")
 
     # once a worker has built every document, v2 is ready and the swap is offered
@@ -191,7 +193,8 @@ def test_what_is_served_and_index_versions_in_a_real_browser(
     ian.fill("id_reason", "recall dropped")
     ian.click("input[type=submit]")
     ian.wait_for_text("Index version 1 is active again")
-    assert not browser.find_elements(By.ID, "version-rollback-link"), "a rollback forward"
+    with finds_at_once(browser):
+        assert not browser.find_elements(By.ID, "version-rollback-link"), "a rollback forward"
     v2_row = browser.find_element(By.ID, "version-2").text
     assert "retired; still built for rollback until" in v2_row
     show(browser, "index-versions")
