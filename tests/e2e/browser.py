@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group, User
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -100,6 +100,10 @@ class Person:
             try:
                 return str(self.driver.find_element(By.TAG_NAME, "body").text)
             except StaleElementReferenceException:
+                time.sleep(0.1)
+            except WebDriverException as exc:  # Chromium's words for the same replaced body
+                if "does not belong to the document" not in str(exc.msg):
+                    raise
                 time.sleep(0.1)
         return str(self.driver.find_element(By.TAG_NAME, "body").text)
 
