@@ -38,8 +38,11 @@ from tests.fault.harness import assert_verified, live_revision, paragraphs, pend
 
 pytestmark = pytest.mark.integration
 
-SWEEP = 6.0
-RECONCILE = 12.0
+# The intervals are the test's own (the env the beats get), as short as the slack allows.
+SWEEP = 4.0
+RECONCILE = 8.0
+# F-T1's beat lifetime: a little over half the sweeper's interval, so no beat lives a whole one.
+BEAT_LIFE = 2.3
 # Beat-alive time a job may run late: the scheduler's setup after "beat: Starting...", a tick,
 # and a loaded 2-core machine.
 SLACK = 3.0
@@ -254,12 +257,12 @@ def test_f_t1_beat_restarted_faster_than_the_sweeper_interval_still_sweeps_on_ti
     run = beats()
     planted: list[Crashed] = []
 
-    # given a beat that lives 3.5 s, about half the sweeper's interval, killed (SIGKILL, or
+    # given a beat that lives 2.3 s, about half the sweeper's interval, killed (SIGKILL, or
     # SIGTERM every third time) and started again ten times in a row; while it is down, a worker
     # "crashes" holding a task every other time
     for i in range(10):
         beat = run.start()
-        time.sleep(3.5)
+        time.sleep(BEAT_LIFE)
         beat.stop(signal.SIGTERM if i % 3 == 2 else signal.SIGKILL)
         if i % 2 == 0:
             planted.append(plant_crashed_task(kb, f"t1-{i}"))
@@ -298,16 +301,16 @@ def test_f_s1_two_beats_at_once_send_each_job_once_per_interval_and_survive_each
     beats: Callable[..., BeatRun],
     kb: KnowledgeBase,
 ) -> None:
-    sweep = 4.0
+    sweep = 3.0
     worker = worker_factory()
-    run = beats(sweep=sweep, reconcile=8.0)
+    run = beats(sweep=sweep, reconcile=6.0)
 
     # given two beats running at once on the same schedule
     first, second = run.start(), run.start()
     planted = [plant_crashed_task(kb, "s1-0")]
-    time.sleep(8)
+    time.sleep(2 * sweep)
     planted.append(plant_crashed_task(kb, "s1-1"))
-    time.sleep(8)
+    time.sleep(2 * sweep)
     both_until = time.time()
 
     # then each job was sent once per interval, not once per beat: no two sweeps closer than
@@ -323,7 +326,7 @@ def test_f_s1_two_beats_at_once_send_each_job_once_per_interval_and_survive_each
     sender = max(run.beats, key=lambda b: len(b.sends()))
     sender.stop()
     planted.append(plant_crashed_task(kb, "s1-2"))
-    time.sleep(10)
+    time.sleep(2.5 * sweep)
     survivor = second if sender is first else first
     assert survivor.proc.poll() is None, survivor.log()[-3000:]
     converge_with(run, kb, [c.key for c in planted])
