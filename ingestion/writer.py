@@ -9,9 +9,10 @@ same rows.
 Postings are copied, not analysed, when another build already holds them for the same chunks
 (`postings_source`): a re-index into a new index version (an embedding-model change) keeps the
 revision and the chunker, so each chunk's postings, length and the build's statistics are the
-same rows under a new chunk id — one INSERT ... SELECT on the server instead of the analysis in
-Python and a COPY of ~80 rows a chunk. Analysis is a function of the pipeline version, so a
-changed analyser must come with a new `kb.services.PIPELINE_VERSION`.
+same rows under a new chunk id — one statement on the server instead of the analysis in Python
+and a COPY of ~80 rows a chunk. It takes no lock on the source: see `_SOURCE`. Analysis is a
+function of the pipeline version, so a changed analyser must come with a new
+`kb.services.PIPELINE_VERSION`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models.functions import Now
 
 from ingestion import analysis, faults, text
@@ -85,7 +86,7 @@ def chunks_write(
 
 
 class _SourceGone(Exception):
-    """The postings source was collected (or no longer matches): nothing of the batch is kept."""
+    """The postings source was given up since it was chosen: the batch is rolled back."""
 
 
 def postings_source(build: Build) -> int | None:
@@ -111,20 +112,6 @@ def postings_source(build: Build) -> int | None:
     )
 
 
-def _source_hold(source: int) -> None:
-    """Share-lock the source build for this transaction, or raise _SourceGone. Giving a build
-    up (`collected_at`, by retention or purge) updates its row first and deletes its chunks
-    after, so a held, uncollected source keeps every chunk and posting until this commits.
-    Taken before the fence: the lock order is build before task (`kb.locks`)."""
-    held = (
-        Build.objects.select_for_update(of=("self",))
-        .filter(pk=source, collected_at__isnull=True, verified_at__isnull=False)
-        .exists()
-    )
-    if not held:
-        raise _SourceGone(source)
-
-
 def _batch_write(
     *,
     build: Build,
@@ -144,106 +131,116 @@ def _batch_write(
         if postings and source is None
         else []
     )
-    with transaction.atomic():
-        if source is not None:
-            _source_hold(source)
-        with fenced(lease), connection.cursor() as cursor:
-            cursor.execute(
-                """
-                INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
-                                      chunk_key, text, heading_path, content_hash, token_count,
-                                      embedding, lexical, lexical_length, created_at)
-                SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.heading_path,
-                       x.content_hash, x.token_count, ec.embedding,
-                       CASE WHEN %s THEN to_tsvector('simple', x.lexical) END,
-                       coalesce(x.lexical_length, o.lexical_length), now()
-                FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
-                            %s::text[], %s::int[])
-                     AS x(ordinal, chunk_key, text, heading_path, content_hash, token_count,
-                          lexical, lexical_length)
-                LEFT JOIN ingestion_embeddingcache ec
-                       ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
-                LEFT JOIN kb_chunk o
-                       ON o.build_id = %s AND o.ordinal = x.ordinal
-                      AND o.content_hash = x.content_hash
-                ON CONFLICT (build_id, ordinal) DO UPDATE
-                   SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
-                       heading_path = EXCLUDED.heading_path,
-                       content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
-                       embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical,
-                       lexical_length = EXCLUDED.lexical_length
-                RETURNING id, ordinal, xmax = 0 AS inserted, lexical_length IS NULL
-                """,
+    with fenced(lease), connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
+                                  chunk_key, text, heading_path, content_hash, token_count,
+                                  embedding, lexical, lexical_length, created_at)
+            SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.heading_path,
+                   x.content_hash, x.token_count, ec.embedding,
+                   CASE WHEN %s THEN to_tsvector('simple', x.lexical) END, x.lexical_length,
+                   now()
+            FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
+                        %s::text[], %s::int[])
+                 AS x(ordinal, chunk_key, text, heading_path, content_hash, token_count,
+                      lexical, lexical_length)
+            LEFT JOIN ingestion_embeddingcache ec
+                   ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
+            ON CONFLICT (build_id, ordinal) DO UPDATE
+               SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
+                   heading_path = EXCLUDED.heading_path,
+                   content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
+                   embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical,
+                   lexical_length = EXCLUDED.lexical_length
+            RETURNING id, ordinal, xmax = 0 AS inserted
+            """,
+            [
+                build.kb_id,
+                build.pk,
+                build.document_id,
+                build.index_version_id,
+                not postings,
+                [p["ordinal"] for p in batch],
                 [
-                    build.kb_id,
-                    build.pk,
-                    build.document_id,
-                    build.index_version_id,
-                    not postings,
-                    [p["ordinal"] for p in batch],
-                    [
-                        chunk_key(
-                            document_id=build.document_id,
-                            index_version_id=build.index_version_id,
-                            revision=build.revision.number,
-                            ordinal=p["ordinal"],
-                            content_hash=p["content_hash"],
-                        )
-                        for p in batch
-                    ],
-                    [p["text"] for p in batch],
-                    [p.get("heading_path", "") for p in batch],
-                    [p["content_hash"] for p in batch],
-                    [p["token_count"] for p in batch],
-                    [None if postings else text.lexical_document(p["text"]) for p in batch],
-                    [length for _, length in analysed] if analysed else [None] * len(batch),
-                    model_key,
-                    version.dimensions,
-                    source,
+                    chunk_key(
+                        document_id=build.document_id,
+                        index_version_id=build.index_version_id,
+                        revision=build.revision.number,
+                        ordinal=p["ordinal"],
+                        content_hash=p["content_hash"],
+                    )
+                    for p in batch
                 ],
+                [p["text"] for p in batch],
+                [p.get("heading_path", "") for p in batch],
+                [p["content_hash"] for p in batch],
+                [p["token_count"] for p in batch],
+                [None if postings else text.lexical_document(p["text"]) for p in batch],
+                [length for _, length in analysed] if analysed else [None] * len(batch),
+                model_key,
+                version.dimensions,
+            ],
+        )
+        rows = cursor.fetchall()
+        ids_by_ordinal = {ordinal: chunk_id for chunk_id, ordinal, _ in rows}
+        chunk_ids = [ids_by_ordinal[p["ordinal"]] for p in batch]
+        fresh = all(inserted for _, _, inserted in rows)
+        if source is not None:
+            _postings_copy(
+                cursor, version_id=version.pk, chunk_ids=chunk_ids, source=source, fresh=fresh
             )
-            rows = cursor.fetchall()
-            if source is not None and any(unmatched for *_, unmatched in rows):
-                raise _SourceGone(source)  # cannot happen for an equal manifest; analyse then
-            ids_by_ordinal = {ordinal: chunk_id for chunk_id, ordinal, _, _ in rows}
-            chunk_ids = [ids_by_ordinal[p["ordinal"]] for p in batch]
-            fresh = all(inserted for _, _, inserted, _ in rows)
-            if source is not None:
-                _postings_copy(
-                    cursor, version_id=version.pk, chunk_ids=chunk_ids, source=source, fresh=fresh
-                )
-            elif postings:
-                _postings_replace(
-                    cursor,
-                    version_id=version.pk,
-                    chunk_ids=chunk_ids,
-                    analysed=analysed,
-                    fresh=fresh,
-                )
-            Build.objects.filter(pk=build.pk).update(
-                chunks_written=chunks_written, verified_at=None
+        elif postings:
+            _postings_replace(
+                cursor,
+                version_id=version.pk,
+                chunk_ids=chunk_ids,
+                analysed=analysed,
+                fresh=fresh,
             )
+        Build.objects.filter(pk=build.pk).update(chunks_written=chunks_written, verified_at=None)
+
+
+# The source is read in the statement's one snapshot, through a build that is verified and not
+# given up in it: retention and purge give a build up (`collected_at`) in a transaction before
+# the ones that delete its chunks, so a snapshot that still sees it uncollected sees all of them.
+_SOURCE = (
+    "JOIN kb_build s ON s.id = %(source)s AND s.collected_at IS NULL AND s.verified_at IS NOT NULL"
+)
 
 
 def _postings_copy(
     cursor: Any, *, version_id: int, chunk_ids: list[int], source: int, fresh: bool
 ) -> None:
-    """These chunks' postings are the source build's chunks' postings (same ordinal, same
-    content), written on the server in one statement."""
+    """These chunks' postings and lengths are the source build's chunks' (same ordinal, same
+    content), written on the server in one statement; _SourceGone (the batch's transaction is
+    rolled back) unless every chunk found its source."""
     if not fresh:
         cursor.execute("DELETE FROM kb_posting WHERE chunk_id = ANY(%s)", [chunk_ids])
     cursor.execute(
-        """
-        INSERT INTO kb_posting (chunk_id, index_version_id, term, tf, impact)
-        SELECT n.id, %s, p.term, p.tf, p.impact
-        FROM kb_chunk n
-        JOIN kb_chunk o ON o.build_id = %s AND o.ordinal = n.ordinal
-                       AND o.content_hash = n.content_hash
-        JOIN kb_posting p ON p.chunk_id = o.id
-        WHERE n.id = ANY(%s)
-        """,
-        [version_id, source, chunk_ids],
+        f"""
+        WITH pairs AS (
+            SELECT n.id AS chunk, o.id AS source_chunk, o.lexical_length
+            FROM kb_chunk n
+            JOIN kb_chunk o ON o.build_id = %(source)s AND o.ordinal = n.ordinal
+                           AND o.content_hash = n.content_hash
+            {_SOURCE}
+            WHERE n.id = ANY(%(chunks)s)
+        ), lengths AS (
+            UPDATE kb_chunk c SET lexical_length = pairs.lexical_length
+            FROM pairs WHERE c.id = pairs.chunk
+        ), postings AS (
+            INSERT INTO kb_posting (chunk_id, index_version_id, term, tf, impact)
+            SELECT pairs.chunk, %(version)s, p.term, p.tf, p.impact
+            FROM pairs JOIN kb_posting p ON p.chunk_id = pairs.source_chunk
+        )
+        SELECT count(*) FROM pairs
+        """,  # noqa: S608 (a constant fragment; values are bound)
+        {"source": source, "chunks": chunk_ids, "version": version_id},
     )
+    row = cursor.fetchone()
+    if not row or row[0] != len(chunk_ids):
+        raise _SourceGone(source)
 
 
 def _postings_replace(
@@ -273,23 +270,20 @@ def _postings_replace(
 
 def _statistics_copy(build: Build, source: int | None, lease: Lease) -> bool:
     """The build's statistics are the source's (same chunks, same postings); False when the
-    source is gone and they must be computed."""
-    assert source is not None
-    with transaction.atomic():
-        try:
-            _source_hold(source)
-        except _SourceGone:
-            return False
-        with fenced(lease), connection.cursor() as cursor:
-            cursor.execute("DELETE FROM kb_lexicalstat WHERE build_id = %s", [build.pk])
-            cursor.execute(
-                """
-                INSERT INTO kb_lexicalstat (build_id, index_version_id, term, chunks, length)
-                SELECT %s, %s, term, chunks, length FROM kb_lexicalstat WHERE build_id = %s
-                """,
-                [build.pk, build.index_version_id, source],
-            )
-    return True
+    source is gone (given up since) and they must be computed."""
+    with fenced(lease), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM kb_lexicalstat WHERE build_id = %s", [build.pk])
+        cursor.execute(
+            f"""
+            INSERT INTO kb_lexicalstat (build_id, index_version_id, term, chunks, length)
+            SELECT %(build)s, %(version)s, l.term, l.chunks, l.length
+            FROM kb_lexicalstat l {_SOURCE}
+            WHERE l.build_id = %(source)s
+            """,  # noqa: S608 (a constant fragment; values are bound)
+            {"build": build.pk, "version": build.index_version_id, "source": source},
+        )
+        copied = cursor.rowcount > 0  # a build's statistics always hold its '' row
+    return copied
 
 
 def _statistics_replace(*, build: Build, lease: Lease) -> None:
