@@ -216,30 +216,29 @@ def use_iterative_scan(*, limit: int) -> None:
     estimates otherwise make it read every visible chunk and sort them. The walk stops after
     SEARCH_MAX_SCAN_TUPLES index tuples: a principal who sees that little is answered faster by
     the exact form (see `_vector_rows`). `search` sends the same settings with its BEGIN
-    (`_snapshot_setup`)."""
+    (`search_snapshot(first=...)`)."""
     with routing.db().cursor() as cursor:
         cursor.execute(f"SELECT {_iterative_scan(limit)}")
 
 
-def _snapshot_setup(
-    *, kb_id: int, version: IndexVersion, vector: list[float] | None, top_k: int, check: bool
-) -> str:
-    """The search snapshot's first statement (`search_snapshot(first=...)`): whether `version`
-    is still the knowledge base's active one in the snapshot (`check`; else true), and for a
-    vector search the iterative scan's settings. Integers only are inlined."""
-    active = "true"
-    if check:
-        kb_id, iv = int(kb_id), int(version.pk)
-        active = f"EXISTS (SELECT 1 FROM kb_knowledgebase WHERE id = {kb_id} AND "  # noqa: S608 (integers)
-        active += f"active_index_version_id = {iv})"
-    return f"SELECT {active}" + (f", {_iterative_scan(top_k)}" if vector is not None else "")
+def _still_active(*, kb_id: int, version: IndexVersion) -> bool:
+    """Whether `version` is still the knowledge base's active one in this transaction's
+    snapshot. A search asks only when its lists came back empty (`_ranked_lists`)."""
+    with routing.db().cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM kb_knowledgebase WHERE id = %s "
+            "AND active_index_version_id = %s)",
+            [kb_id, version.pk],
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _approximate_rows(
     params: dict[str, Any], version: IndexVersion, vector: list[float], limit: int
 ) -> list[tuple[Any, ...]]:
     """Approximate nearest visible chunks through the version's HNSW index; the caller set up
-    the iterative scan (`_snapshot_setup` or `use_iterative_scan`)."""
+    the iterative scan."""
     return _fetch(*vector_query(params, version, vector, limit))
 
 
@@ -409,8 +408,8 @@ def search_snapshot(using: str, *, first: str = "") -> Iterator[tuple[Any, ...] 
     Outside any transaction (the API, the admin's pages) the block is a transaction of its own
     that begins with its isolation level and read-only mode, `first` in the same round trip as
     the BEGIN (one simple-protocol query): a vector search's snapshot takes three round trips
-    (BEGIN with the version re-check and the scan settings, the vector statement, COMMIT) where
-    Django's atomic block took five (BEGIN, SET TRANSACTION, the re-check, the statement,
+    (BEGIN with the scan settings, the vector statement, COMMIT) where Django's atomic block
+    took five (BEGIN, SET TRANSACTION, the version re-check with the settings, the statement,
     COMMIT). On any failure the transaction is rolled back before the connection serves
     anything else, or the connection closed if that fails: Django takes the connection to be in
     autocommit mode.
@@ -485,6 +484,45 @@ def _active_version(*, kb_id: int, using: str) -> IndexVersion:
     return version
 
 
+def _ranked_lists(
+    *,
+    kb_id: int,
+    version: IndexVersion,
+    params: dict[str, Any],
+    vector: list[float] | None,
+    query: str | None,
+    limit: int,
+) -> list[list[Hit]] | None:
+    """The search's lists (vector, keyword, or both) in the current snapshot, or None if
+    `version` is no longer the knowledge base's active one there. A row proves it is: the
+    visibility rule requires the version be active in the statement's snapshot, the same one
+    (`_visible`). So the re-check (`_still_active`) runs only when a list came back empty, and
+    before the vector leg's exact form. A candidate version (`params["candidate"]`) is never
+    re-checked."""
+    check = not params.get("candidate")
+    ranked: list[list[Hit]] = []
+    if vector is not None:
+        rows = _approximate_rows(params, version, vector, limit)
+        if not rows and check and not _still_active(kb_id=kb_id, version=version):
+            return None
+        check = False  # a row, or the re-check, showed the version active in this snapshot
+        if len(rows) < limit:
+            rows = _exact_rows(params, version, vector, limit)
+        ranked.append(_hits(rows))
+    if query is not None:
+        if vector is not None:  # the iterative scan's settings end here
+            with routing.db().cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('enable_sort', 'on', true), "
+                    "set_config('plan_cache_mode', 'auto', true)"
+                )
+        rows = _keyword_rows(params, version, query, limit)
+        if not rows and check and not _still_active(kb_id=kb_id, version=version):
+            return None
+        ranked.append(_hits(rows))
+    return ranked
+
+
 def search(
     *,
     principal: Principal,
@@ -521,27 +559,21 @@ def search(
         vector = _embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
         limit = fusion.depth(top_k) if mode == "hybrid" else top_k
-        ranked: list[list[Hit]] = []
-        candidate = index_version is not None
-        if candidate:
+        if index_version is not None:
             params["candidate"] = True
-        setup = _snapshot_setup(
-            kb_id=kb.pk, version=version, vector=vector, top_k=top_k, check=not candidate
-        )
-        with search_snapshot(using, first=setup) as row:
-            if not (row and row[0]):  # swapped since `version` was read: start again
-                version = None
-                continue
-            if vector is not None:
-                ranked.append(_hits(_vector_rows(params, version, vector, limit)))
-            if mode in ("keyword", "hybrid"):
-                if vector is not None:  # the iterative scan's settings end here
-                    with routing.db().cursor() as cursor:
-                        cursor.execute(
-                            "SELECT set_config('enable_sort', 'on', true), "
-                            "set_config('plan_cache_mode', 'auto', true)"
-                        )
-                ranked.append(_hits(_keyword_rows(params, version, query, limit)))
+        scan = f"SELECT {_iterative_scan(top_k)}" if vector is not None else ""
+        with search_snapshot(using, first=scan):
+            ranked = _ranked_lists(
+                kb_id=kb.pk,
+                version=version,
+                params=params,
+                vector=vector,
+                query=query if mode in ("keyword", "hybrid") else None,
+                limit=limit,
+            )
+        if ranked is None:  # swapped since `version` was read: start again with the new one
+            version = None
+            continue
         hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
         took_ms = (time.perf_counter() - started) * 1000
         return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)

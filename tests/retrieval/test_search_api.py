@@ -161,9 +161,9 @@ def test_a_vector_search_request_makes_five_database_round_trips(
 ) -> None:
     """The per-request cost B2 measures (docs/BENCHMARKS.md): the key and its knowledge bases,
     the knowledge base with its active version, the snapshot's BEGIN (isolation level and
-    read-only mode in it) with the version re-check and the scan settings in the same
-    simple-protocol round trip, the vector statement, the COMMIT. A new statement here is a
-    visible decision."""
+    read-only mode in it) with the scan settings in the same simple-protocol round trip, the
+    vector statement (its rows prove the version active: no re-check), the COMMIT. A new
+    statement here is a visible decision."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -178,7 +178,7 @@ def test_a_vector_search_request_makes_five_database_round_trips(
     statements = [q["sql"] for q in queries.captured_queries]
     assert len(statements) == 5, statements
     assert statements[2].startswith(
-        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SELECT EXISTS"
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SELECT set_config("
     ), statements[2]
     assert "ORDER BY c.embedding" in statements[3] and statements[4] == "COMMIT"
 
