@@ -24,6 +24,7 @@ import redis
 from django.conf import settings
 from psycopg import sql
 
+from ingestion.models import StageResult
 from ingestion.services import outbox_relay_batch
 from kb import services, storage
 from kb.backup.layout import stored_files
@@ -244,8 +245,14 @@ def test_a_restored_database_whose_storage_lacks_a_file_reports_it_and_keeps_ser
     restored = backup_and_restore(tmp_path, empty_database, "backup")
     reason = REASON.format(sha=expenses.sha256)
 
-    # when one source file is lost after the restore (a partial copy of the storage)
+    # when one source file is lost after the restore (a partial copy of the storage), and the
+    # text extracted from it too (with it, a re-index would build from that text: parse is a
+    # shared stage)
     (restored.storage_root / expenses.storage_path).unlink()
+    parsed = StageResult.objects.get(
+        stage="parse", status="succeeded", task__build__revision=expenses
+    )
+    (restored.storage_root / parsed.output["text_path"]).unlink()
 
     # then the reconciler reports it, escalated at once, on the consistency dashboard
     report = probe("reconcile", at=restored)
