@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from ingestion.models import IngestionTask
+from ingestion.pipeline import task_execute
 from kb import services, storage
 from kb.models import Document, KnowledgeBase, Revision
 
@@ -41,3 +42,9 @@ class FastPBKDF2PasswordHasher(PBKDF2PasswordHasher):
     pbkdf2_sha256 ones, which a server process of a test verifies with its stock hasher."""
 
     iterations = 1000
+
+
+def run_pending() -> list[str]:
+    """Run every queued ingestion task in this process, as a worker would; their outcomes."""
+    queued = IngestionTask.objects.filter(status="queued").values_list("id", flat=True)
+    return [task_execute(task_id=task_id, worker_id="test") for task_id in queued]

@@ -10,14 +10,13 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from ingestion.models import AuditEvent, IngestionTask
-from ingestion.pipeline import task_execute
+from ingestion.models import AuditEvent
 from kb import ann, ann_build, selectors, services
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
 from retrieval.selectors import search, search_params, use_iterative_scan, vector_query
 from tests.conftest import wait_for
-from tests.helpers import upload_text
+from tests.helpers import run_pending, upload_text
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: CONCURRENTLY, on_commit
 
@@ -26,11 +25,6 @@ TEXTS = {
     "bread": "Bread is baked from flour, water, salt and yeast in a hot oven.",
     "trains": "Night trains cross the border after midnight and arrive at dawn.",
 }
-
-
-def run_pending() -> None:
-    for task_id in IngestionTask.objects.filter(status="queued").values_list("id", flat=True):
-        task_execute(task_id=task_id, worker_id="test")
 
 
 def reader(kb: KnowledgeBase) -> Principal:

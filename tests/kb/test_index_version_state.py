@@ -17,12 +17,11 @@ from django.db.models.functions import Length
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import AuditEvent, IngestionTask
-from ingestion.pipeline import task_execute
+from ingestion.models import AuditEvent
 from kb import selectors, services
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
-from tests.helpers import upload_text
+from tests.helpers import run_pending, upload_text
 from tests.kb.admin_world import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,11 +30,6 @@ TEXTS = {
     "travel": "# Travel\n\n" + "Train tickets are reimbursed in second class. " * 30,
     "leave": "# Leave\n\n" + "Paid leave is twenty-five days a year. " * 40,
 }
-
-
-def run_pending() -> None:
-    for task_id in IngestionTask.objects.filter(status="queued").values_list("id", flat=True):
-        task_execute(task_id=task_id, worker_id="test")
 
 
 @pytest.fixture

@@ -11,14 +11,12 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from ingestion.models import IngestionTask
-from ingestion.pipeline import task_execute
 from kb import selectors, services
 from kb.models import Build, Document, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
 from retrieval.principals import Principal
 from retrieval.selectors import search
-from tests.helpers import upload_text
+from tests.helpers import run_pending, upload_text
 from tests.kb.admin_world import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,11 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROLE = re.compile(
     r'data-build="(\d+)".*?<b class="role canon-role-([a-z_]+)"[^>]*>([^<]*)</b>', re.DOTALL
 )
-
-
-def run_pending() -> None:
-    for task_id in IngestionTask.objects.filter(status="queued").values_list("id", flat=True):
-        task_execute(task_id=task_id, worker_id="test")
 
 
 def reader(kb: KnowledgeBase) -> Principal:

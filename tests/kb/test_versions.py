@@ -15,7 +15,6 @@ from django.test import Client
 from django.utils import timezone
 
 from ingestion.models import IngestionTask
-from ingestion.pipeline import task_execute
 from kb import services
 from kb.models import (
     Build,
@@ -32,7 +31,7 @@ from kb.models import (
 from kb.roles import ensure_roles
 from retrieval.principals import Principal
 from retrieval.selectors import search
-from tests.helpers import upload_text
+from tests.helpers import run_pending, upload_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,11 +41,6 @@ def publish(kb: KnowledgeBase, key: str, text: str) -> Build:
     revision = upload_text(kb, key, text)
     run_pending()
     return Build.objects.get(revision=revision, index_version=kb.active_index_version_id)
-
-
-def run_pending() -> None:
-    for task_id in IngestionTask.objects.filter(status="queued").values_list("id", flat=True):
-        task_execute(task_id=task_id, worker_id="test")
 
 
 def live_revision(document: Document) -> int | None:

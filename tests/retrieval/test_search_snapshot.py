@@ -16,7 +16,7 @@ from kb import services
 from kb.models import KnowledgeBase, Tenant
 from retrieval import routing, selectors
 from retrieval.principals import Principal
-from tests.kb.test_versions import run_pending
+from tests.helpers import run_pending
 from tests.retrieval.factories import api, publish, search
 
 pytestmark = pytest.mark.django_db(transaction=True)
