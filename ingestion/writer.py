@@ -17,6 +17,7 @@ function of the pipeline version, so a changed analyser must come with a new
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.conf import settings
@@ -60,26 +61,27 @@ def chunks_write(
     batches = 0
     for start in range(0, len(pieces), batch_size):
         batch = pieces[start : start + batch_size]
-        written = {
-            "build": build,
-            "batch": batch,
-            "lease": lease,
-            "chunk_key": chunk_key,
-            "model_key": model_key,
-            "chunks_written": start + len(batch),
-        }
-        if source is not None:
-            try:
-                _batch_write(**written, postings=True, source=source)
-                copied += 1
-            except _SourceGone:
-                source = None  # collected meanwhile: analyse this batch and the rest
-        if source is None:
-            _batch_write(**written, postings=postings, source=None)
+        write = functools.partial(
+            _batch_write,
+            build=build,
+            batch=batch,
+            lease=lease,
+            chunk_key=chunk_key,
+            model_key=model_key,
+            chunks_written=start + len(batch),
+            postings=postings,
+        )
+        try:
+            write(source=source)
+            copied += source is not None
+        except _SourceGone:
+            source = None  # given up since it was chosen: analyse this batch and the rest
+            write(source=None)
         batches += 1
         faults.after_chunk_batch(batches)
-    copy_statistics = source is not None  # every batch was copied
-    if postings and not (copy_statistics and _statistics_copy(build, source, lease)):
+    # A source still set here gave every batch: its statistics are this build's.
+    copied_all = source is not None and _statistics_copy(build=build, source=source, lease=lease)
+    if postings and not copied_all:
         _statistics_replace(build=build, lease=lease)
     build_verify(build=build, lease=lease)
     return {"batches": batches, "chunks": len(pieces), "postings_copied_batches": copied}
@@ -268,7 +270,7 @@ def _postings_replace(
                 )
 
 
-def _statistics_copy(build: Build, source: int | None, lease: Lease) -> bool:
+def _statistics_copy(*, build: Build, source: int, lease: Lease) -> bool:
     """The build's statistics are the source's (same chunks, same postings); False when the
     source is gone (given up since) and they must be computed."""
     with fenced(lease), connection.cursor() as cursor:
