@@ -187,19 +187,13 @@ def _batch_write(
         rows = cursor.fetchall()
         ids_by_ordinal = {ordinal: chunk_id for chunk_id, ordinal, _ in rows}
         chunk_ids = [ids_by_ordinal[p["ordinal"]] for p in batch]
-        fresh = all(inserted for _, _, inserted in rows)
+        if postings and not all(inserted for _, _, inserted in rows):
+            # A retried batch may have written postings of its rows; rows just inserted have none.
+            cursor.execute("DELETE FROM kb_posting WHERE chunk_id = ANY(%s)", [chunk_ids])
         if source is not None:
-            _postings_copy(
-                cursor, version_id=version.pk, chunk_ids=chunk_ids, source=source, fresh=fresh
-            )
+            _postings_copy(cursor, version_id=version.pk, chunk_ids=chunk_ids, source=source)
         elif postings:
-            _postings_replace(
-                cursor,
-                version_id=version.pk,
-                chunk_ids=chunk_ids,
-                analysed=analysed,
-                fresh=fresh,
-            )
+            _postings_replace(cursor, version_id=version.pk, chunk_ids=chunk_ids, analysed=analysed)
         Build.objects.filter(pk=build.pk).update(chunks_written=chunks_written, verified_at=None)
 
 
@@ -211,14 +205,10 @@ _SOURCE = (
 )
 
 
-def _postings_copy(
-    cursor: Any, *, version_id: int, chunk_ids: list[int], source: int, fresh: bool
-) -> None:
+def _postings_copy(cursor: Any, *, version_id: int, chunk_ids: list[int], source: int) -> None:
     """These chunks' postings and lengths are the source build's chunks' (same ordinal, same
     content), written on the server in one statement; _SourceGone (the batch's transaction is
     rolled back) unless every chunk found its source."""
-    if not fresh:
-        cursor.execute("DELETE FROM kb_posting WHERE chunk_id = ANY(%s)", [chunk_ids])
     cursor.execute(
         f"""
         WITH pairs AS (
@@ -251,13 +241,10 @@ def _postings_replace(
     version_id: int,
     chunk_ids: list[int],
     analysed: list[tuple[dict[str, int], int]],
-    fresh: bool = False,
 ) -> None:
-    """Replace the postings of these chunks (a retried batch may have written some; `fresh`:
-    every chunk row was just inserted, so none has postings yet). Binary COPY: a chunk has ~80
-    postings, and adapting them as query parameters cost more than writing them."""
-    if not fresh:
-        cursor.execute("DELETE FROM kb_posting WHERE chunk_id = ANY(%s)", [chunk_ids])
+    """Write the postings of these chunks (they have none: `_batch_write` deleted a retried
+    batch's). Binary COPY: a chunk has ~80 postings, and adapting them as query parameters cost
+    more than writing them."""
     raw = cursor.cursor  # psycopg's own cursor under Django's wrapper
     with raw.copy(
         "COPY kb_posting (chunk_id, index_version_id, term, tf, impact) FROM STDIN (FORMAT BINARY)"
