@@ -99,7 +99,7 @@ def main() -> None:
     a = common.args(__doc__ or "", requests=60, events=2000)
     os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
     common.setup()
-    from django.db import connection, transaction
+    from django.db import connection
     from django.test import Client
     from pyinstrument import Profiler
 
@@ -146,8 +146,7 @@ def main() -> None:
         principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(groups))
         params = selectors.search_params(principal=principal, kb=kb)
         sql, sql_params = selectors.vector_query(params, version, vector, 10)
-        with transaction.atomic(), connection.cursor() as cursor:
-            selectors.use_iterative_scan(limit=10)
+        with connection.cursor() as cursor:  # the session's scan settings, as search runs
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, sql_params)
             plan = "\n".join(r[0] for r in cursor.fetchall())
         plan = re.sub(r"'\[[^']*\]'", "'[...]'", plan)

@@ -147,11 +147,23 @@ if env_bool("DATABASE_SERVER_SIDE_BINDING", True):
 # singletons' advisory locks) until TCP notices: bound both here rather than trust the server's
 # configuration (docs/SCALING.md). A backup's snapshot transaction lifts the first for itself.
 DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS", 60)
+# How every session walks an HNSW index (only searches do): pgvector's iterative scan, so
+# filters (tenant, access groups, deleted documents) never leave a result short while visible
+# chunks remain, at ef_search 100 (top_k is at most SEARCH_MAX_TOP_K), stopping after
+# SEARCH_MAX_SCAN_TUPLES index tuples (at least 20 a row asked for); when that walk finds fewer
+# than top_k visible rows, the exact form answers (cheap, since then few chunks are visible).
+# Session settings, not a SET in each search's transaction: a vector search is then one
+# statement and one round trip (retrieval/selectors.py).
+SEARCH_MAX_TOP_K = 100
+SEARCH_EF = 100
+SEARCH_MAX_SCAN_TUPLES = max(env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000), 20 * SEARCH_MAX_TOP_K)
 # Canon's go first, so `options` given in DATABASE_URL (`?options=...`) still win.
 DATABASES["default"]["OPTIONS"]["options"] = " ".join(
     [
         f"-c idle_in_transaction_session_timeout={DB_IDLE_IN_TRANSACTION_SECONDS * 1000}",
         "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
+        f"-c hnsw.iterative_scan=strict_order -c hnsw.ef_search={SEARCH_EF}",
+        f"-c hnsw.max_scan_tuples={SEARCH_MAX_SCAN_TUPLES}",
         str(DATABASES["default"]["OPTIONS"].get("options", "")),
     ]
 ).strip()
@@ -339,10 +351,6 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
-# The HNSW walk of a vector search stops after this many index tuples (pgvector's
-# hnsw.max_scan_tuples); when that walk finds fewer than top_k visible rows, the exact form
-# answers (cheap, since then few chunks are visible).
-SEARCH_MAX_SCAN_TUPLES = env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000)
 # A new index version's vector index is built after its chunks (kb.ann_build), in one session
 # with this much memory (the graph should fit) and this many parallel maintenance workers; a
 # version of at most ANN_BUILD_INLINE_CHUNKS chunks is built by the worker that wrote its last

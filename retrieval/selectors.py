@@ -164,7 +164,6 @@ def _visible(*, iv: int, params: dict[str, Any] | None = None, chunks: str = "kb
 
 
 _COLUMNS = "c.id, c.text, c.ordinal, d.key, d.title, r.number, c.build_id, c.heading_path"
-EF_SEARCH = 100
 
 
 def vector_query(
@@ -177,9 +176,15 @@ def vector_query(
 ) -> tuple[str, dict[str, Any]]:
     """The vector search statement and its parameters (also used by tests to EXPLAIN it).
 
-    The approximate form orders by exactly the expression the version's HNSW index is built on.
-    The exact form orders by an expression no index matches, so PostgreSQL reads the visible
-    chunks through the publication pointers and sorts them: exact, and cheap when few are visible.
+    The approximate form orders by exactly the expression the version's HNSW index is built on,
+    which the session walks iteratively (config/settings.py: hnsw.iterative_scan, ef_search,
+    max_scan_tuples). The exact form orders by an expression no index matches, so PostgreSQL
+    reads the visible chunks through the publication pointers and sorts them: exact, and cheap
+    when few are visible.
+
+    The LIMIT is a literal, like the version id: with it the planner prices the generic plan of
+    the prepared statement as the ordered index scan it is, so PostgreSQL's plan cache settles
+    on that plan after five runs (bound as a parameter, every run was planned again, ~3 ms).
     """
     distance = ann_distance(version)  # the index's expression: vector(D) or halfvec(D)
     order = f"({distance}) + 0" if exact else distance
@@ -187,38 +192,10 @@ def vector_query(
         SELECT {_COLUMNS}, 1 - ({distance}) AS score
         {_visible(iv=version.pk, params=params)}
         ORDER BY {order}, c.id
-        LIMIT %(limit)s
+        LIMIT {int(limit)}
     """
     literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-    return sql, {**params, "q": literal, "limit": limit}
-
-
-# plan_cache_mode: the vector statement is prepared (server-side binding), but PostgreSQL's
-# "auto" mode kept re-planning it on every run (custom plans only, ~3 ms of planning); its
-# generic plan is the same index-ordered scan, so it is forced for the vector leg.
-def _iterative_scan(limit: int) -> str:
-    """The settings of `use_iterative_scan`, as select-list items (integers inlined, so they
-    can travel with the snapshot's BEGIN in one simple-protocol round trip)."""
-    ef = max(EF_SEARCH, limit)
-    max_scan = max(settings.SEARCH_MAX_SCAN_TUPLES, 20 * limit)
-    return (
-        "set_config('hnsw.iterative_scan', 'strict_order', true), "
-        f"set_config('hnsw.ef_search', '{int(ef)}', true), "
-        f"set_config('hnsw.max_scan_tuples', '{int(max_scan)}', true), "
-        "set_config('enable_sort', 'off', true), "
-        "set_config('plan_cache_mode', 'force_generic_plan', true)"
-    )
-
-
-def use_iterative_scan(*, limit: int) -> None:
-    """For this transaction: walk the HNSW graph until `limit` rows pass the visibility filters
-    (pgvector iterative scan), and prefer that ordered index scan to sorting: the planner's join
-    estimates otherwise make it read every visible chunk and sort them. The walk stops after
-    SEARCH_MAX_SCAN_TUPLES index tuples: a principal who sees that little is answered faster by
-    the exact form (see `_vector_rows`). `search` sends the same settings with its BEGIN
-    (`search_snapshot(first=...)`)."""
-    with routing.db().cursor() as cursor:
-        cursor.execute(f"SELECT {_iterative_scan(limit)}")
+    return sql, {**params, "q": literal}
 
 
 def _still_active(*, kb_id: int, version: IndexVersion) -> bool:
@@ -237,8 +214,7 @@ def _still_active(*, kb_id: int, version: IndexVersion) -> bool:
 def _approximate_rows(
     params: dict[str, Any], version: IndexVersion, vector: list[float], limit: int
 ) -> list[tuple[Any, ...]]:
-    """Approximate nearest visible chunks through the version's HNSW index; the caller set up
-    the iterative scan."""
+    """Approximate nearest visible chunks through the version's HNSW index."""
     return _fetch(*vector_query(params, version, vector, limit))
 
 
@@ -247,18 +223,7 @@ def _exact_rows(
 ) -> list[tuple[Any, ...]]:
     """The exact form, for when the index scan gave up before finding `limit` visible rows
     (very selective filters hit hnsw.max_scan_tuples), so a filter never starves the result."""
-    with routing.db().cursor() as cursor:
-        cursor.execute("SELECT set_config('enable_sort', 'on', true)")
     return _fetch(*vector_query(params, version, vector, limit, exact=True))
-
-
-def _vector_rows(
-    params: dict[str, Any], version: IndexVersion, vector: list[float], limit: int
-) -> list[tuple[Any, ...]]:
-    """Approximate nearest visible chunks, or the exact form if the index scan found fewer
-    than `limit` (`_exact_rows`). The caller set up the iterative scan."""
-    rows = _approximate_rows(params, version, vector, limit)
-    return rows if len(rows) >= limit else _exact_rows(params, version, vector, limit)
 
 
 def _keyword_rows(
@@ -400,19 +365,15 @@ _BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 @contextmanager
-def search_snapshot(using: str, *, first: str = "") -> Iterator[tuple[Any, ...] | None]:
+def search_snapshot(using: str) -> Iterator[None]:
     """The block reads one repeatable-read, read-only snapshot of database `using`, with
-    `routing.db()` that connection (`routing.reading`). `first`, a SELECT without parameters,
-    is the snapshot's first statement; the block is given its row (None without one).
+    `routing.db()` that connection (`routing.reading`): the lists of a hybrid or keyword search,
+    and a vector search's careful path (`search`).
 
     Outside any transaction (the API, the admin's pages) the block is a transaction of its own
-    that begins with its isolation level and read-only mode, `first` in the same round trip as
-    the BEGIN (one simple-protocol query): a vector search's snapshot takes three round trips
-    (BEGIN with the scan settings, the vector statement, COMMIT) where Django's atomic block
-    took five (BEGIN, SET TRANSACTION, the version re-check with the settings, the statement,
-    COMMIT). On any failure the transaction is rolled back before the connection serves
-    anything else, or the connection closed if that fails: Django takes the connection to be in
-    autocommit mode.
+    that begins with its isolation level and read-only mode in one round trip. On any failure
+    the transaction is rolled back before the connection serves anything else, or the
+    connection closed if that fails: Django takes the connection to be in autocommit mode.
 
     Inside a transaction the caller opened (a test's, a caller's atomic block) the block is a
     savepoint (Django's atomic block) and that transaction decides the snapshot (`_snapshot`)."""
@@ -421,10 +382,12 @@ def search_snapshot(using: str, *, first: str = "") -> Iterator[tuple[Any, ...] 
         if connection.in_atomic_block or not connection.get_autocommit():
             with transaction.atomic(using=using):
                 _snapshot()
-                yield _first_row(connection, first, begin=False)
+                yield
             return
         try:
-            yield _first_row(connection, first, begin=True)
+            with connection.cursor() as cursor:
+                cursor.execute(_BEGIN_SNAPSHOT)
+            yield
             with connection.cursor() as cursor:
                 cursor.execute("COMMIT")
         except BaseException:
@@ -432,22 +395,18 @@ def search_snapshot(using: str, *, first: str = "") -> Iterator[tuple[Any, ...] 
             raise
 
 
-def _first_row(
-    connection: BaseDatabaseWrapper, first: str, *, begin: bool
-) -> tuple[Any, ...] | None:
-    statements = [_BEGIN_SNAPSHOT] if begin else []
-    if first:
-        statements.append(first)
-    if not statements:
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("; ".join(statements))  # no parameters: the simple protocol, one trip
-        if not first:
-            return None
-        if begin:
-            cursor.nextset()  # past the BEGIN's result
-        row = cursor.fetchone()
-    return tuple(row) if row is not None else None
+@contextmanager
+def one_statement(using: str) -> Iterator[None]:
+    """The block runs one statement on database `using` (`routing.db()`), which reads its own
+    snapshot: in autocommit nothing more, no BEGIN or COMMIT; inside a caller's transaction in
+    a savepoint, so a failure leaves that transaction usable, as `search_snapshot` does."""
+    connection = connections[using]
+    with routing.reading(using):
+        if connection.in_atomic_block or not connection.get_autocommit():
+            with transaction.atomic(using=using):
+                yield
+        else:
+            yield
 
 
 def _end_failed_snapshot(connection: BaseDatabaseWrapper) -> None:
@@ -492,30 +451,26 @@ def _ranked_lists(
     vector: list[float] | None,
     query: str | None,
     limit: int,
+    approximate: bool = True,
 ) -> list[list[Hit]] | None:
     """The search's lists (vector, keyword, or both) in the current snapshot, or None if
     `version` is no longer the knowledge base's active one there. A row proves it is: the
     visibility rule requires the version be active in the statement's snapshot, the same one
-    (`_visible`). So the re-check (`_still_active`) runs only when a list came back empty, and
-    before the vector leg's exact form. A candidate version (`params["candidate"]`) is never
-    re-checked."""
+    (`_visible`). So the re-check (`_still_active`) runs only when a list came back empty. A
+    candidate version (`params["candidate"]`) is never re-checked. The vector leg is the
+    approximate statement, then the exact form if that came back short; `approximate=False`:
+    the exact form alone (the caller's approximate statement came back short)."""
     check = not params.get("candidate")
     ranked: list[list[Hit]] = []
     if vector is not None:
-        rows = _approximate_rows(params, version, vector, limit)
+        rows = _approximate_rows(params, version, vector, limit) if approximate else []
+        if len(rows) < limit:
+            rows = _exact_rows(params, version, vector, limit)
         if not rows and check and not _still_active(kb_id=kb_id, version=version):
             return None
         check = False  # a row, or the re-check, showed the version active in this snapshot
-        if len(rows) < limit:
-            rows = _exact_rows(params, version, vector, limit)
         ranked.append(_hits(rows))
     if query is not None:
-        if vector is not None:  # the iterative scan's settings end here
-            with routing.db().cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('enable_sort', 'on', true), "
-                    "set_config('plan_cache_mode', 'auto', true)"
-                )
         rows = _keyword_rows(params, version, query, limit)
         if not rows and check and not _still_active(kb_id=kb_id, version=version):
             return None
@@ -536,9 +491,13 @@ def search(
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
-    The query is embedded first (no I/O inside the transaction); then every list is read in one
-    repeatable-read snapshot that also confirms the index version is still the active one. If a
-    swap happened in between, the search starts again with the new version.
+    The query is embedded first (no I/O inside a transaction). A vector search is then one
+    statement, the approximate one, in its own snapshot: when it returns top_k rows they are
+    the answer, since each proves the version active in that snapshot. Otherwise (a swap, or a
+    scope so small the index walk gave up) and for keyword and hybrid searches, every list is
+    read in one repeatable-read snapshot that also confirms the index version is still the
+    active one (`_ranked_lists`). If a swap happened in between, the search starts again with
+    the new version.
 
     `index_version` (the admin's test search only; the API never passes it) searches that
     version of `kb` instead, a candidate before its swap: its pointers, by the same rule, minus
@@ -561,8 +520,13 @@ def search(
         limit = fusion.depth(top_k) if mode == "hybrid" else top_k
         if index_version is not None:
             params["candidate"] = True
-        scan = f"SELECT {_iterative_scan(top_k)}" if vector is not None else ""
-        with search_snapshot(using, first=scan):
+        if mode == "vector":
+            assert vector is not None
+            with one_statement(using):
+                rows = _approximate_rows(params, version, vector, limit)
+            if len(rows) >= limit:
+                return _result(kb, version, started, _hits(rows))
+        with search_snapshot(using):
             ranked = _ranked_lists(
                 kb_id=kb.pk,
                 version=version,
@@ -570,13 +534,21 @@ def search(
                 vector=vector,
                 query=query if mode in ("keyword", "hybrid") else None,
                 limit=limit,
+                approximate=mode != "vector",  # vector mode's came back short just now
             )
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None
             continue
-        hits = ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
-        took_ms = (time.perf_counter() - started) * 1000
-        return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)
+        return _result(
+            kb, version, started, ranked[0] if len(ranked) == 1 else _fuse(ranked, top_k)
+        )
+
+
+def _result(
+    kb: KnowledgeBase, version: IndexVersion, started: float, hits: list[Hit]
+) -> SearchResult:
+    took_ms = (time.perf_counter() - started) * 1000
+    return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)
 
 
 # --- as of a past time ------------------------------------------------------------------------

@@ -46,7 +46,7 @@ class ErrorOutput(serializers.Serializer):
 class SearchInput(serializers.Serializer):
     kb = serializers.CharField(max_length=100, help_text="Knowledge base slug (or id).")
     query = serializers.CharField(max_length=settings.SEARCH_MAX_QUERY_CHARS, trim_whitespace=True)
-    top_k = serializers.IntegerField(min_value=1, max_value=100, default=10)
+    top_k = serializers.IntegerField(min_value=1, max_value=settings.SEARCH_MAX_TOP_K, default=10)
     mode = serializers.ChoiceField(choices=selectors.MODES, default="hybrid")
     document_keys = serializers.ListField(
         child=serializers.CharField(max_length=255, trim_whitespace=False),

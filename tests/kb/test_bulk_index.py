@@ -14,7 +14,7 @@ from ingestion.models import AuditEvent
 from kb import ann, ann_build, selectors, services
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
-from retrieval.selectors import search, search_params, use_iterative_scan, vector_query
+from retrieval.selectors import search, search_params, vector_query
 from tests.conftest import wait_for
 from tests.helpers import run_pending, upload_text
 
@@ -162,12 +162,11 @@ def test_a_halfvec_version_indexes_half_precision_and_search_uses_it(
     sql, sql_params = vector_query(
         search_params(principal=reader(built), kb=built), v2, [0.1] * 64, 2
     )
-    # In one transaction, as search runs it: the iterative scan's settings are transaction-local
-    # (in autocommit they would be gone at once) and price sorting out; with sequential scans
-    # priced out too, only an index that yields the order remains, even on a few chunks.
+    # With sequential scans and sorts priced out, only an index that yields the order remains,
+    # even on a few chunks.
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        use_iterative_scan(limit=2)
+        cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute("EXPLAIN " + sql, sql_params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert ann.ann_index_name(v2.pk) in plan, plan

@@ -4,7 +4,7 @@ never starve the result, and Chinese text is found by keyword and hybrid queries
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
@@ -16,7 +16,6 @@ from retrieval.principals import Principal
 from retrieval.selectors import (
     search,
     search_params,
-    use_iterative_scan,
     vector_query,
 )
 from tests.retrieval.factories import live_builds_without_chunks
@@ -72,11 +71,9 @@ def test_vector_search_uses_the_active_versions_hnsw_index(big_kb: KnowledgeBase
         vector.embed(["chunk 7"])[0],
         10,
     )
-    with transaction.atomic():
-        use_iterative_scan(limit=10)
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN " + sql, params)
-            plan = "\n".join(row[0] for row in cursor.fetchall())
+    with connection.cursor() as cursor:  # the session's settings, as search runs it
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
 
     assert ann_index_name(version.pk) in plan, plan
 

@@ -1,6 +1,8 @@
-"""The search's one snapshot: outside any transaction (as the API runs it) every list of a
-search is read in one repeatable-read, read-only transaction that begins with both in its BEGIN,
-the active-version check is made in that snapshot, and nothing is left open afterwards."""
+"""The search's one snapshot: outside any transaction (as the API runs it) a vector search
+whose approximate statement finds top_k rows is that one statement (its own snapshot, whose
+rows prove the version active); every other search reads its lists in one repeatable-read,
+read-only transaction that begins with both in its BEGIN, the active-version check is made in
+that snapshot, and nothing is left open afterwards."""
 
 from __future__ import annotations
 
@@ -75,8 +77,27 @@ def test_every_list_of_a_search_reads_one_repeatable_read_read_only_transaction(
     assert idle()
 
 
+def test_a_full_vector_list_is_one_statement_in_autocommit(kb: KnowledgeBase, api_key: str) -> None:
+    publish(kb, "travel", "Trains are reimbursed in second class.")
+    publish(kb, "food", "Meals are reimbursed up to a daily limit.")
+
+    with CaptureQueriesContext(connection) as queries:
+        response = search(
+            api(api_key), {"kb": "handbook", "query": "trains", "mode": "vector", "top_k": 2}
+        )
+
+    assert response.status_code == 200, response.content
+    assert [h["document_key"] for h in response.json()["hits"]][0] == "travel"
+    searched = [q["sql"] for q in queries.captured_queries if "kb_chunk c" in q["sql"]]
+    assert len(searched) == 1 and "ORDER BY c.embedding" in searched[0]
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert not any(s.startswith(("BEGIN", "COMMIT", RECHECK)) for s in statements), statements
+    assert idle()
+
+
+@pytest.mark.parametrize("top_k", [1, 10])
 def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
-    kb: KnowledgeBase, admin_user: User, monkeypatch: pytest.MonkeyPatch
+    kb: KnowledgeBase, admin_user: User, monkeypatch: pytest.MonkeyPatch, top_k: int
 ) -> None:
     publish(kb, "a", "Alpha text about rivers.")
     v1 = kb.active_index_version
@@ -103,7 +124,9 @@ def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
         return embed(version, query)
 
     monkeypatch.setattr(selectors, "_embed_query", embed_then_swap)
-    result = selectors.search(principal=everyone(kb), kb=kb, query="rivers", mode="vector")
+    result = selectors.search(
+        principal=everyone(kb), kb=kb, query="rivers", mode="vector", top_k=top_k
+    )
 
     assert embedded_for == [1, 2]  # v1's snapshot saw v2 active: embedded again for v2
     assert result.index_version == 2
