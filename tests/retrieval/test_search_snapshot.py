@@ -87,7 +87,7 @@ def test_a_full_vector_list_is_one_statement_in_autocommit(kb: KnowledgeBase, ap
         )
 
     assert response.status_code == 200, response.content
-    assert [h["document_key"] for h in response.json()["hits"]][0] == "travel"
+    assert response.json()["hits"][0]["document_key"] == "travel"
     searched = [q["sql"] for q in queries.captured_queries if "kb_chunk c" in q["sql"]]
     assert len(searched) == 1 and "ORDER BY c.embedding" in searched[0]
     statements = [q["sql"] for q in queries.captured_queries]
