@@ -95,8 +95,8 @@ def _concurrent(make: Callable[[], Callable[[], Any]], n: int, seconds: float) -
 
 
 def _over_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One contender's rounds as one figure: the median round's p50 and p90, and its QPS over
-    all rounds; the rounds' own figures kept beside."""
+    """One contender's rounds as one figure: the median of the rounds' p50 and p90, the mean of
+    their QPS (rounds of equal length); the rounds' own figures kept beside."""
     return {
         "p50_ms": statistics.median(r["p50_ms"] for r in runs),
         "p90_ms": statistics.median(r["p90_ms"] for r in runs),
