@@ -27,11 +27,13 @@ browser:
 	       chromium chromium-driver >/dev/null) ; } || \
 	  echo "chromium is not installed: the browser tests will be skipped"
 
-# Runs inside `make test`, with DATABASE_URL and REDIS_URL pointing at the stack.
+# Runs inside `make test`, with DATABASE_URL and REDIS_URL pointing at the stack. lint-imports checks
+# the floors' contract in pyproject.toml.
 check:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
