@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
+from ingestion import faults
 from ingestion.models import IngestionTask
 
 logger = logging.getLogger(__name__)
@@ -120,8 +121,6 @@ class Heartbeat:
         )
 
     def _run(self) -> None:
-        from ingestion import faults
-
         try:
             while not self._stop.wait(self.lease.ttl / 4):
                 if faults.heartbeat_dropped():

@@ -490,19 +490,46 @@ def event_figures() -> dict[str, Any]:
 
 
 EVENT, DOCUMENT, SHARD = "event", "document", "shard"
-CATALOGUE: list[tuple[str, Callable[[], Iterator[Finding]], Repair | None]] = [
-    (EVENT, find_queued_without_event, repair_queued_without_event),
-    (EVENT, find_sent_never_claimed, repair_sent_never_claimed),
-    (DOCUMENT, find_complete_build_not_switched, repair_complete_build_not_switched),
-    (DOCUMENT, find_desired_revision_without_build, repair_desired_revision_without_build),
-    (DOCUMENT, find_deleted_with_chunks, repair_deleted_with_chunks),
-    (EVENT, find_outbox_lagging, repair_outbox_lagging),
-    (DOCUMENT, find_orphan_files, repair_orphan_file),
-    (DOCUMENT, find_stored_file_missing, None),  # a person restores the file
-    (DOCUMENT, find_visibility_violations, None),  # never fixed automatically
-    (DOCUMENT, find_invariant_violations, None),
-    (SHARD, find_shard_disagreements, None),
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the catalogue: the level it runs at, the finding kind its repair handles (the
+    kind an escalated anomaly is recorded under, `anomaly:<kind>`), the check and its repair."""
+
+    level: str
+    kind: str
+    find: Callable[[], Iterator[Finding]]
+    repair: Repair | None
+
+
+CATALOGUE: list[Check] = [
+    Check(EVENT, "queued_without_event", find_queued_without_event, repair_queued_without_event),
+    Check(EVENT, "sent_never_claimed", find_sent_never_claimed, repair_sent_never_claimed),
+    Check(
+        DOCUMENT,
+        "complete_build_not_switched",
+        find_complete_build_not_switched,
+        repair_complete_build_not_switched,
+    ),
+    Check(
+        DOCUMENT,
+        "desired_revision_without_build",
+        find_desired_revision_without_build,
+        repair_desired_revision_without_build,
+    ),
+    Check(DOCUMENT, "deleted_with_chunks", find_deleted_with_chunks, repair_deleted_with_chunks),
+    Check(EVENT, "outbox_lagging", find_outbox_lagging, repair_outbox_lagging),
+    Check(DOCUMENT, "orphan_file", find_orphan_files, repair_orphan_file),
+    # A person restores the file.
+    Check(DOCUMENT, "stored_file_missing", find_stored_file_missing, None),
+    # Never fixed automatically; these checks yield several kinds (visibility_violation, ...).
+    Check(DOCUMENT, "visibility_violation", find_visibility_violations, None),
+    Check(DOCUMENT, "invariant_violation", find_invariant_violations, None),
+    Check(SHARD, "shard_disagreement", find_shard_disagreements, None),
 ]
+# The repair of each finding kind, by the kind an escalation is recorded under.
+REPAIRS: dict[str, Repair] = {check.kind: check.repair for check in CATALOGUE if check.repair}
 # Per-level figures of the pass in progress (the pass is a singleton).
 _figures: dict[str, dict[str, Any]] = {EVENT: {}, DOCUMENT: {}, SHARD: {}}
 
@@ -555,9 +582,9 @@ def reconcile() -> dict[str, int]:
         _figures[EVENT].update(event_figures())
         seen: set[tuple[str, str, int, str]] = set()
         documents: set[int] = set()
-        for stage, find, repair in CATALOGUE:
+        for check in CATALOGUE:
             started = time.perf_counter()
-            for finding in list(find()):
+            for finding in list(check.find()):
                 subject = (finding.kind, finding.subject_type, finding.subject_id, finding.detail)
                 if finding.subject_type != "file":
                     subject = (*subject[:3], "")
@@ -568,10 +595,10 @@ def reconcile() -> dict[str, int]:
                 seen.add(subject)
                 if finding.document_id is not None:
                     documents.add(finding.document_id)
-                _handle(finding, repair)
+                _handle(finding, check.repair)
                 counts[finding.kind] = counts.get(finding.kind, 0) + 1
-            spent = _figures[stage].get("ms", 0.0) + (time.perf_counter() - started) * 1000
-            _figures[stage]["ms"] = round(spent, 1)
+            spent = _figures[check.level].get("ms", 0.0) + (time.perf_counter() - started) * 1000
+            _figures[check.level]["ms"] = round(spent, 1)
         collected = retention_collect()
         if collected:
             counts["retention_collected_chunks"] = collected
@@ -589,7 +616,7 @@ def anomaly_retry(*, event_id: int, actor: object = None) -> str:
     event = AuditEvent.objects.get(pk=event_id, escalated=True)
     AuditEvent.objects.filter(pk=event.pk).update(resolved_at=Now())
     kind = event.kind.removeprefix("anomaly:")
-    repair = dict((f.__name__.removeprefix("find_"), r) for _, f, r in CATALOGUE).get(kind)
+    repair = REPAIRS.get(kind)
     if repair is None:
         return "this anomaly has no automatic repair; fix it by hand"
     finding = Finding(

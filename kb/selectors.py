@@ -8,12 +8,22 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Avg, Count, Exists, OuterRef, Q, QuerySet
 from django.db.models import F as models_F
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from kb.ann import ann_index_state
-from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, TenantMembership
+from kb.models import (
+    Build,
+    Chunk,
+    Document,
+    IndexVersion,
+    KnowledgeBase,
+    Publication,
+    TenantMembership,
+)
+from kb.roles import role_noun, roles_with
 
 LIVE_INDEX_VERSION_STATES = (
     IndexVersion.State.BUILDING,
@@ -146,8 +156,6 @@ def manifest_of(content_hashes: list[str]) -> str:
 
 def awaiting_approval_words() -> str:
     """ "awaiting approval by an index admin": who approves, from the roles (`kb.roles`)."""
-    from kb.roles import role_noun, roles_with
-
     approvers = roles_with("kb.approve_build")
     return "awaiting approval" + (f" by {role_noun(approvers[-1])}" if approvers else "")
 
@@ -653,11 +661,6 @@ class VersionFigures:
 def index_version_figures(*, version: IndexVersion) -> VersionFigures:
     """Coverage, chunks, average chunk size (characters and tokens), failures and running builds
     of `version`, over the knowledge base's non-deleted documents. Four queries."""
-    from django.db.models import Avg, Count
-    from django.db.models.functions import Length
-
-    from kb.models import Chunk
-
     documents = Document.objects.filter(
         kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
     )

@@ -24,6 +24,7 @@ from ingestion.pipeline import task_execute
 from ingestion.reconciler import (
     MAX_REPAIRS,
     anomaly_dismiss,
+    anomaly_retry,
     find_orphan_files,
     reconcile,
     repair_orphan_file,
@@ -185,6 +186,32 @@ def test_an_orphan_file_past_grace_is_removed(kb: KnowledgeBase, settings: objec
     assert not path.exists()
     assert storage.absolute_path(kept.build.revision.storage_path).exists()  # type: ignore[union-attr]
     assert "orphan_file" not in reconcile()
+
+
+def test_an_escalated_orphan_file_is_repaired_by_retry(kb: KnowledgeBase) -> None:
+    """Given an orphan file that keeps coming back until the reconciler escalates it, when a
+    person presses Retry, then the orphan repair runs (found by the finding's kind) and the file
+    is gone."""
+    content = b"bytes a crashing uploader keeps storing"
+    old = time.time() - 7200
+    for _ in range(MAX_REPAIRS):
+        orphan = storage.store_bytes(content)
+        os.utime(storage.absolute_path(orphan.path), (old, old))
+        assert reconcile()["orphan_file"] >= 1  # earlier tests' files are orphans too
+        assert not storage.absolute_path(orphan.path).exists()
+    orphan = storage.store_bytes(content)
+    path = storage.absolute_path(orphan.path)
+    os.utime(path, (old, old))
+    reconcile()
+    escalated = anomalies("orphan_file")[-1]
+    assert escalated.escalated and escalated.details["detail"] == orphan.path
+    assert path.exists()  # escalated, not repaired
+
+    outcome = anomaly_retry(event_id=escalated.pk)
+
+    assert outcome == "deleted the file"
+    assert not path.exists()
+    assert AuditEvent.objects.get(pk=escalated.pk).resolved_at is not None
 
 
 def test_an_orphan_reused_by_an_upload_after_it_was_found_is_kept(kb: KnowledgeBase) -> None:
