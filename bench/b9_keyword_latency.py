@@ -116,8 +116,7 @@ def _slug(n_docs: int) -> str:
 
 
 def _reusable(n_docs: int) -> bool:
-    from kb.models import Build, Chunk, KnowledgeBase, Publication
-    from kb.services import PIPELINE_VERSION
+    from kb.models import PIPELINE_VERSION, Build, Chunk, KnowledgeBase, Publication
 
     kbs = list(KnowledgeBase.objects.select_related("active_index_version"))
     if len(kbs) != 1 or kbs[0].slug != _slug(n_docs) or kbs[0].active_index_version is None:

@@ -25,6 +25,9 @@ class IngestionTask(models.Model):
         FAILED = "failed"
         DEAD = "dead"
 
+    # A task still to run or running; the others are closed for good.
+    OPEN_STATUSES = (Status.QUEUED, Status.RUNNING, Status.RETRY_WAIT)
+
     kind = models.CharField(max_length=16, choices=Kind.choices)
     kb = models.ForeignKey("kb.KnowledgeBase", on_delete=models.PROTECT, related_name="+")
     document = models.ForeignKey(

@@ -50,7 +50,6 @@ BATCH = 200
 STORED_FILE_BATCH = 1000  # stats per pass; a cursor in the cache walks all revisions in turn
 STORED_FILE_CURSOR = "canon:reconciler:stored-file-cursor"
 MAX_REPAIRS = 3
-OPEN_TASK_STATUSES = ("queued", "running", "retry_wait")
 
 
 @dataclass(frozen=True)

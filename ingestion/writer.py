@@ -12,7 +12,7 @@ revision and the chunker, so each chunk's postings, length and the build's stati
 same rows under a new chunk id — one statement on the server instead of the analysis in Python
 and a COPY of ~80 rows a chunk. It takes no lock on the source: see `_SOURCE`. Analysis is a
 function of the pipeline version, so a changed analyser must come with a new
-`kb.services.PIPELINE_VERSION`.
+`kb.models.PIPELINE_VERSION`.
 """
 
 from __future__ import annotations
@@ -26,19 +26,11 @@ from django.db.models.functions import Now
 
 from ingestion import analysis, faults, text
 from ingestion.leases import Lease, fenced
-from kb.models import Build, IndexVersion
+from kb.models import Build
 from kb.selectors import build_completeness
 from kb.services import IncompleteBuild
 
 JsonDict = dict[str, Any]
-
-# Index versions of this pipeline keep the legacy `simple` tsvector instead of postings.
-LEGACY_LEXICAL_PIPELINES = frozenset({"p1"})
-
-
-def uses_postings(version: IndexVersion) -> bool:
-    """Whether the version's keyword leg is BM25 over postings (else the p1 tsvector)."""
-    return version.pipeline_version not in LEGACY_LEXICAL_PIPELINES
 
 
 def keyword_text(piece: JsonDict) -> str:
@@ -54,7 +46,7 @@ def chunks_write(
     versions also each batch's postings (copied from `postings_source` when there is one, else
     analysed); then the build's statistics and its verification."""
     version = build.index_version
-    postings = uses_postings(version)
+    postings = version.uses_postings
     source = postings_source(build) if postings else None
     copied = 0
     batch_size = settings.CHUNK_WRITE_BATCH

@@ -16,6 +16,13 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
+# What a new index version is built with. p2: BM25 postings instead of the `simple` tsvector,
+# main-content extraction and heading paths. Versions keep the pipeline they were created with;
+# a knowledge base moves to a new one through a new index version and a swap.
+PIPELINE_VERSION = "p2"
+# Index versions of these pipelines keep the legacy `simple` tsvector instead of postings.
+LEGACY_LEXICAL_PIPELINES = frozenset({"p1"})
+
 
 class Tenant(models.Model):
     name = models.CharField(max_length=200)
@@ -110,6 +117,11 @@ class IndexVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kb} v{self.number} ({self.model}, {self.dimensions}d, {self.state})"
+
+    @property
+    def uses_postings(self) -> bool:
+        """Whether the version's keyword leg is BM25 over postings (else the p1 tsvector)."""
+        return self.pipeline_version not in LEGACY_LEXICAL_PIPELINES
 
 
 class Document(models.Model):

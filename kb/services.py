@@ -27,6 +27,7 @@ from kb import document_states, locks, selectors
 from kb.ann import STORAGES, ann_index_drop, ann_index_ensure, ann_index_ready
 from kb.ann_build import ann_index_build_soon
 from kb.models import (
+    PIPELINE_VERSION,
     Build,
     Document,
     IndexVersion,
@@ -41,10 +42,6 @@ from kb.transactions import retry_conflicts
 
 logger = logging.getLogger(__name__)
 
-# What a new index version is built with. p2: BM25 postings instead of the `simple` tsvector,
-# main-content extraction and heading paths. Versions keep the pipeline they were created with;
-# a knowledge base moves to a new one through a new index version and a swap.
-PIPELINE_VERSION = "p2"
 
 Actor = AbstractBaseUser | AnonymousUser | None
 
@@ -531,7 +528,7 @@ def _rebuild_desired_after_restore(document: Document) -> None:
         collected_at__isnull=True,
     ).exclude(pk__in=published.values("build_id")):
         task = build.tasks.order_by("-id").first()
-        if task is None or task.status in ("queued", "running", "retry_wait"):
+        if task is None or task.status in IngestionTask.OPEN_STATUSES:
             continue
         Build.objects.filter(pk=build.pk).update(
             state=Build.State.PENDING, error="", updated_at=timezone.now()

@@ -30,7 +30,6 @@ from django.utils import timezone
 
 from ingestion import providers, text
 from ingestion.models import AuditEvent
-from ingestion.writer import uses_postings
 from kb import selectors as kb_selectors
 from kb.ann import ann_distance
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
@@ -231,7 +230,7 @@ def _keyword_rows(
 ) -> list[tuple[Any, ...]]:
     """BM25 over the version's postings (`retrieval.bm25`); a p1 version, until it is replaced,
     keeps its `simple` tsvector ranking."""
-    if not uses_postings(version):
+    if not version.uses_postings:
         return _legacy_keyword_rows(params, version, query, limit)
     return _bm25_rows(params, version, query, limit, _visible)
 
@@ -712,7 +711,7 @@ def search_as_of(
     with search_snapshot(using):
         if vector is not None:
             ranked.append(_hits(_history_rows(params, version, vector, None, limit)))
-        if mode in ("keyword", "hybrid") and uses_postings(version):
+        if mode in ("keyword", "hybrid") and version.uses_postings:
             ranked.append(_hits(_bm25_rows(params, version, query, limit, _visible_then)))
         elif mode in ("keyword", "hybrid"):
             rows = _first_enough(

@@ -17,6 +17,7 @@ from django.utils import timezone
 from ingestion.models import IngestionTask
 from kb import services
 from kb.models import (
+    PIPELINE_VERSION,
     Build,
     Chunk,
     Document,
@@ -350,7 +351,7 @@ def test_a_p1_knowledge_base_moves_to_bm25_through_a_new_index_version(
         chunk_overlap=100,
         actor=admin_user,
     )
-    assert v2.pipeline_version == services.PIPELINE_VERSION != "p1"
+    assert v2.pipeline_version == PIPELINE_VERSION != "p1"
     run_pending()
     # still v1's tsvector ranking while v2 is only built
     during = search(principal=principal, kb=kb, query="vacuum", mode="keyword")
