@@ -33,9 +33,9 @@ from ingestion.services import (
 )
 from kb import storage
 from kb.ann_build import ann_index_after_build
+from kb.completeness import IncompleteBuild, manifest_of
 from kb.models import PIPELINE_VERSION, Build, Document, IndexVersion, Revision
-from kb.selectors import manifest_of
-from kb.services import IncompleteBuild, build_publish, document_purge
+from kb.services import build_publish, document_purge
 from kb.transactions import retry_conflicts
 
 logger = logging.getLogger(__name__)

@@ -193,7 +193,8 @@ def find_complete_build_not_switched() -> Iterator[Finding]:
 
 
 def repair_complete_build_not_switched(finding: Finding) -> str:
-    from kb.services import IncompleteBuild, build_publish
+    from kb.completeness import IncompleteBuild
+    from kb.services import build_publish
 
     try:
         result = build_publish(build_id=finding.subject_id)

@@ -26,9 +26,8 @@ from django.db.models.functions import Now
 
 from ingestion import analysis, faults, text
 from ingestion.leases import Lease, fenced
+from kb.completeness import IncompleteBuild, build_completeness
 from kb.models import Build
-from kb.selectors import build_completeness
-from kb.services import IncompleteBuild
 
 JsonDict = dict[str, Any]
 

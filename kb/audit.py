@@ -38,8 +38,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kb import verify
+from kb.completeness import COLUMNS as COMPLETENESS_COLUMNS
+from kb.completeness import Completeness
 from kb.models import AuditCursor, AuditSlice
-from kb.selectors import Completeness
 from kb.transactions import retry_conflicts
 
 DIGEST = "hashtextextended(c.content_hash || ':' || c.ordinal, c.build_id)"
@@ -80,11 +81,7 @@ def builds_check(build_ids: Sequence[int]) -> list[BuildCheck]:
         f"""
         SELECT b.id, b.kb_id, b.document_id, p.id, b.verified_at,
                b.expected_chunk_count, iv.dimensions, b.manifest_sha256, sum({DIGEST}),
-               count(c.id), count(c.embedding), count(DISTINCT c.ordinal),
-               min(c.ordinal), max(c.ordinal),
-               min(vector_dims(c.embedding)), max(vector_dims(c.embedding)),
-               encode(sha256(convert_to(coalesce(
-                   string_agg(c.content_hash, ',' ORDER BY c.ordinal), ''), 'UTF8')), 'hex')
+               {COMPLETENESS_COLUMNS}
         FROM kb_build b
         JOIN kb_indexversion iv ON iv.id = b.index_version_id
         LEFT JOIN kb_publication p ON p.build_id = b.id

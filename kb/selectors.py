@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Avg, Count, Exists, OuterRef, Q, QuerySet
 from django.db.models import F as models_F
 from django.db.models.functions import Length
@@ -71,87 +70,6 @@ def live_build(*, document: Document) -> Build | None:
         .first()
     )
     return publication.build if publication else None
-
-
-@dataclass(frozen=True)
-class Completeness:
-    chunk_count: int
-    embedded_count: int
-    distinct_ordinals: int
-    min_ordinal: int | None
-    max_ordinal: int | None
-    min_dimensions: int | None
-    max_dimensions: int | None
-    manifest_sha256: str | None
-
-    def problems(self, *, expected_count: int | None, dimensions: int, manifest: str) -> list[str]:
-        """Reasons this build may not be switched live; empty when complete."""
-        problems = []
-        if expected_count is None:
-            problems.append("the expected chunk count is unknown")
-        elif self.chunk_count != expected_count:
-            problems.append(f"{self.chunk_count} of {expected_count} chunks are written")
-        if self.embedded_count != self.chunk_count:
-            problems.append(f"{self.chunk_count - self.embedded_count} chunks have no embedding")
-        if self.distinct_ordinals != self.chunk_count or (
-            self.chunk_count and (self.min_ordinal != 0 or self.max_ordinal != self.chunk_count - 1)
-        ):
-            problems.append("chunk ordinals are not exactly 0..n-1")
-        if self.chunk_count and (
-            self.min_dimensions != dimensions or self.max_dimensions != dimensions
-        ):
-            problems.append(
-                f"embedding dimensions {self.min_dimensions}..{self.max_dimensions} "
-                f"differ from the index version's {dimensions}"
-            )
-        if self.chunk_count and self.manifest_sha256 != manifest:
-            problems.append("the manifest hash of the written chunks does not match")
-        return problems
-
-
-def build_completeness(*, build_id: int) -> Completeness:
-    """Facts about a build's chunks, read in the caller's transaction (and snapshot)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT count(*), count(embedding), count(DISTINCT ordinal), min(ordinal), max(ordinal),
-                   min(vector_dims(embedding)), max(vector_dims(embedding)),
-                   encode(sha256(convert_to(coalesce(
-                       string_agg(content_hash, ',' ORDER BY ordinal), ''), 'UTF8')), 'hex')
-            FROM kb_chunk WHERE build_id = %s
-            """,
-            [build_id],
-        )
-        row = cursor.fetchone()
-    assert row is not None
-    return Completeness(*row)
-
-
-def build_switch_problems(build: Build) -> list[str]:
-    """Reasons `build` may not be pointed at, from facts stored on its row: O(1) in its size.
-
-    The write stage records `verified_at` after checking every chunk (`build_completeness`) in a
-    fenced transaction, and every chunk write clears it under the same fence, so a set
-    `verified_at` on a build that was not collected means its rows are complete. The caller holds
-    the build lock, which retention also takes before it gives a build up.
-    """
-    if build.collected_at is not None:
-        return ["its chunks were garbage-collected"]
-    if not build.expected_chunk_count:
-        return ["the expected chunk count is unknown"]
-    if build.verified_at is None:
-        return [
-            f"{build.chunks_written} of {build.expected_chunk_count} chunks are written "
-            "and they were not verified complete"
-        ]
-    return []
-
-
-def manifest_of(content_hashes: list[str]) -> str:
-    """The manifest hash the database computes in `build_completeness`, computed in Python."""
-    import hashlib
-
-    return hashlib.sha256(",".join(content_hashes).encode()).hexdigest()
 
 
 def awaiting_approval_words() -> str:

@@ -26,6 +26,7 @@ from ingestion.services import outbox_add, task_create
 from kb import document_states, locks, selectors
 from kb.ann import STORAGES, ann_index_drop, ann_index_ensure, ann_index_ready
 from kb.ann_build import ann_index_build_soon
+from kb.completeness import IncompleteBuild, build_switch_problems
 from kb.models import (
     PIPELINE_VERSION,
     Build,
@@ -223,10 +224,6 @@ class PublishOutcome(enum.Enum):
     ALREADY_DONE = "already_done"
 
 
-class IncompleteBuild(Exception):
-    """The build failed its completeness check; it must never be switched live."""
-
-
 @dataclass(frozen=True)
 class PublishResult:
     outcome: PublishOutcome
@@ -276,7 +273,7 @@ def build_publish(
             build.finished_at = timezone.now()
             build.save(update_fields=["state", "error", "finished_at", "updated_at"])
             return PublishResult(PublishOutcome.STALE, build.pk)
-        problems = selectors.build_switch_problems(build)
+        problems = build_switch_problems(build)
         if problems:
             raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
         if build.kb.require_approval and not approve and not _revision_approved(build):
@@ -431,7 +428,7 @@ def document_rollback(
             raise ActionRefused(
                 f"Build {build.pk} is {build.state}, not a retained earlier version."
             )
-        problems = selectors.build_switch_problems(build)
+        problems = build_switch_problems(build)
         if problems:
             raise ActionRefused(f"Build {build.pk} is not retained complete: {'; '.join(problems)}")
         document.desired_revision = build.revision.number

@@ -18,7 +18,8 @@ from typing import Any
 from django.db import connection
 
 from kb import storage
-from kb.selectors import Completeness
+from kb.completeness import COLUMNS as COMPLETENESS_COLUMNS
+from kb.completeness import Completeness
 
 
 @dataclass(frozen=True)
@@ -140,11 +141,7 @@ def _builds(documents: Documents) -> list[Violation]:
                                       OR c.index_version_id <> b.index_version_id
                                       OR c.kb_id <> b.kb_id),
                count(c.id) - count(DISTINCT c.ordinal),
-               count(c.id), count(c.embedding), count(DISTINCT c.ordinal),
-               min(c.ordinal), max(c.ordinal),
-               min(vector_dims(c.embedding)), max(vector_dims(c.embedding)),
-               encode(sha256(convert_to(coalesce(
-                   string_agg(c.content_hash, ',' ORDER BY c.ordinal), ''), 'UTF8')), 'hex')
+               {COMPLETENESS_COLUMNS}
         FROM kb_document d
         JOIN kb_build b ON b.document_id = d.id
         JOIN kb_indexversion iv ON iv.id = b.index_version_id

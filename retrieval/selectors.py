@@ -32,6 +32,7 @@ from ingestion import providers, text
 from ingestion.models import AuditEvent
 from kb import selectors as kb_selectors
 from kb.ann import ann_distance
+from kb.completeness import build_completeness
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
 from retrieval import bm25, fusion, routing
 from retrieval.principals import Principal
@@ -793,7 +794,7 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
             .filter(document=document, index_version_id=active_id)
             .first()
         )
-        completeness = kb_selectors.build_completeness(build_id=build.pk)
+        completeness = build_completeness(build_id=build.pk)
         problems = completeness.problems(
             expected_count=build.expected_chunk_count,
             dimensions=version.dimensions,

@@ -1,7 +1,7 @@
 """Build.verified_at: the write stage's record that a build's chunks are complete.
 
 Builds written before this field existed are verified here with the same check the write stage
-runs (`kb.selectors.build_completeness`), so the switch and rollback keep accepting them.
+runs (`kb.completeness.build_completeness`), so the switch and rollback keep accepting them.
 """
 
 from django.db import migrations, models

@@ -20,6 +20,7 @@ from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
 from ingestion.pipeline import TerminalError, classify, task_execute
 from ingestion.services import lease_sweep, outbox_relay_batch
 from kb import services
+from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Posting, Publication
 from retrieval.principals import Principal
 from retrieval.selectors import search
@@ -213,7 +214,7 @@ def test_purge_removes_chunks_and_pointers_and_is_idempotent(kb: KnowledgeBase, 
     ("error", "retryable"),
     [
         (TerminalError("unparseable", "bad file"), False),
-        (services.IncompleteBuild("missing chunks"), False),
+        (IncompleteBuild("missing chunks"), False),
         (providers.EmbeddingShapeError("wrong dimensions"), False),
         (providers.ProviderUnavailable("503"), True),
         (ConnectionError("reset"), True),

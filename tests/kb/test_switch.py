@@ -8,6 +8,7 @@ import pytest
 from ingestion.models import IngestionTask, StageResult
 from ingestion.pipeline import task_execute
 from kb import services, storage
+from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Publication, PublicationEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,7 +82,7 @@ def test_an_unverified_build_is_refused_and_the_live_one_keeps_serving(kb: Knowl
     # what a chunk write of another attempt leaves behind until it verifies again
     Build.objects.filter(pk=candidate.pk).update(verified_at=None)
 
-    with pytest.raises(services.IncompleteBuild, match="not verified complete"):
+    with pytest.raises(IncompleteBuild, match="not verified complete"):
         services.build_publish(build_id=candidate.pk, approve=True)
 
     assert live_revision(document) == 1

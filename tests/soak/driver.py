@@ -14,8 +14,9 @@ from django.db import connection
 from django.db.models import F
 
 from kb import services
+from kb.completeness import IncompleteBuild
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, Revision
-from kb.services import ActionRefused, IncompleteBuild
+from kb.services import ActionRefused
 from tests.soak.checker import Ledger
 from tests.soak.world import Loop, Tally, World, api_client, document_text
 

@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb import services
+from kb.completeness import IncompleteBuild
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, Revision
-from kb.services import ActionRefused, IncompleteBuild
+from kb.services import ActionRefused
 from tests.soak.chaos import Chaos
 from tests.soak.checker import Checker, Ledger
 from tests.soak.driver import Driver
