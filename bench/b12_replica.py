@@ -33,12 +33,12 @@ def main() -> None:
     from django.db import DEFAULT_DB_ALIAS, connections
 
     from config.standby import primary_lsn, replication_lag, start_standby
-    from ingestion.models import IngestionTask
     from ingestion.pipeline import task_execute
     from kb.models import Build, PublicationEvent
     from retrieval.principals import Principal
     from retrieval.routing import REPLICA
     from retrieval.selectors import SearchFilters, search
+    from work.models import IngestionTask
 
     kb = common.tenant_kb("replica")
     rng = random.Random(12)

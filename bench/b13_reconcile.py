@@ -313,9 +313,9 @@ def _explain(statement: str, params: Any) -> dict[str, Any]:
 def measure(a: argparse.Namespace) -> dict[str, Any]:
     from django.conf import settings
 
-    from ingestion.models import AuditEvent
     from kb import audit, verify
     from kb.models import AuditCursor, BuildSeal
+    from work.models import AuditEvent
 
     out: dict[str, Any] = {}
     ((chunks, builds, documents),) = _sql(

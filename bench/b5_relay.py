@@ -31,7 +31,7 @@ from bench import common
 # Where a relay pass spends its time: cumulative seconds of these functions in the profile.
 PHASES = {
     "claim (SELECT ... FOR UPDATE SKIP LOCKED)": ("django/db/models/query.py", "__iter__"),
-    "mark sent (UPDATE ... = ANY)": ("ingestion/services.py", "_outbox_mark_sent"),
+    "mark sent (UPDATE ... = ANY)": ("ingestion/relay.py", "_outbox_mark_sent"),
     "route (app.amqp.router.route)": ("celery/app/routes.py", "route"),
     "build message (app.amqp.create_task_message)": ("celery/app/amqp.py", "as_task_v2"),
     "kombu publish: serialise, envelope, buffer": ("kombu/messaging.py", "publish"),
@@ -54,9 +54,9 @@ def main() -> None:
     import redis
 
     from config.celery import app as celery_app
-    from ingestion import relay
-    from ingestion.services import outbox_relay_batch
+    from ingestion.relay import outbox_relay_batch
     from kb.models import Document
+    from work import broker
 
     queue = f"bench-relay-{os.getpid()}"
     celery_app.conf.task_default_queue = queue
@@ -88,7 +88,7 @@ def main() -> None:
         run_task: Any = task
 
         def one_pass() -> int:
-            with relay.producer(celery_app) as producer, producer.batch(max_size=n + 1):
+            with broker.producer(celery_app) as producer, producer.batch(max_size=n + 1):
                 first = [True]
 
                 def send(event: Any) -> None:
@@ -122,17 +122,17 @@ def main() -> None:
 
         t0 = Clock.now()
         if kind == "relay":
-            for start in range(0, n, relay.ROUND_TRIP_SIZE):
-                with relay.run_task_batch(max_size=relay.ROUND_TRIP_SIZE + 1) as batch:
-                    for task_id in range(start, min(n, start + relay.ROUND_TRIP_SIZE)):
+            for start in range(0, n, broker.ROUND_TRIP_SIZE):
+                with broker.run_task_batch(max_size=broker.ROUND_TRIP_SIZE + 1) as batch:
+                    for task_id in range(start, min(n, start + broker.ROUND_TRIP_SIZE)):
                         batch.add(task_id)
         elif kind == "apply_async":
-            for start in range(0, n, relay.ROUND_TRIP_SIZE):
+            for start in range(0, n, broker.ROUND_TRIP_SIZE):
                 with (
-                    relay.producer(celery_app) as producer,
-                    producer.batch(max_size=relay.ROUND_TRIP_SIZE + 1),
+                    broker.producer(celery_app) as producer,
+                    producer.batch(max_size=broker.ROUND_TRIP_SIZE + 1),
                 ):
-                    for task_id in range(start, min(n, start + relay.ROUND_TRIP_SIZE)):
+                    for task_id in range(start, min(n, start + broker.ROUND_TRIP_SIZE)):
                         run_task.apply_async(
                             args=(task_id,),
                             producer=producer,
@@ -143,9 +143,9 @@ def main() -> None:
                         )
         else:
             payload = client.lindex(queue, 0) or b"x" * 1000
-            for start in range(0, n, relay.ROUND_TRIP_SIZE):
+            for start in range(0, n, broker.ROUND_TRIP_SIZE):
                 pipe = client.pipeline(transaction=False)
-                for _ in range(min(relay.ROUND_TRIP_SIZE, n - start)):
+                for _ in range(min(broker.ROUND_TRIP_SIZE, n - start)):
                     pipe.lpush(queue + "-raw", payload)
                 pipe.execute()
         elapsed = Clock.now() - t0
@@ -268,7 +268,7 @@ def make_events(kb_id: int, document_id: int, n: int) -> list[int]:
     from django.db import transaction
     from django.utils import timezone
 
-    from ingestion.models import IngestionTask, OutboxEvent
+    from work.models import IngestionTask, OutboxEvent
 
     now = timezone.now()
     with transaction.atomic():
@@ -289,7 +289,7 @@ def make_events(kb_id: int, document_id: int, n: int) -> list[int]:
 
 
 def drop_events(task_ids: list[int]) -> None:
-    from ingestion.models import IngestionTask, OutboxEvent
+    from work.models import IngestionTask, OutboxEvent
 
     OutboxEvent.objects.filter(task_id__in=task_ids).delete()
     IngestionTask.objects.filter(pk__in=task_ids).delete()
@@ -299,7 +299,7 @@ def profile_pass(
     kb_id: int, document_id: int, n: int, queue_cleanup: Callable[[], Any]
 ) -> dict[str, Any]:
     """cProfile one relay pass of n events (one batch); the share of each phase in PHASES."""
-    from ingestion.services import outbox_relay_batch
+    from ingestion.relay import outbox_relay_batch
 
     ids = make_events(kb_id, document_id, n)
     profiler = cProfile.Profile()
@@ -322,7 +322,7 @@ def profile_pass(
             default=0.0,
         )
 
-    top = cumulative("ingestion/services.py", "outbox_relay_batch")
+    top = cumulative("ingestion/relay.py", "outbox_relay_batch")
     shares = {phase: round(cumulative(*where) / top, 3) for phase, where in PHASES.items()}
     stats.sort_stats("tottime").print_stats(15)
     return {"seconds": round(top, 3), "events": n, "shares": shares, "top_tottime": text.getvalue()}
@@ -335,8 +335,8 @@ def outbox_lag(kb: Any, document: Any, *, rate: float, seconds: float) -> dict[s
     from django.conf import settings
     from django.db import transaction
 
-    from ingestion.models import IngestionTask, OutboxEvent
-    from ingestion.services import task_create
+    from work.models import IngestionTask, OutboxEvent
+    from work.outbox import task_create
 
     interval = str(settings.RELAY_INTERVAL_SECONDS)
     beat = subprocess.Popen(

@@ -232,7 +232,7 @@ def upload(kb: Any, key: str, text: str, groups: Sequence[str] = ()) -> Any:
 
 def wait_settled(kb: Any, *, timeout: float = 3600.0, relay: bool = True) -> None:
     """Run the relay (beat's job) until no build of `kb` is pending or building."""
-    from ingestion.services import outbox_relay_batch
+    from ingestion.relay import outbox_relay_batch
     from kb.models import Build
 
     deadline = time.monotonic() + timeout

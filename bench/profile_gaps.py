@@ -67,9 +67,10 @@ def _relay_profile(events: int) -> float:
     from pyinstrument import Profiler
 
     from config.celery import app as celery_app
-    from ingestion.models import IngestionTask
-    from ingestion.services import outbox_relay_batch, task_create
+    from ingestion.relay import outbox_relay_batch
     from kb.models import Document
+    from work.models import IngestionTask
+    from work.outbox import task_create
 
     queue = f"bench-profile-{os.getpid()}"
     celery_app.conf.task_default_queue = queue

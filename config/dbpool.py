@@ -9,7 +9,7 @@ the pooled connection across requests.
 
 Celery workers and beat keep Django's persistent connections (`DATABASE_CONN_MAX_AGE`) and no
 pool: a prefork child runs one task at a time on its one connection, and a task's lease
-heartbeat (ingestion.leases.Heartbeat) opens its own on its thread and closes it when the task
+heartbeat (work.leases.Heartbeat) opens its own on its thread and closes it when the task
 ends; a pool there would only add idle connections and maintenance threads to every child.
 
 The budget is seed 003's arithmetic, with every process kind Canon runs:

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "work",
     "kb",
     "ingestion",
     "retrieval",

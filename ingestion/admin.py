@@ -17,12 +17,13 @@ from django.urls import path, reverse
 from config.celery import app as celery_app
 from ingestion.breaker import breaker_states
 from ingestion.dashboard import dashboard, every
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.models import StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry
-from ingestion.services import PROVIDER_UNAVAILABLE
+from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.admin import scoping
 from kb.admin.scoping import may_read, user_tenant_ids
 from kb.verify import verify
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 logger = logging.getLogger(__name__)
 RESTRICTED = "(a document of access groups you do not hold)"

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 LIST_LIMIT = 50
 JOBS = ("relay", "sweeper", "reconciler", "gc")

@@ -3,7 +3,7 @@
 Each stage records a StageResult keyed by task + stage + input fingerprint + pipeline version and
 reuses a succeeded one, so a redelivered or retried task redoes only unfinished work. No network
 call and no file parsing happens inside a database transaction; every write that matters is
-fenced by the task's lease (`ingestion.leases.fenced`).
+fenced by the task's lease (`work.leases.fenced`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from ingestion import chunker, extractors, faults, providers, writer
-from ingestion.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
-from ingestion.models import EmbeddingCache, IngestionTask, StageResult
-from ingestion.services import (
+from ingestion import chunker, extractors, providers, writer
+from ingestion.models import EmbeddingCache, StageResult
+from ingestion.task_outcomes import (
     PROVIDER_UNAVAILABLE,
-    backoff_seconds,
     task_fail,
     task_retry_later,
     task_succeed,
@@ -37,6 +35,10 @@ from kb.completeness import IncompleteBuild, manifest_of
 from kb.models import PIPELINE_VERSION, Build, Document, IndexVersion, Revision
 from kb.services import build_publish, document_purge
 from kb.transactions import retry_conflicts
+from work import faults
+from work.backoff import backoff_seconds
+from work.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
+from work.models import IngestionTask
 
 logger = logging.getLogger(__name__)
 

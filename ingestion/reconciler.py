@@ -37,11 +37,12 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
-from ingestion.services import outbox_add, outbox_relay_batch, task_create
+from ingestion.relay import outbox_relay_batch
 from kb import audit, backup, locks, storage
 from kb.models import Revision
 from kb.verify import needed_sources, stored_file_problem
+from work.models import AuditEvent, IngestionTask, OutboxEvent
+from work.outbox import outbox_add, task_create
 
 logger = logging.getLogger(__name__)
 

@@ -1,154 +1,123 @@
-"""Broker side of the outbox relay: Celery messages for `run_task`, many per Redis round trip.
-
-`Task.apply_async` spends about 0.25 ms of Python per message before kombu sees it (eager and
-argument checks, the task's execution options merged into every call, lookups through Celery's
-layered configuration, an AsyncResult and its parent trail). The relay sends the same task with
-the same options for every event, so `RunTaskBatch` prepares those once per batch, as
-`Celery.send_task` would, routes with Celery's router (`app.amqp.router.route`: once per batch
-without `task_routes`, else per message), and per event only builds the message with Celery's
-protocol (`app.amqp.create_task_message`) and hands it to Celery's sender
-(`app.amqp.send_task_message`: publish signals, serializer, queue declaration), inside kombu's
-`Producer.batch`, whose Redis transport buffers each LPUSH in one non-transactional pipeline
-until `flush`. `tests/ingestion/test_relay.py` pins that the message is the one `apply_async`
-sends. Nothing here touches the database: `ingestion.services.outbox_relay_batch` claims the
-events and marks what was sent.
-"""
+"""The outbox relay: claims unpublished events and hands their messages to the broker
+(`work.broker`), marking what the broker surely has."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+import logging
+from collections.abc import Callable
+from datetime import timedelta
 
-from kombu.exceptions import BatchPublishError  # type: ignore[attr-defined]  # stubs predate 5.7
-from kombu.exceptions import OperationalError as KombuOperationalError
-from kombu.utils.uuid import uuid
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models.functions import Now
+from django.utils import timezone
 
-# Messages per Redis round trip: 500 (~0.5 MB) make the round trips a small share of a pass
-# (B5's profile: 13-16 %, mostly redis-py packing) and bound what one refused round trip leaves
-# to send again.
-ROUND_TRIP_SIZE = 500
+from work import broker, faults
+from work.backoff import backoff_seconds
+from work.models import OutboxEvent
 
-# Options `send_task` takes out of the execution options and passes to the message builder.
-_MESSAGE_OPTIONS = ("time_limit", "soft_time_limit", "expires")
+logger = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def producer(app: Any) -> Iterator[Any]:
-    """A producer whose broker connection is up, failing at once when it cannot be reached.
+def outbox_relay_batch(
+    *,
+    limit: int | None = None,
+    send: Callable[[OutboxEvent], object] | None = None,
+    round_trip: int = broker.ROUND_TRIP_SIZE,
+) -> int:
+    """Deliver up to `limit` unpublished, available outbox events; return how many were sent.
 
-    `retry=False` on a publish only stops Celery from retrying the publish; kombu still retries
-    the *connection* until `broker_connection_timeout` before raising (about 6 s per message when
-    Redis refuses connections). One connection attempt is enough here: the outbox keeps the
-    intent and the relay backs off.
+    Claims rows with FOR UPDATE SKIP LOCKED, so several relays can run at once without sending
+    an event twice in one pass, and publishes the claimed events' `run_task` messages in
+    pipelined round trips of `round_trip` messages (`work.broker`), or through `send`, one
+    event at a time. Only events whose round trip the broker acknowledged are marked
+    `published_at`, in one UPDATE in the claim's transaction. A round trip that failed leaves its
+    events unpublished (some of their messages may be in Redis: they are sent again, and
+    consumers are idempotent), and the events after it keep their turn. A send that succeeded
+    but whose mark did not commit (crash) is likewise sent again. A failing send backs off; after
+    RELAY_MAX_ATTEMPTS the event is dead-lettered (`dead_at`), visibly — but never because the
+    broker was unreachable or a round trip failed, which says nothing about the event.
     """
-    with app.producer_or_acquire() as pooled:
-        pooled.connection.ensure_connection(max_retries=0)
-        yield pooled
-
-
-def publish(task: Any, *, args: tuple[Any, ...] = (), **options: Any) -> None:
-    """Publish one message through `apply_async`, failing at once when the broker is down."""
-    with producer(task.app) as pooled:
-        task.apply_async(args=args, producer=pooled, retry=False, **options)
-
-
-class RunTaskBatch:
-    """`run_task` messages buffered in one kombu publish batch; `flush` sends them.
-
-    Not thread-safe (one producer, one pipeline). `add` does no I/O but the batch's first
-    declaration of the queue, and raises for that message only; `flush` raises
-    `BatchPublishError` when the round trip failed, and then *every* message added since the
-    last successful flush may or may not be in Redis: the caller sends them again (consumers are
-    idempotent). After a failed flush the batch is unusable.
-    """
-
-    def __init__(self, pooled: Any, batch: Any) -> None:
-        from ingestion.tasks import run_task as task
-
-        run_task: Any = task  # celery-types does not know the private helpers used here
-        app = run_task.app
-        self._producer = pooled
-        self._batch = batch
-        self._task = run_task
-        self._create = app.amqp.create_task_message
-        self._send = app.amqp.send_task_message
-        self._router = app.amqp.router
-        # What `apply_async` and `send_task` compute per call, computed once: the task's
-        # execution options, the message-only options, the sender's identity and parent task.
-        options = {k: v for k, v in run_task._get_exec_options().items() if v is not None}
-        options.setdefault("ignore_result", run_task.ignore_result)
-        self._message_options = {k: options.pop(k, None) for k in _MESSAGE_OPTIONS}
-        self._ignore_result = options.pop("ignore_result")
-        self._options = options
-        self._reply_to = app.thread_oid
-        self._sent_event = app.conf.task_send_sent_event
-        self._backend = None if self._ignore_result else app.backend
-        parent = app.current_worker_task
-        self._root_id = parent and (parent.request.root_id or parent.request.id)
-        self._parent_id = parent and parent.request.id
-        # With no task_routes, Celery's router sends every message of a task to the default
-        # queue whatever its arguments: it is asked once per batch. With routes (which may look
-        # at the arguments), once per message.
-        self._route = (
-            None
-            if self._router.routes
-            else self._router.route(dict(options), run_task.name, (), {}, run_task)
+    limit = limit or settings.RELAY_BATCH_SIZE
+    with transaction.atomic():
+        events = list(
+            OutboxEvent.objects.select_for_update(skip_locked=True)
+            .filter(published_at__isnull=True, dead_at__isnull=True, available_at__lte=Now())
+            .order_by("available_at", "id")
+            .only("id", "payload", "attempts")[:limit]
         )
-        self._declared = False
+        if not events:
+            return 0
+        sent = _outbox_send(events, send, round_trip=max(1, round_trip))
+        faults.relay_after_send()
+        return _outbox_mark_sent([event.pk for event in sent])
 
-    def add(self, task_id: int) -> None:
-        """Buffer the message that makes a worker run `run_task(task_id)`."""
-        name = self._task.name
-        args = (task_id,)
-        if self._route is not None:
-            options = dict(self._route)
-        else:
-            options = self._router.route(dict(self._options), name, args, {}, self._task)
-        message_id = uuid()
-        message = self._create(
-            message_id,
-            name,
-            args,
-            {},
-            reply_to=self._reply_to,
-            create_sent_event=self._sent_event,
-            root_id=self._root_id,
-            parent_id=self._parent_id,
-            ignore_result=self._ignore_result,
-            # ready-made reprs spare Celery a saferepr per message
-            argsrepr=f"({task_id},)",
-            kwargsrepr="{}",
-            **self._message_options,
-            **options,
+
+def _outbox_send(
+    events: list[OutboxEvent], send: Callable[[OutboxEvent], object] | None, *, round_trip: int
+) -> list[OutboxEvent]:
+    """Send `events` in order; return those the broker surely has. Records each failure."""
+    sent: list[OutboxEvent] = []
+    added: list[OutboxEvent] = []  # in the open round trip
+    batch: broker.RunTaskBatch | None = None
+    try:
+        with (
+            contextlib.nullcontext()
+            if send is not None
+            else broker.run_task_batch(max_size=round_trip + 1)
+        ) as batch:
+            for event in events:
+                try:
+                    if batch is None:
+                        send(event)  # type: ignore[misc]
+                    else:
+                        batch.add(int(event.payload["task_id"]))
+                except Exception as exc:
+                    _outbox_send_failed(event, exc)
+                    if broker.broker_unreachable(exc):
+                        # The rest would wait on the same dead broker; they keep their turn.
+                        break
+                    continue
+                added.append(event)
+                if len(added) >= round_trip and batch is not None:
+                    batch.flush()
+                    sent += added
+                    added = []
+                    faults.pause_point("relay_after_round_trip")
+            if batch is not None:
+                batch.flush()
+            sent += added
+            added = []
+    except Exception as exc:
+        # The connection could not be made, or a round trip failed: delivery of its messages is
+        # uncertain, so they go again after a backoff; the events after them keep their turn.
+        for event in added or ([] if sent else events[:1]):
+            _outbox_send_failed(event, exc)
+    return sent
+
+
+def _outbox_mark_sent(ids: list[int]) -> int:
+    """Mark the events `ids` published, in one statement (one array parameter, not len(ids))."""
+    if not ids:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE ingestion_outboxevent SET published_at = now(), attempts = attempts + 1"
+            " WHERE id = ANY(%s)",
+            [ids],
         )
-        if self._declared:
-            options["declare"] = []  # the batch's first message declared the queue
-        # As send_task does: a broker error (a refused declare, say) surfaces as kombu's
-        # OperationalError, which the relay reads as the broker's fault, not the event's.
-        with self._producer.connection._reraise_as_library_errors():
-            if self._backend is not None:
-                self._backend.on_task_call(self._producer, message_id)
-            self._send(self._producer, name, message, retry=False, **options)
-        self._declared = True
-
-    def flush(self) -> None:
-        """Send what was added since the last flush in one round trip."""
-        self._batch.flush()
+        return cursor.rowcount
 
 
-@contextlib.contextmanager
-def run_task_batch(*, max_size: int) -> Iterator[RunTaskBatch]:
-    """A `RunTaskBatch` on a connected producer (see `producer`). Leaving the block flushes what
-    is left; leaving it by an exception discards what was not flushed. `max_size` bounds the
-    buffer (kombu flushes by itself past it); callers that track what was sent flush sooner."""
-    from ingestion.tasks import run_task
-
-    with producer(run_task.app) as pooled, pooled.batch(max_size=max_size) as batch:
-        yield RunTaskBatch(pooled, batch)
-
-
-def broker_unreachable(exc: BaseException) -> bool:
-    """True when `exc` says the broker could not take messages (down, refusing, a failed round
-    trip of a batch): nothing about the event itself."""
-    return isinstance(exc, ConnectionError | KombuOperationalError | OSError | BatchPublishError)
+def _outbox_send_failed(event: OutboxEvent, exc: Exception) -> None:
+    """Back off; dead-letter after RELAY_MAX_ATTEMPTS — unless the broker was unreachable, which
+    says nothing about the event: an outage must not dead-letter everything pending."""
+    event.attempts += 1
+    event.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+    delay = backoff_seconds(event.attempts, base=1.0, cap=60.0)
+    event.available_at = timezone.now() + timedelta(seconds=delay)
+    if event.attempts >= settings.RELAY_MAX_ATTEMPTS and not broker.broker_unreachable(exc):
+        event.dead_at = timezone.now()
+        logger.error("outbox event %s dead-lettered after %s attempts", event.pk, event.attempts)
+    event.save(update_fields=["attempts", "last_error", "available_at", "dead_at"])

@@ -9,8 +9,10 @@ import uuid
 
 from celery import shared_task
 
-from ingestion import pipeline, services
+from ingestion import pipeline
 from ingestion.dashboard import job_ran
+from ingestion.relay import outbox_relay_batch
+from ingestion.sweeper import lease_sweep
 
 
 def worker_identity() -> str:
@@ -26,13 +28,13 @@ def run_task(task_id: int) -> str:
 @shared_task(name="ingestion.tasks.relay_outbox", ignore_result=True)
 def relay_outbox() -> int:
     job_ran("relay")
-    return services.outbox_relay_batch()
+    return outbox_relay_batch()
 
 
 @shared_task(name="ingestion.tasks.sweep_leases", ignore_result=True)
 def sweep_leases() -> int:
     job_ran("sweeper")
-    return services.lease_sweep()
+    return lease_sweep()
 
 
 @shared_task(name="ingestion.tasks.collect_garbage", ignore_result=True)

@@ -1,7 +1,7 @@
 """The write stage: a build's chunk rows, their keyword postings and statistics, then the one
 completeness check of the build.
 
-Everything here is fenced by the task's lease (`ingestion.leases.fenced`) and idempotent: chunk
+Everything here is fenced by the task's lease (`work.leases.fenced`) and idempotent: chunk
 rows are upserted on (build, ordinal), a batch's postings are replaced whole, and the build's
 lexical statistics are replaced whole, so a retried or redelivered write stage converges to the
 same rows.
@@ -24,10 +24,11 @@ from django.conf import settings
 from django.db import connection
 from django.db.models.functions import Now
 
-from ingestion import analysis, faults, text
-from ingestion.leases import Lease, fenced
+from ingestion import analysis, text
 from kb.completeness import IncompleteBuild, build_completeness
 from kb.models import Build
+from work import faults
+from work.leases import Lease, fenced
 
 JsonDict = dict[str, Any]
 

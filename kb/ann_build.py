@@ -112,8 +112,8 @@ def ann_index_build(*, version_id: int) -> str:
     two workers never build it twice, and the due check is repeated under it. Runs outside any
     transaction in production (CONCURRENTLY: writes to the table never wait); inside one (tests)
     `ann_index_ensure` falls back to a plain CREATE INDEX."""
-    from ingestion.models import AuditEvent
     from kb.models import IndexVersion
+    from work.models import AuditEvent
 
     with _version_lock(version_id) as held:
         if not held:

@@ -22,9 +22,9 @@ from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from ingestion.models import IngestionTask
 from kb import selectors
 from kb.models import Build, Document, KnowledgeBase, Publication
+from work.models import IngestionTask
 
 SERVED = "served"
 BUILDING = "building"

@@ -44,7 +44,7 @@ def try_lock_build(build_id: int) -> Build | None:
 
 
 def lock_task(task_id: int) -> Any:
-    from ingestion.models import IngestionTask
+    from work.models import IngestionTask
 
     return IngestionTask.objects.select_for_update(no_key=True).filter(pk=task_id).first()
 

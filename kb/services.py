@@ -19,10 +19,6 @@ from django.db import connection, transaction
 from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
-from ingestion import faults
-from ingestion.leases import Lease, fenced, lease_check
-from ingestion.models import AuditEvent, IngestionTask
-from ingestion.services import outbox_add, task_create
 from kb import document_states, locks, selectors
 from kb.ann import STORAGES, ann_index_drop, ann_index_ensure, ann_index_ready
 from kb.ann_build import ann_index_build_soon
@@ -40,6 +36,10 @@ from kb.models import (
 )
 from kb.storage import StoredFile
 from kb.transactions import retry_conflicts
+from work import faults
+from work.leases import Lease, fenced, lease_check
+from work.models import AuditEvent, IngestionTask
+from work.outbox import outbox_add, task_create
 
 logger = logging.getLogger(__name__)
 
@@ -851,7 +851,7 @@ def retention_collect(*, max_batches: int = 20) -> int:
     build; a crash in between is finished by the next run. Singleton via an advisory lock;
     idempotent. Returns the number of chunk rows deleted.
     """
-    from ingestion.models import IngestionTask as Task
+    from work.models import IngestionTask as Task
 
     deleted = 0
     with locks.singleton(GC_LOCK_KEY) as held:

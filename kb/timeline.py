@@ -30,9 +30,9 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from ingestion.models import AuditEvent
 from kb.models import KnowledgeBase
 from kb.selectors import Reader, may_read_groups
+from work.models import AuditEvent
 
 # The admin actions AuditEvent records about a knowledge base (everything else is a repair).
 AUDIT_KINDS = (

@@ -29,13 +29,13 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from ingestion import providers, text
-from ingestion.models import AuditEvent
 from kb import selectors as kb_selectors
 from kb.ann import ann_distance
 from kb.completeness import build_completeness
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
 from retrieval import bm25, fusion, routing
 from retrieval.principals import Principal
+from work.models import AuditEvent
 
 MODES = ("vector", "keyword", "hybrid")
 

@@ -20,7 +20,7 @@ from django.db import connection
 
 from config.celery import app as celery_app
 from config.devstack import celery_worker_argv
-from ingestion.services import outbox_relay_batch
+from ingestion.relay import outbox_relay_batch
 from kb.models import KnowledgeBase, Tenant, TenantMembership
 from kb.services import knowledge_base_create
 from retrieval.principals import api_key_create

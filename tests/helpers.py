@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services, storage
 from kb.models import Document, KnowledgeBase, Revision
+from work.models import IngestionTask
 
 
 def upload_text(kb: KnowledgeBase, key: str, text: str) -> Revision:

@@ -9,10 +9,10 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services, storage
 from kb.models import KnowledgeBase
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

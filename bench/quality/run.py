@@ -267,7 +267,7 @@ def ingest(
     beat would) until each one is live or failed. The caller runs the worker."""
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from ingestion.services import outbox_relay_batch
+    from ingestion.relay import outbox_relay_batch
     from kb.models import Build, Chunk, Document, Publication
     from kb.uploads import UploadRejected
     from retrieval.services import Refused, document_upload

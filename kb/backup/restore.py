@@ -214,8 +214,8 @@ def _tasks_requeue() -> int:
     message is harmless: a claim is a conditional UPDATE). Returns how many."""
     from django.db.models import Exists, OuterRef
 
-    from ingestion.models import IngestionTask, OutboxEvent
-    from ingestion.services import outbox_add
+    from work.models import IngestionTask, OutboxEvent
+    from work.outbox import outbox_add
 
     now = timezone.now()
     pending = OutboxEvent.objects.filter(

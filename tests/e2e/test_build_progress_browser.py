@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from ingestion.pipeline import task_execute
-from ingestion.services import PROVIDER_UNAVAILABLE
+from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb import services
 from kb.models import Document, Tenant, TenantMembership
 from tests.e2e.browser import PASSWORD, Person

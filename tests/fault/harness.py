@@ -19,14 +19,15 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from ingestion.models import IngestionTask
-from ingestion.services import lease_sweep, outbox_relay_batch
+from ingestion.relay import outbox_relay_batch
+from ingestion.sweeper import lease_sweep
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.conftest import ROOT, database_url
 from tests.helpers import upload_text
+from work.models import IngestionTask
 
 # Crash tests run workers with short leases so that expiry and requeue happen within seconds.
 FAULT_LEASE_TTL = "2"

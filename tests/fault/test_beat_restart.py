@@ -29,12 +29,12 @@ from django.db.models.functions import Now
 from django_celery_beat.models import PeriodicTask
 
 from config.celery import app as celery_app
-from ingestion import services
-from ingestion.leases import task_claim
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb.models import KnowledgeBase
 from tests.conftest import ROOT, Worker, database_url, wait_for
 from tests.fault.harness import assert_verified, live_revision, paragraphs, pending_tasks, upload
+from work import outbox
+from work.leases import task_claim
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.integration
 
@@ -189,7 +189,7 @@ def beats(
 @pytest.fixture
 def no_nudge(monkeypatch: pytest.MonkeyPatch) -> None:
     """Uploads in the test process send nothing on commit: only beat's jobs move work."""
-    monkeypatch.setattr(services, "relay_nudge", lambda: None)
+    monkeypatch.setattr(outbox, "relay_nudge", lambda: None)
 
 
 @dataclass

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb.models import Build, Chunk, KnowledgeBase
 from tests.fault.harness import (
     FAULT_LEASE_TTL,
@@ -21,6 +20,7 @@ from tests.fault.harness import (
     upload,
     wait_for_marker,
 )
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.integration
 

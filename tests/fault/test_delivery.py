@@ -31,9 +31,8 @@ from psycopg import sql
 
 from config.celery import app as celery_app
 from config.devstack import start_redis
-from ingestion import services
-from ingestion.leases import task_claim
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
+from ingestion.relay import outbox_relay_batch
+from ingestion.sweeper import lease_sweep
 from kb.models import Build, Chunk, Document, KnowledgeBase, PublicationEvent
 from tests.conftest import Worker, database_url, wait_for
 from tests.fault.harness import (
@@ -48,6 +47,9 @@ from tests.fault.harness import (
     run_with_searcher,
     upload,
 )
+from work import outbox
+from work.leases import task_claim
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +162,7 @@ def searching(transactional_db: None) -> Iterator[Callable[[KnowledgeBase, list[
 @pytest.fixture
 def no_nudge(monkeypatch: pytest.MonkeyPatch) -> None:
     """Uploads in the test process send nothing on commit: only the relays under test send."""
-    monkeypatch.setattr(services, "relay_nudge", lambda: None)
+    monkeypatch.setattr(outbox, "relay_nudge", lambda: None)
 
 
 def broker_env(broker_url: str) -> dict[str, str]:
@@ -453,7 +455,7 @@ def test_f_s1_two_sweepers_at_once_requeue_each_expired_task_once(
     for key in keys:
         upload(kb, key, paragraphs(f"beta {key}", n=4))
     delivered: list[int] = []
-    assert services.outbox_relay_batch(send=lambda e: delivered.append(e.payload["task_id"])) == 4
+    assert outbox_relay_batch(send=lambda e: delivered.append(e.payload["task_id"])) == 4
     crashed = list(IngestionTask.objects.filter(status=IngestionTask.Status.QUEUED))
     assert sorted(delivered) == sorted(t.pk for t in crashed) and len(crashed) == 4
     for task in crashed:
@@ -501,7 +503,7 @@ def test_f_s1_two_sweepers_at_once_requeue_each_expired_task_once(
 
     # and a third sweep changes nothing
     counts = (OutboxEvent.objects.count(), AuditEvent.objects.count())
-    assert services.lease_sweep() == 0
+    assert lease_sweep() == 0
     assert (OutboxEvent.objects.count(), AuditEvent.objects.count()) == counts
 
     # and the requeued tasks run once more, and revision 2 goes live everywhere

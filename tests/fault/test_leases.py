@@ -18,8 +18,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from ingestion import services as ingestion_services
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.models import StageResult
 from kb.models import Build, Chunk, Document, KnowledgeBase, Publication, PublicationEvent
 from tests.conftest import Worker, wait_for
 from tests.fault.harness import (
@@ -37,6 +36,8 @@ from tests.fault.harness import (
     upload,
     wait_for_marker,
 )
+from work import outbox
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.integration
 
@@ -467,7 +468,7 @@ def test_f_p1_connection_killed_under_the_relay_mid_batch(
 ) -> None:
     # The relay process under test is the only relay until the fault is over: uploads do not
     # nudge a worker to relay, and nothing else runs the beat's relay.
-    monkeypatch.setattr(ingestion_services, "relay_nudge", lambda: None)
+    monkeypatch.setattr(outbox, "relay_nudge", lambda: None)
     worker = worker_factory(pool="solo", **WORKER_ENV)
     application_name = f"canon-f-p1-relay-{uuid.uuid4().hex[:8]}"
     markers = tmp_path / "markers"

@@ -24,7 +24,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.models import StageResult
 from ingestion.tasks import run_task
 from kb import locks, services
 from kb.models import (
@@ -51,6 +51,7 @@ from tests.fault.harness import (
     upload,
     wait_for_marker,
 )
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.integration
 
@@ -415,7 +416,7 @@ def test_f_o1_late_and_duplicate_events_never_move_the_pointer_back(
     searcher = searching(kb, ["paragraph", "amber paragraph 2", "cedar paragraph 2"])
     # given three revisions of "policy" and two of "memo" whose messages are all held back: no
     # relay nudge, and their outbox events are marked sent, so only this test delivers them
-    monkeypatch.setattr("ingestion.services.relay_nudge", lambda: None)
+    monkeypatch.setattr("work.outbox.relay_nudge", lambda: None)
     for tag in ("amber", "birch", "cedar"):
         policy = upload(kb, "policy", paragraphs(tag))
     for tag in ("delta", "ember"):

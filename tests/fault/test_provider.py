@@ -15,9 +15,9 @@ import pytest
 from django.db import connection
 
 from ingestion.breaker import BreakerState, breaker_state
-from ingestion.models import IngestionTask, StageResult
+from ingestion.models import StageResult
 from ingestion.providers import breaker_name
-from ingestion.services import PROVIDER_UNAVAILABLE
+from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
 from kb.services import knowledge_base_create
 from retrieval.principals import Principal
@@ -25,6 +25,7 @@ from retrieval.selectors import search
 from tests.conftest import wait_for
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.fault.harness import assert_verified, converge, live_revision, paragraphs, upload
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.integration
 

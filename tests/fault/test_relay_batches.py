@@ -14,7 +14,6 @@ import redis
 from django.utils import timezone
 
 from config.celery import app as celery_app
-from ingestion.models import IngestionTask, OutboxEvent
 from kb.models import Document, KnowledgeBase
 from tests.conftest import wait_for
 from tests.fault.harness import (
@@ -37,6 +36,7 @@ from tests.fault.test_delivery import (  # noqa: F401 (fixtures)
     run_task_outcomes,
     spawn,
 )
+from work.models import IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.integration
 

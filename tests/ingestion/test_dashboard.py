@@ -13,9 +13,9 @@ from django.test import Client
 from django.utils import timezone
 
 from ingestion import dashboard
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb.models import KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.django_db
 

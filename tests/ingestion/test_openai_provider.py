@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ingestion.breaker import BreakerOpen, CircuitBreaker, breaker_state, redis_client
-from ingestion.models import IngestionTask, OutboxEvent, StageResult
+from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.providers import (
     CircuitOpen,
@@ -34,10 +34,11 @@ from ingestion.providers import (
     breaker_name,
     get_provider,
 )
-from ingestion.services import PROVIDER_UNAVAILABLE
+from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb import services, storage
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Tenant, TenantMembership
 from tests.embedding_server import EmbeddingServer, clear_breakers
+from work.models import IngestionTask, OutboxEvent
 
 SECRET = "sk-test-" + uuid.uuid4().hex  # a key that must never leave the Authorization header
 DIMENSIONS = 16

@@ -17,9 +17,6 @@ from django.db import connection
 from django.utils import timezone
 
 from config.celery import app
-from ingestion import relay
-from ingestion.leases import task_claim
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from ingestion.pipeline import task_execute
 from ingestion.reconciler import (
     MAX_REPAIRS,
@@ -32,6 +29,9 @@ from ingestion.reconciler import (
 from kb import services, storage
 from kb.models import Build, Document, KnowledgeBase, Publication
 from tests.helpers import upload_task
+from work import broker
+from work.leases import task_claim
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -159,7 +159,7 @@ def test_a_lagging_outbox_is_relayed_then_escalated_when_it_cannot_be(
     def broker_down(*args: object, **kwargs: object) -> None:
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(relay.RunTaskBatch, "add", broker_down)
+    monkeypatch.setattr(broker.RunTaskBatch, "add", broker_down)
     for _ in range(MAX_REPAIRS + 1):
         OutboxEvent.objects.update(available_at=timezone.now() - timedelta(minutes=5))
         reconcile()

@@ -13,13 +13,14 @@ from django.db import connection
 from django.utils import timezone
 
 from ingestion import analysis, writer
-from ingestion.models import IngestionTask, StageResult
+from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from kb import services
 from kb.models import Build, IndexVersion, KnowledgeBase, LexicalStat
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.helpers import run_pending, upload_text
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the pipeline's fenced commits
 
@@ -168,7 +169,7 @@ def test_a_source_collected_between_batches_finishes_by_analysis(
         if batches == 1:
             Build.objects.filter(index_version=v1).update(collected_at=timezone.now())
 
-    monkeypatch.setattr("ingestion.faults.after_chunk_batch", give_up_sources)
+    monkeypatch.setattr("work.faults.after_chunk_batch", give_up_sources)
     task_id = IngestionTask.objects.filter(status="queued").values_list("id", flat=True)[0]
     assert task_execute(task_id=task_id, worker_id="test") in ("published", "ready")
     build = Build.objects.get(tasks__id=task_id)

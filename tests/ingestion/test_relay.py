@@ -1,4 +1,4 @@
-"""The relay's broker side (`ingestion.relay`) on the test Redis: the message it builds is the
+"""The relay's broker side (`work.broker`) on the test Redis: the message it builds is the
 one `apply_async` sends, and a pass of several round trips sends every event once, in order.
 The round trip that fails midway, and the duplicate it leaves, run with real processes in
 tests/fault/test_relay_batches.py."""
@@ -17,11 +17,12 @@ from django.conf import settings
 from django.db import transaction
 
 from config.celery import app as celery_app
-from ingestion import relay, services
-from ingestion.models import IngestionTask, OutboxEvent
-from ingestion.services import outbox_relay_batch, task_create
+from ingestion.relay import outbox_relay_batch
 from ingestion.tasks import run_task
 from kb.models import KnowledgeBase
+from work import broker, outbox
+from work.models import IngestionTask, OutboxEvent
+from work.outbox import task_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A queue of this test's own, which only the code under test sends to (no nudges)."""
-    monkeypatch.setattr(services, "relay_nudge", lambda: None)
+    monkeypatch.setattr(outbox, "relay_nudge", lambda: None)
     name = f"test-relay-{uuid.uuid4().hex[:10]}"
     previous = celery_app.conf.task_default_queue
     celery_app.conf.task_default_queue = name
@@ -62,8 +63,8 @@ def without_ids(message: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_relay_sends_the_message_apply_async_sends(queue: str) -> None:
     # given the same task sent once by Celery's apply_async and once by the relay's batch
-    relay.publish(run_task, args=(42,))
-    with relay.run_task_batch(max_size=10) as batch:
+    broker.publish(run_task.name, args=(42,))
+    with broker.run_task_batch(max_size=10) as batch:
         batch.add(42)
 
     # then both are in the default queue and differ only in their ids

@@ -16,15 +16,17 @@ from django.db import connection
 from django.utils import timezone
 
 from ingestion import providers
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent, StageResult
+from ingestion.models import StageResult
 from ingestion.pipeline import TerminalError, classify, task_execute
-from ingestion.services import lease_sweep, outbox_relay_batch
+from ingestion.relay import outbox_relay_batch
+from ingestion.sweeper import lease_sweep
 from kb import services
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Posting, Publication
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.helpers import upload_task
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

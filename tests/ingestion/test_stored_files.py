@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from ingestion import pipeline
 from ingestion.dashboard import dashboard
-from ingestion.models import AuditEvent, IngestionTask, StageResult
+from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.reconciler import find_orphan_files, reconcile, repair_orphan_file
 from kb import services, storage
@@ -24,6 +24,7 @@ from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.conftest import database_url
 from tests.helpers import upload_task
+from work.models import AuditEvent, IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,13 +22,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
 from ingestion.dashboard import dashboard  # noqa: E402
-from ingestion.models import IngestionTask  # noqa: E402
 from ingestion.reconciler import reconcile  # noqa: E402
-from ingestion.services import outbox_relay_batch  # noqa: E402
+from ingestion.relay import outbox_relay_batch  # noqa: E402
 from kb import services  # noqa: E402
 from kb.models import Build, KnowledgeBase  # noqa: E402
 from retrieval.principals import principal_from_key  # noqa: E402
 from retrieval.selectors import knowledge_base_for, search  # noqa: E402
+from work.models import IngestionTask  # noqa: E402
 
 
 def probe_search(key: str, kb_ref: str, queries: str) -> Any:

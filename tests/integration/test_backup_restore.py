@@ -25,7 +25,7 @@ from django.conf import settings
 from psycopg import sql
 
 from ingestion.models import StageResult
-from ingestion.services import outbox_relay_batch
+from ingestion.relay import outbox_relay_batch
 from kb import services, storage
 from kb.backup.layout import stored_files
 from kb.models import Document, KnowledgeBase, Publication, Revision

@@ -9,9 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from ingestion.models import IngestionTask
 from kb.models import Build, Document, KnowledgeBase, Publication
 from tests.conftest import wait_for
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.integration
 

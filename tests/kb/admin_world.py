@@ -17,12 +17,12 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Model
 from django.test import Client
 
-from ingestion.models import AuditEvent
 from kb.models import Build, Document, KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from kb.services import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import build, publish, upload
+from work.models import AuditEvent
 
 MARK_A = "alphaxq"
 MARK_HR = "hrsecretxq"

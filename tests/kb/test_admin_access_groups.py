@@ -217,7 +217,7 @@ def test_the_dashboard_counts_every_task_but_names_only_readable_documents(
     ian = world.client("ian")
     upload(world.kb_b, "vacation", "Third revision.")
     upload(world.kb_b, "salaries", f"{MARK_HR} third revision.")
-    from ingestion.models import IngestionTask
+    from work.models import IngestionTask
 
     IngestionTask.objects.filter(status="queued").update(status="retry_wait", last_error="x")
     page = _listed(ian, "/admin/ingestion/ingestiontask/dashboard/")

@@ -22,9 +22,9 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
 
-from ingestion.models import AuditEvent
 from kb.models import Build, Document, IndexVersion
 from tests.kb.admin_world import MARK_A, MARK_HR, World, build_world
+from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

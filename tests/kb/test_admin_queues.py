@@ -13,7 +13,6 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from ingestion.models import AuditEvent, IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services
 from kb.document_states import work_queue_counts
@@ -22,6 +21,7 @@ from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from kb.services import knowledge_base_create
 from tests.kb.admin_world import staff
 from tests.retrieval.factories import build, publish, upload
+from work.models import AuditEvent, IngestionTask
 
 pytestmark = pytest.mark.django_db
 

@@ -15,13 +15,13 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ingestion.models import AuditEvent
 from ingestion.pipeline import task_execute
 from ingestion.reconciler import reconcile
 from kb import audit, verify
 from kb.models import AuditCursor, AuditSlice, Build, BuildSeal, Chunk, Document, KnowledgeBase
 from tests.conftest import ROOT, database_url
 from tests.helpers import upload_task, upload_text
+from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

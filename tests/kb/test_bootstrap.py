@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from ingestion.models import IngestionTask
 from kb.models import KnowledgeBase, Tenant
 from kb.services import knowledge_base_create
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db
 

@@ -18,13 +18,14 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import IngestionTask, StageResult
+from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
-from ingestion.services import PROVIDER_UNAVAILABLE
+from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb import selectors, services
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.helpers import upload_task
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

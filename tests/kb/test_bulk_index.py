@@ -10,13 +10,13 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from ingestion.models import AuditEvent
 from kb import ann, ann_build, selectors, services
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
 from retrieval.selectors import search, search_params, vector_query
 from tests.conftest import wait_for
 from tests.helpers import run_pending, upload_text
+from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: CONCURRENTLY, on_commit
 

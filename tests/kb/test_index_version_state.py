@@ -17,12 +17,12 @@ from django.db.models.functions import Length
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import AuditEvent
 from kb import selectors, services
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
 from tests.helpers import run_pending, upload_text
 from tests.kb.admin_world import staff
+from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

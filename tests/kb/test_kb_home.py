@@ -10,7 +10,6 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import home, services
 from kb.models import Chunk, KnowledgeBase, Tenant
@@ -18,6 +17,7 @@ from retrieval import selectors as search_selectors
 from retrieval.principals import Principal
 from tests.kb.admin_world import MARK_HR, World, build_world, staff
 from tests.retrieval.factories import build, publish, upload
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from ingestion.models import IngestionTask, StageResult
+from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from kb import services, storage
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Publication, PublicationEvent
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

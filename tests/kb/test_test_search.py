@@ -11,7 +11,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
@@ -19,6 +18,7 @@ from retrieval import selectors as search_selectors
 from retrieval.principals import Principal, api_key_create
 from tests.kb.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import api, publish, search, upload
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,6 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingestion.models import AuditEvent, IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services
 from kb.models import Document, IndexVersion, KnowledgeBase
@@ -18,6 +17,7 @@ from kb.selectors import Reader
 from kb.timeline import kb_timeline
 from tests.kb.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import build, publish, upload
+from work.models import AuditEvent, IngestionTask
 
 pytestmark = pytest.mark.django_db
 

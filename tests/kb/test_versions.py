@@ -14,7 +14,6 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import IngestionTask
 from kb import services
 from kb.models import (
     PIPELINE_VERSION,
@@ -33,6 +32,7 @@ from kb.roles import ensure_roles
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.helpers import run_pending, upload_text
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -268,7 +268,7 @@ def test_retention_rechecks_under_the_build_lock_and_spares_a_build_rolled_back_
 def test_a_purge_gives_up_every_build_in_batches_and_restore_is_refused(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ingestion.leases import task_claim
+    from work.leases import task_claim
 
     build = publish(kb, "doc", "Text to purge. " * 300)
     services.document_delete(document_id=build.document_id, actor=None)

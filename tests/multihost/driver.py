@@ -27,10 +27,10 @@ def upload(paragraphs: int) -> dict[str, Any]:
     """A tenant, a knowledge base and one document, uploaded through the services (its build
     task and outbox event commit with it; the relay sends the task to whichever host's worker
     takes it)."""
-    from ingestion.models import IngestionTask
     from kb.models import Tenant
     from kb.services import knowledge_base_create
     from tests.helpers import upload_text
+    from work.models import IngestionTask
 
     tenant = Tenant.objects.create(name="Acme", slug="acme")
     kb = knowledge_base_create(tenant=tenant, name="Handbook", slug="handbook")

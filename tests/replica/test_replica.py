@@ -25,8 +25,7 @@ from django.db import DEFAULT_DB_ALIAS, InternalError, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from config.standby import Standby, primary_lsn, replication_lag
-from ingestion.models import IngestionTask
-from ingestion.services import outbox_relay_batch
+from ingestion.relay import outbox_relay_batch
 from kb import services
 from kb.models import Document, KnowledgeBase, Publication, PublicationEvent, Tenant
 from retrieval.principals import Principal, api_key_create
@@ -38,6 +37,7 @@ from tests.retrieval.factories import api, publish, upload
 from tests.soak.checker import Checker, Hit, Ledger, ResultSet
 from tests.soak.searchers import SNAPSHOT_CHECK, ApiSearcher, publication_facts
 from tests.soak.world import MODES, WORDS, Loop, document_text
+from work.models import IngestionTask
 
 pytestmark = [
     pytest.mark.integration,

@@ -7,10 +7,10 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services, storage
 from kb.models import Build, Document, KnowledgeBase, Publication, Revision
+from work.models import IngestionTask
 
 
 def upload(

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from ingestion import faults
 from kb.models import Build, Publication, PublicationEvent, Tenant
 from kb.services import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, build, publish, search, upload
+from work import faults
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,12 +9,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from kb import services, storage
 from kb.models import KnowledgeBase, Tenant
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from ingestion.models import IngestionTask
 from ingestion.pipeline import task_execute
 from ingestion.providers import get_provider
 from kb import services, storage
@@ -19,6 +18,7 @@ from retrieval.selectors import (
     vector_query,
 )
 from tests.retrieval.factories import live_builds_without_chunks
+from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,7 +17,6 @@ from django.core.management import call_command
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from ingestion.models import AuditEvent, IngestionTask, OutboxEvent
 from kb import services
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, Revision
@@ -28,6 +27,7 @@ from tests.soak.driver import Driver
 from tests.soak.processes import Service
 from tests.soak.searchers import ApiSearcher, Searcher, SnapshotSearcher
 from tests.soak.world import Loop, Settings, Tally, World, world_create
+from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 OPEN_TASK = ("queued", "running", "retry_wait")
 

@@ -8,8 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
-from ingestion.relay import ROUND_TRIP_SIZE
-from ingestion.services import outbox_relay_batch
+from ingestion.relay import outbox_relay_batch
+from work.broker import ROUND_TRIP_SIZE
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ingestion.services import lease_sweep
+from ingestion.sweeper import lease_sweep
 
 
 class Command(BaseCommand):

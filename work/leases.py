@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from ingestion import faults
-from ingestion.models import IngestionTask
+from work import faults
+from work.models import IngestionTask
 
 logger = logging.getLogger(__name__)
 
