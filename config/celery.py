@@ -33,6 +33,10 @@ app.conf.beat_schedule = {
         "task": "ingestion.tasks.collect_garbage",
         "schedule": float(os.environ.get("CANON_GC_INTERVAL_SECONDS", "300.0")),
     },
+    "idempotency-expiry": {
+        "task": "retrieval.tasks.expire_idempotency_records",
+        "schedule": float(os.environ.get("CANON_GC_INTERVAL_SECONDS", "300.0")),
+    },
     "ann-indexes": {
         "task": "ingestion.tasks.build_ann_indexes",
         "schedule": float(os.environ.get("CANON_ANN_INDEX_INTERVAL_SECONDS", "60.0")),

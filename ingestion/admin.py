@@ -7,6 +7,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from celery import current_app as celery_app
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -14,7 +15,6 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from config.celery import app as celery_app
 from ingestion.breaker import breaker_states
 from ingestion.dashboard import dashboard, every
 from ingestion.models import StageResult

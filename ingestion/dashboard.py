@@ -7,22 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
+from work.jobs import JOBS, jobs_last_run
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 LIST_LIMIT = 50
-JOBS = ("relay", "sweeper", "reconciler", "gc")
-
-
-def job_ran(name: str) -> None:
-    """Remember when a periodic job last ran (in the shared cache; losing it loses no fact)."""
-    try:
-        cache.set(f"canon:last-run:{name}", timezone.now().isoformat(), timeout=None)
-    except Exception:  # the cache is Redis; a dashboard detail must never fail a job
-        return
 
 
 @dataclass
@@ -97,9 +88,9 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         tenant_ids,
     )
     try:
-        runs = cache.get_many([f"canon:last-run:{job}" for job in JOBS])
-    except Exception:
-        runs = {}
+        last_runs = jobs_last_run()
+    except Exception:  # the cache is down; the rest of the page still says what it knows
+        last_runs = dict.fromkeys(JOBS)
     return Dashboard(
         outbox_due=outbox["due"],
         outbox_oldest=outbox["oldest"],
@@ -116,16 +107,9 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         anomalies_by_kind=dict(
             anomalies.values_list("kind").annotate(n=Count("id")).order_by("kind")
         ),
-        last_runs={job: _parsed(runs.get(f"canon:last-run:{job}")) for job in JOBS},
+        last_runs=last_runs,
         now=now,
     )
-
-
-def _parsed(iso: str | None) -> datetime | None:
-    try:
-        return datetime.fromisoformat(iso) if iso else None
-    except ValueError:
-        return None
 
 
 def every(seconds: Any) -> str:

@@ -38,9 +38,13 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ingestion.relay import outbox_relay_batch
-from kb import audit, backup, locks, storage
+from kb import audit, locks, storage
+from kb.completeness import IncompleteBuild
 from kb.models import Revision
+from kb.services import build_publish, builds_ensure, retention_collect
+from kb.storage_lock import backup_running, storage_deletion
 from kb.verify import needed_sources, stored_file_problem
+from work import broker
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 from work.outbox import outbox_add, task_create
 
@@ -111,22 +115,6 @@ def repair_queued_without_event(finding: Finding) -> str:
     return "added an outbox event" if _send_again(finding) else "no longer queued"
 
 
-def _broker_queue_length() -> int | None:
-    """Messages waiting in the task queue (None: the broker cannot be asked)."""
-    from config.celery import app
-
-    try:
-        with app.connection_for_write() as connection_:
-            connection_.ensure_connection(max_retries=1)
-            # Not passive: Redis keeps no key for an empty queue, and declaring creates none.
-            channel: Any = connection_.default_channel
-            declared = channel.queue_declare(queue=settings.CELERY_TASK_DEFAULT_QUEUE)
-            return int(declared.message_count)
-    except Exception as exc:  # the broker is down: nothing to conclude about lost messages
-        logger.warning("cannot read the task queue's length: %s", exc)
-        return None
-
-
 def find_sent_never_claimed() -> Iterator[Finding]:
     """A queued task whose message went out RECONCILER_UNCLAIMED_SECONDS ago and was never
     claimed, while the broker's queue is empty: its message is nowhere a worker will look soon. A
@@ -148,7 +136,7 @@ def find_sent_never_claimed() -> Iterator[Finding]:
         """,
         [threshold, threshold, BATCH],
     )
-    if not rows or _broker_queue_length() != 0:
+    if not rows or broker.queue_length() != 0:
         return
     for task_id, kb_id, sent_at in rows:
         yield Finding(
@@ -194,9 +182,6 @@ def find_complete_build_not_switched() -> Iterator[Finding]:
 
 
 def repair_complete_build_not_switched(finding: Finding) -> str:
-    from kb.completeness import IncompleteBuild
-    from kb.services import build_publish
-
     try:
         result = build_publish(build_id=finding.subject_id)
     except IncompleteBuild as exc:
@@ -231,8 +216,6 @@ def find_desired_revision_without_build() -> Iterator[Finding]:
 
 
 def repair_desired_revision_without_build(finding: Finding) -> str:
-    from kb.services import builds_ensure
-
     with transaction.atomic():
         document = locks.lock_document(finding.subject_id)
         if document.deleted_at is not None or document.desired_revision is None:
@@ -307,7 +290,7 @@ def find_orphan_files() -> Iterator[Finding]:
     bytes and committing the upload). Scans at most BATCH files per pass; none while a backup
     runs (it holds the storage lock, and the repair would not delete)."""
     root = storage.storage_root() / "sources"
-    if not root.exists() or backup.backup_running():
+    if not root.exists() or backup_running():
         return
     grace = time.time() - settings.RECONCILER_ORPHAN_GRACE_SECONDS
     seen = 0
@@ -327,7 +310,7 @@ def find_orphan_files() -> Iterator[Finding]:
 
 def repair_orphan_file(finding: Finding) -> str:
     path = storage.absolute_path(finding.detail)
-    with backup.storage_deletion() as allowed:
+    with storage_deletion() as allowed:
         if not allowed:
             return "kept: a backup is running"
         if Revision.objects.filter(storage_path=finding.detail).exists():
@@ -572,8 +555,6 @@ def _handle(finding: Finding, repair: Repair | None) -> str:
 def reconcile() -> dict[str, int]:
     """One pass over the catalogue; returns findings per kind. A second reconciler running at the
     same time does nothing (advisory lock)."""
-    from kb.services import retention_collect
-
     counts: dict[str, int] = {}
     with locks.singleton(RECONCILER_LOCK_KEY) as held:
         if not held:

@@ -10,9 +10,12 @@ import uuid
 from celery import shared_task
 
 from ingestion import pipeline
-from ingestion.dashboard import job_ran
+from ingestion.reconciler import reconcile as reconcile_pass
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
+from kb.ann_build import ann_index_build, ann_index_build_soon, ann_indexes_due
+from kb.services import retention_collect
+from work.jobs import job_ran
 
 
 def worker_identity() -> str:
@@ -39,18 +42,12 @@ def sweep_leases() -> int:
 
 @shared_task(name="ingestion.tasks.collect_garbage", ignore_result=True)
 def collect_garbage() -> int:
-    from kb.services import retention_collect
-    from retrieval.services import idempotency_records_expire
-
     job_ran("gc")
-    idempotency_records_expire()
     return retention_collect()
 
 
 @shared_task(name="ingestion.tasks.reconcile", ignore_result=True)
 def reconcile() -> dict[str, int]:
-    from ingestion.reconciler import reconcile as reconcile_pass
-
     job_ran("reconciler")
     return reconcile_pass()
 
@@ -65,16 +62,12 @@ def reconcile() -> dict[str, int]:
 )
 def build_ann_index(version_id: int) -> str:
     """One index version's vector index, once its builds are written (`kb.ann_build`)."""
-    from kb.ann_build import ann_index_build
-
     return ann_index_build(version_id=version_id)
 
 
 @shared_task(name="ingestion.tasks.build_ann_indexes", ignore_result=True)
 def build_ann_indexes() -> int:
     """Periodic: every version whose index is due and not being built (`kb.ann_build`)."""
-    from kb.ann_build import ann_index_build_soon, ann_indexes_due
-
     due = ann_indexes_due()
     for version_id in due:
         ann_index_build_soon(version_id=version_id)

@@ -35,6 +35,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kb.ann import ann_index_ensure, ann_index_name, ann_index_state
+from kb.models import IndexVersion
+from work.models import AuditEvent
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +114,6 @@ def ann_index_build(*, version_id: int) -> str:
     two workers never build it twice, and the due check is repeated under it. Runs outside any
     transaction in production (CONCURRENTLY: writes to the table never wait); inside one (tests)
     `ann_index_ensure` falls back to a plain CREATE INDEX."""
-    from kb.models import IndexVersion
-    from work.models import AuditEvent
-
     with _version_lock(version_id) as held:
         if not held:
             return "busy"

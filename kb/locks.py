@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 from django.db import connection
 
 from kb.models import Build, Document, KnowledgeBase
+from work.models import IngestionTask
 
 
 def lock_knowledge_base(kb_id: int) -> KnowledgeBase:
@@ -43,9 +43,7 @@ def try_lock_build(build_id: int) -> Build | None:
     )
 
 
-def lock_task(task_id: int) -> Any:
-    from work.models import IngestionTask
-
+def lock_task(task_id: int) -> IngestionTask | None:
     return IngestionTask.objects.select_for_update(no_key=True).filter(pk=task_id).first()
 
 

@@ -799,6 +799,7 @@ def build_retry(*, build_id: int, actor: Actor = None, reason: str = "") -> Inge
         if build.state != Build.State.FAILED:
             raise ActionRefused(f"Build {build.pk} is {build.state}; only failed builds retry.")
         task = locks.lock_task(build.tasks.order_by("-id").values_list("id", flat=True)[0])
+        assert task is not None  # deleted only with its build, which this transaction holds
         build.state = Build.State.PENDING
         build.error = ""
         build.finished_at = None
@@ -851,14 +852,11 @@ def retention_collect(*, max_batches: int = 20) -> int:
     build; a crash in between is finished by the next run. Singleton via an advisory lock;
     idempotent. Returns the number of chunk rows deleted.
     """
-    from work.models import IngestionTask as Task
-
     deleted = 0
     with locks.singleton(GC_LOCK_KEY) as held:
         if not held:
             return 0
         now = timezone.now()
-        open_statuses = [Task.Status.QUEUED, Task.Status.RUNNING, Task.Status.RETRY_WAIT]
         for kb in KnowledgeBase.objects.all():
             cutoff = now - timedelta(days=kb.retention_days)
             for version in IndexVersion.objects.filter(
@@ -884,7 +882,7 @@ def retention_collect(*, max_batches: int = 20) -> int:
                     | Q(index_version__collected_at__isnull=False)
                 )
                 .exclude(pk__in=Publication.objects.values("build_id"))
-                .exclude(tasks__status__in=open_statuses)
+                .exclude(tasks__status__in=IngestionTask.OPEN_STATUSES)
             )
             for build_id in eligible.values_list("pk", flat=True)[:1000]:
                 _build_give_up(build_id, eligible, now)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from kb.storage_lock import deletions_held
+
 
 class UploadTooLarge(ValueError):
     pass
@@ -89,8 +91,6 @@ def _reused(path: Path) -> bool:
     lock, which orphan collection takes exclusively to re-check the mtime and delete, so a file
     that an upload is about to name cannot be collected as an orphan before the upload commits.
     False when it was collected meanwhile: the caller puts its own copy in place."""
-    from kb.backup.lock import deletions_held  # kb.backup imports this module
-
     with deletions_held():
         try:
             os.utime(path)

@@ -17,13 +17,17 @@ events and marks what was sent.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from celery import current_app
+from django.conf import settings
 from kombu.exceptions import BatchPublishError  # type: ignore[attr-defined]  # stubs predate 5.7
 from kombu.exceptions import OperationalError as KombuOperationalError
 from kombu.utils.uuid import uuid
+
+logger = logging.getLogger(__name__)
 
 # The task a `run_task` message runs (`ingestion.tasks.run_task`), by its registered name.
 RUN_TASK = "ingestion.tasks.run_task"
@@ -159,6 +163,20 @@ def run_task_batch(*, max_size: int) -> Iterator[RunTaskBatch]:
         pooled.batch(max_size=max_size) as batch,
     ):
         yield RunTaskBatch(pooled, batch)
+
+
+def queue_length() -> int | None:
+    """Messages waiting in the task queue (None: the broker cannot be asked)."""
+    try:
+        with current_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1)
+            # Not passive: Redis keeps no key for an empty queue, and declaring creates none.
+            channel: Any = connection.default_channel
+            declared = channel.queue_declare(queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+            return int(declared.message_count)
+    except Exception as exc:  # the broker is down: nothing to conclude about lost messages
+        logger.warning("cannot read the task queue's length: %s", exc)
+        return None
 
 
 def broker_unreachable(exc: BaseException) -> bool:

@@ -33,19 +33,15 @@ broker is not part of a backup) and runs `kb_verify`.
 
 from kb.backup.create import BackupResult, backup_create
 from kb.backup.layout import BackupError
-from kb.backup.lock import STORAGE_LOCK_KEY, backup_running, storage_deletion
 from kb.backup.postgres import pg_tool
 from kb.backup.restore import RestoreResult, backup_check, backup_restore
 
 __all__ = [
-    "STORAGE_LOCK_KEY",
     "BackupError",
     "BackupResult",
     "RestoreResult",
     "backup_check",
     "backup_create",
     "backup_restore",
-    "backup_running",
     "pg_tool",
-    "storage_deletion",
 ]

@@ -24,8 +24,8 @@ from kb.backup.layout import (
     stored_files,
     tree_size,
 )
-from kb.backup.lock import deletions_held
 from kb.backup.postgres import applied_migrations, counts, libpq, pg_tool, run, server_version
+from kb.storage_lock import deletions_held
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kb import storage
@@ -36,6 +37,8 @@ from kb.backup.postgres import (
     server_version,
 )
 from kb.verify import Violation, verify
+from work.models import IngestionTask, OutboxEvent
+from work.outbox import outbox_add
 
 
 @dataclass
@@ -212,11 +215,6 @@ def _tasks_requeue() -> int:
     """The broker's messages are not in a backup: a queued task whose events were all published
     would wait for a message the target's broker never had. Give each a new event (a duplicate
     message is harmless: a claim is a conditional UPDATE). Returns how many."""
-    from django.db.models import Exists, OuterRef
-
-    from work.models import IngestionTask, OutboxEvent
-    from work.outbox import outbox_add
-
     now = timezone.now()
     pending = OutboxEvent.objects.filter(
         task=OuterRef("pk"), published_at__isnull=True, dead_at__isnull=True

@@ -12,9 +12,9 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from ingestion import dashboard
 from kb.models import KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
+from work import jobs
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 pytestmark = pytest.mark.django_db
@@ -116,7 +116,7 @@ def test_work_scheduled_for_later_is_not_lag(kb: KnowledgeBase, admin_user: User
     later = timezone.now() + timedelta(days=30)
     task = IngestionTask.objects.create(kind="delete", kb=kb, available_at=later)
     OutboxEvent.objects.create(task=task, available_at=later)
-    dashboard.job_ran("sweeper")
+    jobs.job_ran("sweeper")
 
     page = login(admin_user).get(URL).content.decode()
 

@@ -18,8 +18,9 @@ from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.reconciler import find_orphan_files, reconcile, repair_orphan_file
 from kb import services, storage
-from kb.backup import STORAGE_LOCK_KEY, BackupError, backup_running, pg_tool
+from kb.backup import BackupError, pg_tool
 from kb.models import Build, KnowledgeBase, Revision
+from kb.storage_lock import STORAGE_LOCK_KEY, backup_running
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.conftest import database_url

@@ -454,7 +454,7 @@ def test_idempotency_keys_are_honoured_for_the_retention_window_then_collected(
 
     from django.utils import timezone
 
-    from ingestion.tasks import collect_garbage
+    from retrieval.tasks import expire_idempotency_records
 
     settings.IDEMPOTENCY_RETENTION_HOURS = 24
     first = post_file(client, "old-key")
@@ -464,7 +464,7 @@ def test_idempotency_keys_are_honoured_for_the_retention_window_then_collected(
         created_at=timezone.now() - timedelta(hours=25)
     )
 
-    collect_garbage()  # the beat task, run in this process
+    expire_idempotency_records()  # the beat task, run in this process
 
     assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["new-key"]
     again = post_file(client, "old-key", content=b"Travel policy, third.")

@@ -1,4 +1,5 @@
-"""The storage lock: no stored file is deleted while a backup runs."""
+"""The storage lock: no stored file is deleted while a backup runs, or while an upload is about to
+name it (`kb.storage`). Deletions take it exclusively, a backup and a reused upload shared."""
 
 from __future__ import annotations
 
