@@ -51,7 +51,8 @@ def _package_root() -> Path:
 
 def real_chunks(n: int) -> list[str]:
     """The embedding inputs of the first n chunks of the Python docs, as Canon chunks them."""
-    from ingestion import chunker, extractors
+    from textkit import chunker
+    from textkit import extract as extractors
 
     pages = sorted((_package_root() / "usr/share/doc/python3.11/html").rglob("*.html"))
     out: list[str] = []
@@ -72,7 +73,7 @@ def embed(texts: list[str], name: str) -> tuple[np.ndarray, float]:
     path = DATA / f"{name}_{len(texts)}.npy"
     if path.exists():
         return np.load(path), float("nan")
-    from ingestion.providers import USE_MODEL, get_provider
+    from embeddings import USE_MODEL, get_provider
 
     provider = get_provider(provider="use", model=USE_MODEL, dimensions=DIMS)
     vectors: list[list[float]] = []
@@ -166,7 +167,7 @@ def measure(conn: Any, vectors: np.ndarray, queries: np.ndarray, workers: int) -
 
 
 def postings_per_chunk(texts: list[str]) -> float:
-    from ingestion import analysis
+    from textkit import analysis
 
     sample = texts[:: max(1, len(texts) // 2000)]
     return float(np.mean([len(analysis.term_frequencies(t)[0]) for t in sample]))

@@ -113,13 +113,13 @@ def main() -> None:
     import psycopg
     from pgvector.psycopg import register_vector
 
+    import embeddings
     from bench.b1_ingest import langchain_store
-    from ingestion import providers
     from retrieval.principals import api_key_create
 
     kb = common.tenant_kb(common.CORPUS_SLUG)
     version = kb.active_index_version
-    provider = providers.get_provider(
+    provider = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     vector = provider.embed([QUERY])[0]

@@ -149,9 +149,10 @@ def access_groups(i: int) -> list[str]:
 def precompute(texts: Sequence[str], version: Any) -> list[list[dict[str, Any]]]:
     """Chunk each text as the pipeline will, and embed each chunk (hash provider) once: the
     precomputed vectors every contender uses."""
-    from ingestion import chunker, providers
+    import embeddings
+    from textkit import chunker
 
-    provider = providers.get_provider(
+    provider = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     out = []

@@ -19,14 +19,14 @@ def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, 
     spends where (the rest of the whole request is Django's and DRF's handling)."""
     from django.db import connection
 
+    import embeddings
     from bench.b2_search import QUERY
-    from ingestion import providers
     from retrieval import selectors, serializers
     from retrieval.errors import ApiJSONRenderer
     from retrieval.principals import principal_from_key
 
     version = kb.active_index_version
-    provider = providers.get_provider(
+    provider = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     principal = principal_from_key(key)
@@ -135,12 +135,12 @@ def main() -> None:
 
     relay_rate = _relay_profile(a.events) if a.events else None  # --events 0: the API only
     # EXPLAIN ANALYZE of the selector's vector statement, as the API runs it.
-    from ingestion import providers
+    import embeddings
     from retrieval import selectors
     from retrieval.principals import Principal
 
     version = kb.active_index_version
-    vector = providers.get_provider(
+    vector = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     ).embed([QUERY])[0]
     for label, groups in (("all", ["g1", "g10", "rest"]), ("1pct", ["g1"]), ("none", [])):

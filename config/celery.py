@@ -45,13 +45,14 @@ app.conf.beat_schedule = {
 
 
 # Local embedding models (CANON_PRELOAD_EMBEDDING_MODELS) are loaded by each worker child when it
-# starts and kept warm; the parent only forks, so it loads nothing. See ingestion.providers.use.
+# starts and kept warm; the parent only forks, so it loads nothing. See embeddings.use.
 @signals.worker_process_init.connect
 def _preload_models(**_: object) -> None:
     from django.conf import settings
 
-    from ingestion import analysis, providers
+    import embeddings
+    from textkit import analysis
 
     if settings.PRELOAD_EMBEDDING_MODELS:
-        providers.preload(settings.PRELOAD_EMBEDDING_MODELS)
+        embeddings.preload(settings.PRELOAD_EMBEDDING_MODELS)
         analysis.preload()

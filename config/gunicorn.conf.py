@@ -47,7 +47,7 @@ def post_fork(server: Any, worker: Any) -> None:
 
 
 # The app is imported by each worker, not by the arbiter before forking (preload_app off):
-# config.wsgi loads the embedding model, whose encoder is per process (ingestion.providers.use
+# config.wsgi loads the embedding model, whose encoder is per process (embeddings.use
 # keys it by pid), so a forked copy would load its own on its first query anyway; nothing opens a
 # database or Redis connection before a fork that a child could inherit; and HUP then reloads
 # the code, not only the configuration.

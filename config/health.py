@@ -151,7 +151,7 @@ class CanonCollector(Collector):
         )
 
     def _circuits(self) -> Iterator[GaugeMetricFamily]:
-        from ingestion.breaker import breaker_states
+        from embeddings.breaker import breaker_states
 
         state = GaugeMetricFamily(
             "canon_provider_circuit_state", "0 closed, 1 half-open, 2 open", labels=["provider"]

@@ -15,10 +15,11 @@ def _preload_models() -> None:
     start, within its timeout); Celery and manage.py commands never import this module."""
     from django.conf import settings
 
-    from ingestion import analysis, providers
+    import embeddings
+    from textkit import analysis
 
     if settings.PRELOAD_EMBEDDING_MODELS:
-        providers.preload(settings.PRELOAD_EMBEDDING_MODELS)
+        embeddings.preload(settings.PRELOAD_EMBEDDING_MODELS)
         analysis.preload()
 
 

@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from ingestion.breaker import breaker_states
+from embeddings.breaker import breaker_states
 from ingestion.dashboard import dashboard, every
 from ingestion.models import StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry

@@ -20,7 +20,8 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from ingestion import chunker, extractors, providers, writer
+import embeddings
+from ingestion import writer
 from ingestion.models import EmbeddingCache, StageResult
 from ingestion.task_outcomes import (
     PROVIDER_UNAVAILABLE,
@@ -35,6 +36,8 @@ from kb.completeness import IncompleteBuild, manifest_of
 from kb.models import PIPELINE_VERSION, Build, Document, IndexVersion, Revision
 from kb.services import build_publish, document_purge
 from kb.transactions import retry_conflicts
+from textkit import chunker
+from textkit import extract as extractors
 from work import faults
 from work.backoff import backoff_seconds
 from work.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
@@ -87,7 +90,7 @@ def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
     except LeaseLost:
         logger.warning("lease lost; stopping without writing", extra=log)
         return "lease_lost"
-    except providers.ProviderUnavailable as exc:
+    except embeddings.ProviderUnavailable as exc:
         # The provider is down, slow or rate limiting (or its breaker is open): not this task's
         # fault. Wait for the next probe without spending an attempt; the build keeps building.
         until = _provider_retry_time(exc)
@@ -119,12 +122,12 @@ def classify(exc: BaseException) -> tuple[bool, str]:
         return False, exc.code
     if isinstance(exc, IncompleteBuild):
         return False, "incomplete_build"
-    if isinstance(exc, providers.EmbeddingError):
+    if isinstance(exc, embeddings.EmbeddingError):
         return exc.retryable, type(exc).__name__
     return True, type(exc).__name__
 
 
-def _provider_retry_time(exc: providers.ProviderUnavailable) -> datetime:
+def _provider_retry_time(exc: embeddings.ProviderUnavailable) -> datetime:
     if exc.retry_at is not None:
         return datetime.fromtimestamp(exc.retry_at, tz=UTC)
     delay = backoff_seconds(1, base=settings.RETRY_BASE_SECONDS, cap=settings.RETRY_MAX_SECONDS)
@@ -350,7 +353,7 @@ def cache_model(version: IndexVersion) -> str:
     """The EmbeddingCache's model key for an index version. Other providers' vectors are kept
     apart from the hash provider's (and from each other's) even under the same model name, so a
     vector from one provider can never be written into an index version of another."""
-    if version.provider == providers.HASH_PROVIDER:
+    if version.provider == embeddings.HASH_PROVIDER:
         return version.model
     return f"{version.provider}:{version.model}"[:200]
 
@@ -367,7 +370,7 @@ def _embed(
     `Build.chunks_embedded` (the admin's progress) is set, fenced, once the cached vectors are
     known and after each batch: it counts chunks, not texts, since chunks with the same content
     share one vector, and reaches `len(pieces)` when the last batch is cached."""
-    provider = providers.get_provider(
+    provider = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     model_key = cache_model(version)
@@ -390,7 +393,7 @@ def _embed(
     for start in range(0, len(missing), batch_size):
         hashes = missing[start : start + batch_size]
         vectors = provider.embed([by_hash[h] for h in hashes])
-        providers.check_shape(vectors, expected_count=len(hashes), dimensions=version.dimensions)
+        embeddings.check_shape(vectors, expected_count=len(hashes), dimensions=version.dimensions)
         with connection.cursor() as cursor:
             cursor.execute(
                 """

@@ -24,9 +24,9 @@ from django.conf import settings
 from django.db import connection
 from django.db.models.functions import Now
 
-from ingestion import analysis, text
 from kb.completeness import IncompleteBuild, build_completeness
 from kb.models import Build
+from textkit import analysis, text
 from work import faults
 from work.leases import Lease, fenced
 

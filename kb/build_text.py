@@ -31,8 +31,8 @@ def build_parsed_text(*, build: Build) -> ParsedText | None:
     """The extraction the parse stage stored for `build`, or None when there is none (not
     parsed yet, or the derived file is gone: a rebuild parses again). Two reads: the parse
     StageResult of the build's tasks, the derived file."""
-    from ingestion import extractors
     from ingestion.models import StageResult
+    from textkit import extract as extractors
 
     output = (
         StageResult.objects.filter(

@@ -21,8 +21,8 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from ingestion import parsers
 from kb import storage
+from textkit import extract as parsers
 
 SKIPPED_ATTR = "_canon_oversized_uploads"  # their form fields
 SKIPPED_NAMES_ATTR = "_canon_oversized_upload_names"

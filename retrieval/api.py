@@ -20,8 +20,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+import embeddings
 from config.health import SEARCH_LATENCY
-from ingestion import providers
 from kb.models import KnowledgeBase
 from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
 from retrieval import parsers, routing, selectors, services
@@ -143,7 +143,7 @@ class SearchView(APIView):
             )
             response["Retry-After"] = "5"
             return response
-        except providers.ProviderUnavailable as exc:
+        except embeddings.ProviderUnavailable as exc:
             # The query could not be embedded (provider down or its breaker open).
             wait = exc.retry_after or (exc.retry_at - time.time() if exc.retry_at else 5.0)
             retry_after = max(1, int(wait))

@@ -28,8 +28,8 @@ from typing import Any
 
 from django.conf import settings
 
-from ingestion import analysis
 from retrieval import routing
+from textkit import analysis
 
 # How much deeper each retry reads when a narrow scope starves the candidates.
 DEEPEN = 8

@@ -28,13 +28,14 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from ingestion import providers, text
+import embeddings
 from kb import selectors as kb_selectors
 from kb.ann import ann_distance
 from kb.completeness import build_completeness
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
 from retrieval import bm25, fusion, routing
 from retrieval.principals import Principal
+from textkit import text
 from work.models import AuditEvent
 
 MODES = ("vector", "keyword", "hybrid")
@@ -423,7 +424,7 @@ def _end_failed_snapshot(connection: BaseDatabaseWrapper) -> None:
 
 
 def _embed_query(version: IndexVersion, query: str) -> list[float]:
-    provider = providers.get_provider(
+    provider = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     return provider.embed([query])[0]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ingestion.providers import HashEmbeddingProvider
+from embeddings import HashEmbeddingProvider
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def _error(message: str) -> bytes:
 
 def clear_breakers(prefix: str) -> None:
     """Remove every Redis key of the breakers under `prefix` (test isolation)."""
-    from ingestion.breaker import redis_client
+    from embeddings.breaker import redis_client
 
     client = redis_client()
     keys = list(client.scan_iter(f"{prefix}:*"))

@@ -153,16 +153,16 @@ def test_search_latency_is_exported(kb: KnowledgeBase, api_key: str) -> None:
 def test_search_answers_503_while_the_query_cannot_be_embedded(
     tenant: Any, api_key: str, monkeypatch: Any
 ) -> None:
-    from ingestion import providers
+    import embeddings
 
     kb = services.knowledge_base_create(
         tenant=tenant, name="Remote", slug="remote", provider="openai", model="m", dimensions=8
     )
 
     def down(*args: object, **kwargs: object) -> None:
-        raise providers.ProviderUnavailable("the embedding service is down", retry_after=7)
+        raise embeddings.ProviderUnavailable("the embedding service is down", retry_after=7)
 
-    monkeypatch.setattr(providers.OpenAIEmbeddingProvider, "embed", down)
+    monkeypatch.setattr(embeddings.OpenAIEmbeddingProvider, "embed", down)
     response = Client().post(
         "/api/v1/search",
         {"kb": kb.slug, "query": "x", "mode": "hybrid"},

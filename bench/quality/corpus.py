@@ -309,12 +309,12 @@ def estimate_chunks(manifest: list[dict[str, object]]) -> Counter[str]:
     sys.path.insert(0, str(ROOT))
     import logging
 
-    from ingestion.parsers import parse_file
+    from textkit.extract import extract
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     chars: Counter[str] = Counter()
     for m in manifest:
-        text = parse_file(CORPUS / str(m["key"]), str(m["media_type"]))
+        text = extract(CORPUS / str(m["key"]), str(m["media_type"])).text()
         chars[str(m["lang"])] += len(text)
     return Counter({lang: n // 700 for lang, n in chars.items()})
 

@@ -621,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     setup(a.db, a.redis_db)
     logging.getLogger("langchain_postgres").setLevel(logging.ERROR)
-    from ingestion import providers
+    import embeddings
     from kb.models import Tenant
     from kb.services import knowledge_base_create
 
@@ -651,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kb.refresh_from_db()
     version = kb.active_index_version
     assert version is not None
-    provider = providers.get_provider(
+    provider = embeddings.get_provider(
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
 

@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from ingestion import providers
+import embeddings
 from kb import selectors, services
 from kb.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
 from kb.admin.scoping import TenantScopedAdmin, readable_filter
@@ -31,7 +31,7 @@ from kb.models import (
 
 def _provider_choices() -> list[tuple[str, str]]:
     """Every provider this installation can run (sentence-transformers only with its extra)."""
-    return [(spec.name, spec.label) for spec in providers.provider_specs() if spec.available()]
+    return [(spec.name, spec.label) for spec in embeddings.provider_specs() if spec.available()]
 
 
 class IndexVersionForm(forms.Form):
@@ -56,7 +56,7 @@ class IndexVersionForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        specs = [spec for spec in providers.provider_specs() if spec.available()]
+        specs = [spec for spec in embeddings.provider_specs() if spec.available()]
         self.fields["provider"].widget.attrs["data-defaults"] = json.dumps(
             {spec.name: [spec.default_model, spec.default_dimensions] for spec in specs}
         )
@@ -77,15 +77,15 @@ class IndexVersionForm(forms.Form):
         name = data.get("provider")
         if not name:
             return data
-        spec = providers.provider_spec(name)
+        spec = embeddings.provider_spec(name)
         model = (data.get("model") or "").strip() or spec.default_model
         dimensions = data.get("dimensions") or spec.models.get(model, spec.default_dimensions)
         data["model"], data["dimensions"] = model, dimensions
         problem = spec.dimension_problem(model, dimensions)
         if problem:
             self.add_error("model" if model not in spec.models else "dimensions", problem)
-        if name == providers.LOCAL_PROVIDER:
-            path = providers.local_model_path(model)
+        if name == embeddings.LOCAL_PROVIDER:
+            path = embeddings.local_model_path(model)
             if not path.is_dir():
                 self.add_error(
                     "model", f"No local model at {path}: put the model directory there first."
@@ -109,7 +109,7 @@ def index_version_create_view(
     kb = _kb(model_admin, request, object_id)
     active = kb.active_index_version
     initial = {
-        "provider": active.provider if active else providers.HASH_PROVIDER,
+        "provider": active.provider if active else embeddings.HASH_PROVIDER,
         "model": active.model if active else "",
         "dimensions": active.dimensions if active else None,
         "chunk_size": active.chunk_size if active else 800,

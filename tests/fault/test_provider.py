@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from ingestion.breaker import BreakerState, breaker_state
+from embeddings import breaker_name
+from embeddings.breaker import BreakerState, breaker_state
 from ingestion.models import StageResult
-from ingestion.providers import breaker_name
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
 from kb.services import knowledge_base_create

@@ -8,12 +8,12 @@ import hashlib
 
 import pytest
 
-from ingestion import extractors
-from ingestion.chunker import embedding_input
 from ingestion.models import EmbeddingCache, StageResult
 from ingestion.pipeline import cache_model, task_execute
 from kb import services, storage
 from kb.models import Build, Chunk, Document, KnowledgeBase, Revision
+from textkit import extract as extractors
+from textkit.chunker import embedding_input
 from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)

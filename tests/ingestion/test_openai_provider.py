@@ -21,10 +21,7 @@ from django.utils import timezone
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ingestion.breaker import BreakerOpen, CircuitBreaker, breaker_state, redis_client
-from ingestion.models import StageResult
-from ingestion.pipeline import task_execute
-from ingestion.providers import (
+from embeddings import (
     CircuitOpen,
     EmbeddingShapeError,
     HttpProviderConfig,
@@ -34,6 +31,9 @@ from ingestion.providers import (
     breaker_name,
     get_provider,
 )
+from embeddings.breaker import BreakerOpen, CircuitBreaker, breaker_state, redis_client
+from ingestion.models import StageResult
+from ingestion.pipeline import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb import services, storage
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Tenant, TenantMembership

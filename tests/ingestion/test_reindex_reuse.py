@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from ingestion import analysis, writer
+from ingestion import writer
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from kb import services
@@ -20,6 +20,7 @@ from kb.models import Build, IndexVersion, KnowledgeBase, LexicalStat
 from retrieval.principals import Principal
 from retrieval.selectors import search
 from tests.helpers import run_pending, upload_text
+from textkit import analysis
 from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the pipeline's fenced commits

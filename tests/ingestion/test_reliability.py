@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from ingestion import providers
+import embeddings
 from ingestion.models import StageResult
 from ingestion.pipeline import TerminalError, classify, task_execute
 from ingestion.relay import outbox_relay_batch
@@ -217,8 +217,8 @@ def test_purge_removes_chunks_and_pointers_and_is_idempotent(kb: KnowledgeBase, 
     [
         (TerminalError("unparseable", "bad file"), False),
         (IncompleteBuild("missing chunks"), False),
-        (providers.EmbeddingShapeError("wrong dimensions"), False),
-        (providers.ProviderUnavailable("503"), True),
+        (embeddings.EmbeddingShapeError("wrong dimensions"), False),
+        (embeddings.ProviderUnavailable("503"), True),
         (ConnectionError("reset"), True),
         (RuntimeError("unexpected"), True),
     ],

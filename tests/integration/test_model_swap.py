@@ -12,7 +12,7 @@ import psutil
 import pytest
 from django.db import connection, transaction
 
-from ingestion.providers import USE_DIMENSIONS, USE_MODEL
+from embeddings import USE_DIMENSIONS, USE_MODEL
 from kb import selectors, services
 from kb.ann import ann_index_ready
 from kb.models import KnowledgeBase

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from embeddings import get_provider
 from ingestion.pipeline import task_execute
-from ingestion.providers import get_provider
 from kb import services, storage
 from kb.ann import ann_index_drop, ann_index_ensure, ann_index_name
 from kb.models import KnowledgeBase, Tenant

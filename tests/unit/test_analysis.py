@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingestion.analysis import document_terms, impact, query_terms, term_frequencies
+from textkit.analysis import document_terms, impact, query_terms, term_frequencies
 
 
 def test_english_words_are_stemmed_and_stop_words_dropped() -> None:

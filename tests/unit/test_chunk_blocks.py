@@ -3,10 +3,10 @@
 import hashlib
 import random
 
-from ingestion.chunker import HEADING_SEPARATOR, ChunkPiece, chunk_blocks, embedding_input
-from ingestion.extractors import CODE, HEADING, PARAGRAPH, Block
-from ingestion.text import token_count
 from tests.unit.test_chunker import WORDS, changed_hashes, sentence
+from textkit.chunker import HEADING_SEPARATOR, ChunkPiece, chunk_blocks, embedding_input
+from textkit.extract import CODE, HEADING, PARAGRAPH, Block
+from textkit.text import token_count
 
 
 def h(level: int, text: str) -> Block:

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from ingestion.chunker import ChunkPiece, chunk_text
-from ingestion.text import token_count
+from textkit.chunker import ChunkPiece, chunk_text
+from textkit.text import token_count
 
 WORDS = [
     "index", "search", "vector", "chunk", "document", "version", "publish", "tenant", "query",

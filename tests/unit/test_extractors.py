@@ -10,8 +10,9 @@ import docx
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from ingestion import extractors
-from ingestion.extractors import (
+from tests.pdf_fixtures import pdf_from_objects
+from textkit import extract as extractors
+from textkit.extract import (
     APPLICATION_DOCX,
     APPLICATION_PDF,
     CODE,
@@ -26,8 +27,7 @@ from ingestion.extractors import (
     cleanup,
     extract,
 )
-from ingestion.extractors.html import page_title
-from tests.pdf_fixtures import pdf_from_objects
+from textkit.extract.html import page_title
 
 # --- fixture builders -------------------------------------------------------------------------
 
@@ -502,7 +502,7 @@ def test_every_supported_media_type_has_an_extractor() -> None:
 
 
 def test_markdown_soft_line_breaks_join_but_lists_and_hard_breaks_stay() -> None:
-    from ingestion.extractors.markdown import markdown_blocks
+    from textkit.extract.markdown import markdown_blocks
 
     blocks = markdown_blocks(
         "# Policy\n\nEvery employee earns 25 days\nof paid leave.\n\n"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ingestion.providers import (
+from embeddings import (
     EmbeddingShapeError,
     ProviderMisconfigured,
     SentenceTransformersProvider,

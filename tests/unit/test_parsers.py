@@ -8,9 +8,9 @@ import docx
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from ingestion.chunker import chunk_text
-from ingestion.extractors import docx as docx_extractor
-from ingestion.parsers import (
+from tests.pdf_fixtures import pdf_from_objects
+from textkit.chunker import chunk_text
+from textkit.extract import (
     APPLICATION_DOCX,
     APPLICATION_PDF,
     SUPPORTED_MEDIA_TYPES,
@@ -20,9 +20,15 @@ from ingestion.parsers import (
     ParseError,
     UnsupportedMediaType,
     detect_media_type,
-    parse_file,
+    extract,
 )
-from tests.pdf_fixtures import pdf_from_objects
+from textkit.extract import docx as docx_extractor
+
+
+def parse_file(path: Path, media_type: str, **limits: int) -> str:
+    """The file's text as the chunker reads it: its blocks separated by blank lines."""
+    return extract(path, media_type, **limits).text()
+
 
 # --- fixture builders -------------------------------------------------------------------------
 

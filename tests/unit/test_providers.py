@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestion.providers import (
+from embeddings import (
     EmbeddingError,
     EmbeddingProvider,
     EmbeddingShapeError,
@@ -72,7 +72,7 @@ class TestHashEmbedding:
 
     def test_is_stable_across_processes(self, provider: HashEmbeddingProvider) -> None:
         code = (
-            "from ingestion.providers import HashEmbeddingProvider;"
+            "from embeddings import HashEmbeddingProvider;"
             "print(repr(HashEmbeddingProvider(dimensions=256).embed(['stable 稳定 hashing'])[0]))"
         )
         outputs = set()

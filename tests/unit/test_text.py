@@ -1,4 +1,4 @@
-from ingestion.text import (
+from textkit.text import (
     is_cjk_term,
     lexical_document,
     lexical_query,

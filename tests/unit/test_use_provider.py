@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingestion.providers import (
+from embeddings import (
     USE_DIMENSIONS,
     USE_MODEL,
     EmbeddingShapeError,
@@ -16,7 +16,7 @@ from ingestion.providers import (
     preload,
     provider_spec,
 )
-from ingestion.providers.use import load_encoder
+from embeddings.use import load_encoder
 
 
 def cosine(a: list[float], b: list[float]) -> float:

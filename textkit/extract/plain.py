@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ingestion.extractors.base import PARAGRAPH, Block, Extracted
-from ingestion.extractors.encoding import decode
+from textkit.extract.base import PARAGRAPH, Block, Extracted
+from textkit.extract.encoding import decode
 
 MEDIA_TYPES = ("text/plain",)
 

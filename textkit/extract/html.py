@@ -22,8 +22,8 @@ from pathlib import Path
 from bs4.dammit import EncodingDetector
 from lxml import etree
 
-from ingestion.extractors.base import CODE, HEADING, PARAGRAPH, TABLE, Block, Extracted
-from ingestion.extractors.encoding import decode
+from textkit.extract.base import CODE, HEADING, PARAGRAPH, TABLE, Block, Extracted
+from textkit.extract.encoding import decode
 
 MEDIA_TYPES = ("text/html",)
 

@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ingestion.providers.base import (
+from embeddings.base import (
     USE_PROVIDER,
     EmbeddingShapeError,
     ProviderMisconfigured,

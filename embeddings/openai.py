@@ -26,8 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ingestion.breaker import BreakerOpen, CircuitBreaker, Permit
-from ingestion.providers.base import (
+from embeddings.base import (
     OPENAI_PROVIDER,
     CircuitOpen,
     EmbeddingShapeError,
@@ -37,6 +36,7 @@ from ingestion.providers.base import (
     check_shape,
     register,
 )
+from embeddings.breaker import BreakerOpen, CircuitBreaker, Permit
 
 logger = logging.getLogger(__name__)
 

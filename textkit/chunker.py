@@ -1,7 +1,7 @@
 """Sentence-aware chunking that keeps chunks far from an edit byte-identical, and tells every
 chunk the headings above it.
 
-A document is a list of blocks (`ingestion.extractors.Block`). Its headings are never chunks:
+A document is a list of blocks (`textkit.extract.Block`). Its headings are never chunks:
 they make the heading path ("os — Miscellaneous operating system interfaces › Files and
 Directories", outermost first, joined by " › ") of the blocks under them, and the blocks of one
 path form a section. Every section is chunked on its own:
@@ -41,8 +41,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from ingestion.extractors.base import HEADING, PARAGRAPH, Block
-from ingestion.text import token_count
+from textkit.extract.base import HEADING, PARAGRAPH, Block
+from textkit.text import token_count
 
 MIN_CHUNK_SIZE = 50
 HEADING_SEPARATOR = " \u203a "

@@ -10,7 +10,7 @@ Nothing here ever falls back to another provider or model: a provider that canno
 ProviderUnavailable and the task waits.
 """
 
-from ingestion.providers.base import (
+from embeddings.base import (
     HASH_PROVIDER,
     LOCAL_PROVIDER,
     OPENAI_PROVIDER,
@@ -29,19 +29,16 @@ from ingestion.providers.base import (
     provider_spec,
     provider_specs,
 )
-from ingestion.providers.hash import HashEmbeddingProvider
-from ingestion.providers.openai import (
+from embeddings.hash import HashEmbeddingProvider
+from embeddings.openai import (
     RETRYABLE_STATUS,
     HttpProviderConfig,
     OpenAIEmbeddingProvider,
     breaker_name,
 )
-from ingestion.providers.sentence_transformers import (
-    SentenceTransformersProvider,
-    _load_local_model,
-)
-from ingestion.providers.sentence_transformers import model_path as local_model_path
-from ingestion.providers.use import USE_DIMENSIONS, USE_MODEL, UniversalSentenceEncoderProvider
+from embeddings.sentence_transformers import SentenceTransformersProvider, _load_local_model
+from embeddings.sentence_transformers import model_path as local_model_path
+from embeddings.use import USE_DIMENSIONS, USE_MODEL, UniversalSentenceEncoderProvider
 
 KNOWN_PROVIDERS = tuple(spec.name for spec in provider_specs())
 

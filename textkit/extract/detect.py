@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from ingestion.extractors.base import (
+from textkit.extract.base import (
     APPLICATION_DOCX,
     APPLICATION_PDF,
     TEXT_HTML,
@@ -13,7 +13,7 @@ from ingestion.extractors.base import (
     ParseError,
     UnsupportedMediaType,
 )
-from ingestion.extractors.encoding import BOMS
+from textkit.extract.encoding import BOMS
 
 # How many leading bytes `detect_media_type` wants to see.
 SNIFF_BYTES = 4096

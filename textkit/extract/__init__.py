@@ -2,7 +2,7 @@
 
 Every format module offers `MEDIA_TYPES` and `extract(path, *, max_chars) -> Extracted`;
 `extract` here picks the module, then applies what holds for every format: text normalised
-(`ingestion.text.normalize_text`, code keeping its indentation), table-of-contents lines and
+(`textkit.text.normalize_text`, code keeping its indentation), table-of-contents lines and
 the spaces between CJK characters removed from prose, empty blocks dropped, the length limit,
 and a one-line title of at most 500 characters.
 
@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from ingestion.extractors import cleanup, docx, html, markdown, pdf, plain
-from ingestion.extractors.base import (
+from textkit.extract import cleanup, docx, html, markdown, pdf, plain
+from textkit.extract.base import (
     APPLICATION_DOCX,
     APPLICATION_PDF,
     BLOCK_KINDS,
@@ -38,8 +38,8 @@ from ingestion.extractors.base import (
     UnsupportedMediaType,
     too_long,
 )
-from ingestion.extractors.detect import SNIFF_BYTES, detect_media_type
-from ingestion.text import normalize_text
+from textkit.extract.detect import SNIFF_BYTES, detect_media_type
+from textkit.text import normalize_text
 
 __all__ = [
     "APPLICATION_DOCX",

@@ -29,7 +29,7 @@ from typing import Any
 
 import Stemmer
 
-from ingestion.text import _CJK_RANGES
+from textkit.text import _CJK_RANGES
 
 # Longer "words" (base64, hashes, glued text) would bloat the index and match nothing useful.
 MAX_TERM_LENGTH = 64

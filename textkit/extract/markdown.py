@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ingestion.extractors.base import CODE, HEADING, Block, Extracted
-from ingestion.extractors.encoding import decode
-from ingestion.extractors.plain import paragraph_blocks
+from textkit.extract.base import CODE, HEADING, Block, Extracted
+from textkit.extract.encoding import decode
+from textkit.extract.plain import paragraph_blocks
 
 MEDIA_TYPES = ("text/markdown",)
 

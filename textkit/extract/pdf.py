@@ -25,9 +25,9 @@ from pathlib import Path
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
-from ingestion.extractors import cleanup
-from ingestion.extractors.base import HEADING, PARAGRAPH, Block, Extracted, ParseError, too_long
-from ingestion.extractors.plain import MAX_TITLE_LINE
+from textkit.extract import cleanup
+from textkit.extract.base import HEADING, PARAGRAPH, Block, Extracted, ParseError, too_long
+from textkit.extract.plain import MAX_TITLE_LINE
 
 MEDIA_TYPES = ("application/pdf",)
 

@@ -9,15 +9,15 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ingestion.providers.base import HASH_PROVIDER, ProviderSpec, register
-from ingestion.text import is_cjk_term, lexical_terms
+from embeddings.base import HASH_PROVIDER, ProviderSpec, register
+from textkit.text import is_cjk_term, lexical_terms
 
 # The trigrams of a word together weigh this much relative to the word itself.
 _TRIGRAM_WEIGHT = 0.75
 
 
 class HashEmbeddingProvider:
-    """Feature hashing of `ingestion.text.lexical_terms` into a unit vector.
+    """Feature hashing of `textkit.text.lexical_terms` into a unit vector.
 
     Each term adds 1 + ln(term frequency) at a signed position chosen by blake2b, so results are
     identical in every process. Alphabetic words of three or more letters also add their

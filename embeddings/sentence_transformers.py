@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ingestion.providers.base import (
+from embeddings.base import (
     LOCAL_PROVIDER,
     EmbeddingShapeError,
     ProviderMisconfigured,

@@ -20,7 +20,7 @@ from docx.opc.exceptions import PackageNotFoundError
 from docx.oxml.ns import qn
 from lxml import etree
 
-from ingestion.extractors.base import HEADING, PARAGRAPH, TABLE, Block, Extracted, ParseError
+from textkit.extract.base import HEADING, PARAGRAPH, TABLE, Block, Extracted, ParseError
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",)
 
