@@ -1,4 +1,4 @@
-"""Canon's system checks (registered by `retrieval.apps.RetrievalConfig.ready`).
+"""Canon's system checks (registered by `config.apps.CanonConfig.ready`).
 
 canon.E010: the database connections Canon's processes may open together
 (`config.dbpool.ConnectionBudget`) exceed what PostgreSQL leaves them. With

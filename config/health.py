@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -20,13 +20,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-# Observed in each web process (a scrape sees the process it reaches).
-SEARCH_LATENCY = Histogram(
-    "canon_search_latency_seconds",
-    "Search API latency",
-    ["mode"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
-)
 PUBLISH_LATENCY_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
 

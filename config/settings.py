@@ -86,10 +86,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "config.apps.CanonConfig",
     "work",
     "kb",
     "ingestion",
     "retrieval",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -234,7 +236,7 @@ FILE_UPLOAD_HANDLERS = [
 ]
 
 # --- pipeline ------------------------------------------------------------------------------
-# `canon_bootstrap` (make run) uploads the sample handbook (kb/demo) into an empty demo
+# `canon_bootstrap` (make run) uploads the sample handbook (console/demo) into an empty demo
 # knowledge base once, so search has something to find; CANON_DEMO_DOCUMENTS=0 skips it.
 DEMO_DOCUMENTS = env_bool("CANON_DEMO_DOCUMENTS", True)
 EMBEDDING_PROVIDER = env_str("CANON_EMBEDDING_PROVIDER", "hash")

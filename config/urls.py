@@ -9,7 +9,7 @@ admin.site.site_header = "Canon"
 admin.site.site_title = "Canon"
 admin.site.index_title = "Knowledge bases"
 # A permission refusal in the admin is an admin page naming the permission and the role with it.
-handler403 = "kb.admin.refusals.permission_denied"
+handler403 = "console.admin.refusals.permission_denied"
 
 # Errors under /api/ are JSON in both DEBUG modes: retrieval.errors.ApiErrorsMiddleware.
 urlpatterns = [

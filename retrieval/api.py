@@ -21,11 +21,11 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 import embeddings
-from config.health import SEARCH_LATENCY
 from kb.models import KnowledgeBase
 from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
 from retrieval import parsers, routing, selectors, services
 from retrieval.auth import request_principal
+from retrieval.metrics import SEARCH_LATENCY
 from retrieval.principals import Principal
 from retrieval.serializers import (
     DocumentDetailOutput,

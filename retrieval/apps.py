@@ -6,5 +6,6 @@ class RetrievalConfig(AppConfig):
     verbose_name = "Retrieval"
 
     def ready(self) -> None:
-        from config import checks  # noqa: F401  (registers canon.E010, the connection budget)
-        from retrieval import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        # Registration by import (the OpenAPI auth extension); apps.py is imported while the app
+        # registry is still filling.
+        from retrieval import schema  # noqa: F401

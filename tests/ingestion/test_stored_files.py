@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from console.dashboard import dashboard
 from ingestion import pipeline
-from ingestion.dashboard import dashboard
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.reconciler import find_orphan_files, reconcile, repair_orphan_file

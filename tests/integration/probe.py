@@ -21,7 +21,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
-from ingestion.dashboard import dashboard  # noqa: E402
+from console.dashboard import dashboard  # noqa: E402
 from ingestion.reconciler import reconcile  # noqa: E402
 from ingestion.relay import outbox_relay_batch  # noqa: E402
 from kb import services  # noqa: E402

@@ -61,7 +61,7 @@ def test_a_refusal_outside_the_admin_stays_django_s_own(kb: KnowledgeBase) -> No
     from django.core.exceptions import PermissionDenied
     from django.test import RequestFactory
 
-    from kb.admin.refusals import permission_denied
+    from console.admin.refusals import permission_denied
 
     request = RequestFactory().get("/elsewhere")
     request.user = User(username="x")

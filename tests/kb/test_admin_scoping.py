@@ -13,8 +13,8 @@ from django.contrib.admin.filters import RelatedFieldListFilter
 from django.db.models import Model
 from django.test import Client
 
-from kb.admin.documents import DocumentAdmin
-from kb.admin.knowledge_bases import KnowledgeBaseAdmin
+from console.admin.documents import DocumentAdmin
+from console.admin.knowledge_bases import KnowledgeBaseAdmin
 from kb.models import Document, KnowledgeBase
 from retrieval.models import ApiKey
 from tests.kb.admin_world import MARK_A, World, build_world

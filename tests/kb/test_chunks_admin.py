@@ -10,8 +10,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from ingestion.build_text import chunk_spans
 from kb import services, storage
-from kb.build_text import chunk_spans
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase
 from tests.kb.admin_world import MARK_HR, World, build_world, staff
 from tests.retrieval.factories import build as run_build

@@ -11,9 +11,9 @@ from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from console.admin.confirmation import require
+from console.admin.scoping import TenantScopedAdmin, groups_refused
 from kb import services
-from kb.admin.confirmation import require
-from kb.admin.scoping import TenantScopedAdmin, groups_refused
 from kb.models import (
     Document,
     KnowledgeBase,

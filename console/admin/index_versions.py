@@ -19,9 +19,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 import embeddings
+from console.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
+from console.admin.scoping import TenantScopedAdmin, readable_filter
 from kb import selectors, services
-from kb.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
-from kb.admin.scoping import TenantScopedAdmin, readable_filter
 from kb.models import (
     Document,
     IndexVersion,

@@ -100,7 +100,7 @@ DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 
 
 def demo_documents_upload(*, kb: KnowledgeBase) -> int:
-    """Upload the sample handbook (kb/demo: English and Chinese Markdown) into an empty demo
+    """Upload the sample handbook (console/demo: English and Chinese Markdown) into an empty demo
     knowledge base, once; the worker builds it like any upload. Returns how many it queued."""
     if Document.objects.filter(kb=kb).exists():
         return 0

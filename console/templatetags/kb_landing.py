@@ -8,7 +8,7 @@ from typing import Any
 
 from django import template
 
-from kb.admin.kb_home import home_summary, landing_knowledge_bases
+from console.admin.kb_home import home_summary, landing_knowledge_bases
 
 register = template.Library()
 

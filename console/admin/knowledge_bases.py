@@ -10,9 +10,9 @@ from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from console.admin import index_versions, kb_home, test_search
+from console.admin.scoping import TenantScopedAdmin
 from kb import selectors, services
-from kb.admin import index_versions, kb_home, test_search
-from kb.admin.scoping import TenantScopedAdmin
 from kb.models import (
     KnowledgeBase,
 )

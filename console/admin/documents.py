@@ -17,10 +17,10 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from console.admin import bulk_actions, document_actions, upload_many
+from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
+from console.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
 from kb import document_states, selectors, services
-from kb.admin import bulk_actions, document_actions, upload_many
-from kb.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
-from kb.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
 from kb.models import (
     Document,
     KnowledgeBase,

@@ -13,9 +13,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from console.admin.confirmation import confirm, require
+from console.admin.scoping import TenantScopedAdmin
 from kb import document_states, selectors, services
-from kb.admin.confirmation import confirm, require
-from kb.admin.scoping import TenantScopedAdmin
 from kb.diff import chunk_diff
 from kb.document_states import utc_text
 from kb.models import (

@@ -1,7 +1,7 @@
 """Permission refusals in the admin: an admin page (403) that says which permission is missing,
 which role grants it, and links back, instead of the server's bare "403 Forbidden".
 
-`MissingPermission` is what `kb.admin.confirmation.require` raises; `permission_denied` is the
+`MissingPermission` is what `console.admin.confirmation.require` raises; `permission_denied` is the
 project's handler403 (config/urls.py): under /admin/ it renders templates/admin/403.html with the
 admin's context, elsewhere Django's default answer."""
 

@@ -10,8 +10,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from kb import selectors
-from kb.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from kb.models import (
     Build,
     IndexVersion,
@@ -114,7 +114,7 @@ class BuildAdmin(TenantScopedAdmin):
 
     @admin.display(description="chunks")
     def progress(self, build: Build) -> str:
-        """The chunk count, linked to the build's parsed text and chunks (`kb.admin.chunks`)."""
+        """The chunk count, linked to the build's parsed text and chunks (`admin.chunks`)."""
         return format_html(
             '<a class="chunks-link" href="{}">{}</a>',
             reverse("admin:kb_build_chunks", args=[build.pk]),

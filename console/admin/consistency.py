@@ -15,13 +15,13 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from console.admin import scoping
+from console.admin.scoping import may_read, user_tenant_ids
+from console.dashboard import dashboard, every
 from embeddings.breaker import breaker_states
-from ingestion.dashboard import dashboard, every
 from ingestion.models import StageResult
 from ingestion.reconciler import anomaly_dismiss, anomaly_retry
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
-from kb.admin import scoping
-from kb.admin.scoping import may_read, user_tenant_ids
 from kb.verify import verify
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 

@@ -9,8 +9,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from console.admin.scoping import ScopedRelatedFieldListFilter
 from kb import document_states
-from kb.admin.scoping import ScopedRelatedFieldListFilter
 
 KB_PARAMETER = "kb__id__exact"
 

@@ -10,7 +10,7 @@ from django.contrib.postgres.forms import SimpleArrayField
 from django.http import HttpRequest
 from django.utils import timezone
 
-from kb.admin.scoping import TenantScopedAdmin, groups_refused
+from console.admin.scoping import TenantScopedAdmin, groups_refused
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 

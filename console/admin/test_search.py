@@ -23,9 +23,9 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from console.admin.kb_home import kb_reader
+from console.admin.scoping import TenantScopedAdmin
 from kb import selectors
-from kb.admin.kb_home import kb_reader
-from kb.admin.scoping import TenantScopedAdmin
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import selectors as search_selectors
 from retrieval.principals import Principal

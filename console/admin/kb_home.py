@@ -1,7 +1,7 @@
 """A knowledge base's home: its documents by state, the chunks it serves, its failures, the
 active index version's settings, one progress bar per index version still building, and its
 timeline (`kb.timeline`). The admin's index shows the same summary on top for a user whose
-tenant has exactly one knowledge base (`kb.templatetags.kb_home`).
+tenant has exactly one knowledge base (`console.templatetags.kb_home`).
 
 Every view finds its knowledge base through `TenantScopedAdmin.get_scoped_object_or_404` and
 needs the permission to view knowledge bases. Counts cover the whole knowledge base; names
@@ -18,9 +18,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from console.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
+from console.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
 from kb import document_states, home, selectors, timeline
-from kb.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
-from kb.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
 from kb.models import KnowledgeBase
 
 HOME_TIMELINE = 10  # entries on the home page; the timeline page has the rest

@@ -11,8 +11,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
+from console.admin.refusals import MissingPermission
 from kb import services
-from kb.admin.refusals import MissingPermission
 
 DOCUMENT_HISTORY = "Why? Kept in the document's history."
 KNOWLEDGE_BASE_TIMELINE = "Why? Kept in the knowledge base's timeline."

@@ -1,6 +1,6 @@
 """Chunks, read-only: a list (searchable by text, filtered by knowledge base, build or document)
 and a page per build with the text its parser extracted and its chunks drawn on it, with
-ordinal, heading path, tokens, characters and boundaries (`kb.build_text`).
+ordinal, heading path, tokens, characters and boundaries (`ingestion.build_text`).
 
 Viewing chunks takes the permission to view builds (they are a build's contents); rows are
 scoped like the documents they belong to (tenant and access groups), and the build page finds
@@ -21,8 +21,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from kb import build_text, selectors
-from kb.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
+from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
+from ingestion import build_text
+from kb import selectors
 from kb.models import Build, Chunk
 
 CHUNKS_PER_PAGE = 100

@@ -21,8 +21,8 @@ from django.db.models import F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from console.admin.confirmation import ReasonForm, confirm_label, require
 from kb import document_states, services
-from kb.admin.confirmation import ReasonForm, confirm_label, require
 from kb.document_states import utc_text
 from kb.models import Build, Document, Publication
 

@@ -1,0 +1,7 @@
+"""Canon's admin, one module per area (docs/ARCHITECTURE.md, "Admin"). Importing the package
+registers every model admin; `scoping` holds what every admin shares (tenant and access-group
+scoping, `TenantScopedAdmin`)."""
+
+from console.admin import api_keys, chunks, consistency, documents, knowledge_bases, records
+
+__all__ = ["api_keys", "chunks", "consistency", "documents", "knowledge_bases", "records"]
