@@ -18,7 +18,7 @@ same vectors and raw binary COPY + CREATE INDEX:
   maintenance settings: the physical floor of the bulk path.
 
 A separate process searches the active version (vector mode, through
-`retrieval.selectors.search`, one at a time) from before the first path to the end of the last,
+`retrieval.search.engine.search`, one at a time) from before the first path to the end of the last,
 so every path shares the cores with the same searcher; its p50/p95 during the bulk re-index (and
 during its index build alone) is compared with the same searcher idle before it.
 
@@ -53,7 +53,7 @@ def _searcher(stop_file: Path, out_file: Path) -> None:
 
     from kb.models import KnowledgeBase
     from retrieval.principals import Principal
-    from retrieval.selectors import search
+    from retrieval.search.engine import search
 
     kb = KnowledgeBase.objects.get(slug=common.CORPUS_SLUG)
     principal = Principal(

@@ -37,7 +37,8 @@ def main() -> None:
     from kb.models import Build, PublicationEvent
     from retrieval.principals import Principal
     from retrieval.routing import REPLICA
-    from retrieval.selectors import SearchFilters, search
+    from retrieval.search.engine import search
+    from retrieval.search.hits import SearchFilters
     from work.models import IngestionTask
 
     kb = common.tenant_kb("replica")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench import common
+from retrieval.search.vector import approximate_rows, exact_rows
+from retrieval.search.visibility import search_params
 
 
 def main() -> None:
@@ -15,7 +17,6 @@ def main() -> None:
     import numpy as np
     from django.db import connection, transaction
 
-    from retrieval import selectors
     from retrieval.principals import Principal
 
     kb = common.tenant_kb(common.CORPUS_SLUG)
@@ -66,7 +67,7 @@ def main() -> None:
         for q in queries:
             scores = matrix[visible] @ q
             exact.append(set(ids[visible[np.argsort(-scores)[:10]]].tolist()))
-        params = selectors.search_params(principal=principal, kb=kb)
+        params = search_params(principal=principal, kb=kb)
         for ef in (40, 100, 200):
             recalls, counts = [], []
             for q, truth in zip(queries, exact, strict=True):
@@ -74,9 +75,9 @@ def main() -> None:
                 # approximate one, and the exact form when it comes back short.
                 with transaction.atomic(), connection.cursor() as cursor:
                     cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
-                    got = selectors._approximate_rows(params, version, q.tolist(), 10)
+                    got = approximate_rows(params, version, q.tolist(), 10)
                     if len(got) < 10:
-                        got = selectors._exact_rows(params, version, q.tolist(), 10)
+                        got = exact_rows(params, version, q.tolist(), 10)
                 counts.append(len(got))
                 recalls.append(len({r[0] for r in got} & truth) / len(truth))
             recall = float(np.mean(recalls))

@@ -22,7 +22,7 @@ def main() -> None:
 
     from kb.models import Build, Publication
     from retrieval.principals import Principal
-    from retrieval.selectors import search
+    from retrieval.search.engine import search
 
     kb = common.tenant_kb(common.CORPUS_SLUG)
     principal = Principal(

@@ -14,7 +14,7 @@ switch) into a database of its own, `canon_keyword` (Redis db 3), which later ru
 it holds the same corpus built by the same pipeline version (`--fresh` rebuilds it).
 
 Queries run interleaved (the mode order rotating per query) in this process through
-`retrieval.selectors.search`. Target: hybrid p95 <= 3x vector p95.
+`retrieval.search.engine.search`. Target: hybrid p95 <= 3x vector p95.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def measure(
     kb: Any, classes: dict[str, list[str]], *, rounds: int, class_seconds: float
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, list[int]]]]:
     from retrieval.principals import Principal
-    from retrieval.selectors import search
+    from retrieval.search.engine import search
 
     principal = Principal(
         tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(), all_groups=True

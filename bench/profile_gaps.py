@@ -12,6 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import common
+from retrieval.search.engine import search
+from retrieval.search.vector import vector_query
+from retrieval.search.visibility import knowledge_base_for, search_params
 
 
 def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, float]:
@@ -21,8 +24,8 @@ def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, 
 
     import embeddings
     from bench.b2_search import QUERY
-    from retrieval import selectors, serializers
-    from retrieval.errors import ApiJSONRenderer
+    from retrieval.api import serializers
+    from retrieval.api.errors import ApiJSONRenderer
     from retrieval.principals import principal_from_key
 
     version = kb.active_index_version
@@ -30,17 +33,17 @@ def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, 
         provider=version.provider, model=version.model, dimensions=version.dimensions
     )
     principal = principal_from_key(key)
-    result = selectors.search(principal=principal, kb=kb, query=QUERY, top_k=10, mode="vector")
+    result = search(principal=principal, kb=kb, query=QUERY, top_k=10, mode="vector")
     steps: dict[str, Callable[[], Any]] = {
         "whole request (test client)": lambda: client.post(
             "/api/v1/search", body, content_type="application/json"
         ),
         "API key -> principal (1 statement)": lambda: principal_from_key(key),
-        "knowledge base lookup (1 statement)": lambda: selectors.knowledge_base_for(
+        "knowledge base lookup (1 statement)": lambda: knowledge_base_for(
             principal=principal, kb_ref=kb.slug
         ),
         "query embedding": lambda: provider.embed([QUERY]),
-        "search selector (embedding included)": lambda: selectors.search(
+        "search selector (embedding included)": lambda: search(
             principal=principal, kb=kb, query=QUERY, top_k=10, mode="vector"
         ),
         "input validation (fast path)": lambda: serializers.search_input_fast(json.loads(body)),
@@ -136,7 +139,6 @@ def main() -> None:
     relay_rate = _relay_profile(a.events) if a.events else None  # --events 0: the API only
     # EXPLAIN ANALYZE of the selector's vector statement, as the API runs it.
     import embeddings
-    from retrieval import selectors
     from retrieval.principals import Principal
 
     version = kb.active_index_version
@@ -145,8 +147,8 @@ def main() -> None:
     ).embed([QUERY])[0]
     for label, groups in (("all", ["g1", "g10", "rest"]), ("1pct", ["g1"]), ("none", [])):
         principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(groups))
-        params = selectors.search_params(principal=principal, kb=kb)
-        sql, sql_params = selectors.vector_query(params, version, vector, 10)
+        params = search_params(principal=principal, kb=kb)
+        sql, sql_params = vector_query(params, version, vector, 10)
         with connection.cursor() as cursor:  # the session's scan settings, as search runs
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, sql_params)
             plan = "\n".join(r[0] for r in cursor.fetchall())

@@ -95,8 +95,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Outermost: every error under /api/ is JSON, with DEBUG on or off (retrieval/errors.py).
-    "retrieval.errors.ApiErrorsMiddleware",
+    # Outermost: every error under /api/ is JSON, with DEBUG on or off (retrieval/api/errors.py).
+    "retrieval.api.errors.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT (collectstatic), compressed and cached forever by hash.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -156,7 +156,7 @@ DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS",
 # SEARCH_MAX_SCAN_TUPLES index tuples (at least 20 a row asked for); when that walk finds fewer
 # than top_k visible rows, the exact form answers (cheap, since then few chunks are visible).
 # Session settings, not a SET in each search's transaction: a vector search is then one
-# statement and one round trip (retrieval/selectors.py).
+# statement and one round trip (retrieval/search/vector.py).
 SEARCH_MAX_TOP_K = 100
 SEARCH_EF = 100
 SEARCH_MAX_SCAN_TUPLES = max(env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000), 20 * SEARCH_MAX_TOP_K)
@@ -341,16 +341,16 @@ CELERY_BEAT_SCHEDULER = "config.beat:Scheduler"  # keeps each job's clock across
 # --- API -------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "retrieval.auth.ApiKeyAuthentication",
+        "retrieval.api.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["retrieval.auth.HasPrincipal"],
-    "DEFAULT_RENDERER_CLASSES": ["retrieval.errors.ApiJSONRenderer"],
-    # Bounded size and depth, UTF-8 only, no NUL or unpaired surrogate (retrieval/parsers.py).
-    "DEFAULT_PARSER_CLASSES": ["retrieval.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "retrieval.api.exception_handler",
+    "DEFAULT_PERMISSION_CLASSES": ["retrieval.api.auth.HasPrincipal"],
+    "DEFAULT_RENDERER_CLASSES": ["retrieval.api.errors.ApiJSONRenderer"],
+    # Bounded size and depth, UTF-8 only, no NUL or unpaired surrogate (retrieval/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["retrieval.api.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "retrieval.api.views.exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_THROTTLE_CLASSES": ["retrieval.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["retrieval.api.throttling.PrincipalRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SEARCH_MAX_QUERY_CHARS = env_int("CANON_SEARCH_MAX_QUERY_CHARS", 4000)
@@ -364,12 +364,13 @@ ANN_BUILD_INLINE_CHUNKS = env_int("CANON_ANN_BUILD_INLINE_CHUNKS", 20000)
 # Postings of each query term the keyword leg reads best-first before it ranks the candidates
 # exactly; a scope that finds fewer than top_k visible among them reads eight times deeper.
 KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 1000)
-# How mode=hybrid fuses its legs (`retrieval.fusion`): "convex" or "rrf", and the vector leg's
-# weight (the keyword leg has 1 - weight). Chosen by bench/quality; see docs/BENCHMARKS.md.
+# How mode=hybrid fuses its legs (`retrieval.search.fusion`): "convex" or "rrf", and the
+# vector leg's weight (the keyword leg has 1 - weight). Chosen by bench/quality; see
+# docs/BENCHMARKS.md.
 HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "convex")
 HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.15"))
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day". Reads
-# (GET, search) and writes (uploads, deletes) are counted apart (retrieval/throttling.py); the
+# (GET, search) and writes (uploads, deletes) are counted apart (retrieval/api/throttling.py); the
 # write budget is sized for bulk ingestion.
 CANON_API_RATE = env_str("CANON_API_RATE", "600/min")
 CANON_API_WRITE_RATE = env_str("CANON_API_WRITE_RATE", "3000/min")

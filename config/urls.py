@@ -11,10 +11,10 @@ admin.site.index_title = "Knowledge bases"
 # A permission refusal in the admin is an admin page naming the permission and the role with it.
 handler403 = "console.admin.refusals.permission_denied"
 
-# Errors under /api/ are JSON in both DEBUG modes: retrieval.errors.ApiErrorsMiddleware.
+# Errors under /api/ are JSON in both DEBUG modes: retrieval.api.errors.ApiErrorsMiddleware.
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/v1/", include("retrieval.urls")),
+    path("api/v1/", include("retrieval.api.urls")),
     path("api/schema/", no_append_slash(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "api/docs/",

@@ -5,7 +5,7 @@
 
 The embedding column is an untyped `vector` (versions differ in dimensions), so the index casts
 to the version's D; a search must repeat the same cast and predicate for the planner to use it
-(`ann_distance`, used by `retrieval.selectors`). A version with `vector_storage = "halfvec"`
+(`ann_distance`, used by `retrieval.search.vector`). A version with `vector_storage = "halfvec"`
 casts to `halfvec(D)` and uses the halfvec operator class: its graph holds 2-byte floats, half
 the index of `vector`, while the heap keeps the full-precision vector (exact re-checks, history
 and rollbacks read it). Built concurrently so writes to other versions never wait; inside a

@@ -5,7 +5,7 @@ The states are those the status line names (`kb.selectors.document_status`), ove
 base's active index version — the one search serves from:
 
 - *served*: a Publication points at a build of the document in the active version and the
-  document is not deleted (what `retrieval.selectors` serves, before the reader's groups);
+  document is not deleted (what `retrieval.search` serves, before the reader's groups);
 - *building*, *awaiting approval*, *failed*: the build of the desired revision in the active
   version is pending or building, ready (waiting for an index admin), or failed;
 - *deleted*; *not served*: not deleted and nothing served.

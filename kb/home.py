@@ -3,7 +3,7 @@ failures, and how far every index version still receiving builds has got. Counts
 document of the knowledge base (they name nothing); lists name only what the reader may read.
 
 "Served" is the visibility rule without a reader's groups: the document's pointer in the active
-index version, and the document not deleted (`retrieval.selectors._visible`,
+index version, and the document not deleted (`retrieval.search.visibility.visible_sql`,
 `kb.selectors.served_now`).
 """
 

@@ -309,8 +309,8 @@ def access_groups_clearing_refused(
 # --- what is served, and what each build is for: one truth for every page ------------------------
 #
 # Search serves a build when its Publication is the document's pointer in the knowledge base's
-# active index version and the document is not deleted (retrieval.selectors._visible, with the
-# reader's access groups on top). Every admin page that says what is served, or what a build is
+# active index version and the document is not deleted (`retrieval.search.visibility`, with
+# the reader's access groups on top). Every admin page that says what is served, or what a build is
 # for, asks `build_roles` / `served_now`, which read exactly those facts.
 
 

@@ -115,7 +115,7 @@ def parse_cursor(value: str | None) -> tuple[datetime, int, int] | None:
 
 def _active_intervals(kb: KnowledgeBase) -> tuple[list[int], list[Any], list[Any]]:
     """Which index version was active when, from the swap audit trail (as
-    `retrieval.selectors.index_version_at` reads it): parallel lists of version id, from, to
+    `retrieval.search.history.index_version_at` reads it): parallel lists of version id, from, to
     (None: unbounded)."""
     swaps = list(
         AuditEvent.objects.filter(kb=kb, kind__in=SWAP_KINDS, subject_type="index_version")

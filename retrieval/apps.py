@@ -8,4 +8,4 @@ class RetrievalConfig(AppConfig):
     def ready(self) -> None:
         # Registration by import (the OpenAPI auth extension); apps.py is imported while the app
         # registry is still filling.
-        from retrieval import schema  # noqa: F401
+        from retrieval.api import schema  # noqa: F401

@@ -146,3 +146,11 @@ def principal_from_user(user: AbstractBaseUser | AnonymousUser) -> Principal | N
         can_delete=has_perm("kb.soft_delete_document"),
         user_id=user.pk,
     )
+
+
+class KnowledgeBaseNotFound(Exception):
+    """No such knowledge base for this principal (or it has no active index version)."""
+
+
+class OutOfScope(Exception):
+    """Does not exist, or belongs to a scope the principal may not see: never told apart."""

@@ -3,9 +3,10 @@
 There is no global database router. Every write, and every read that is not a search, goes to
 Django's `default` alias as before. A replica (`CANON_SEARCH_REPLICA_URL`, alias `replica`) is
 read only where a caller asks for it by alias: the API's search and search-as-of pass
-`using=search_alias()` to `retrieval.selectors.search` / `search_as_of`, which run their one
+`using=search_alias()` to `retrieval.search.engine.search` / `search_as_of`, which run their one
 repeatable-read, read-only transaction on `connections[alias]`; `reading(alias)` makes the
-search's raw SQL (`db()`, also in `retrieval.bm25`) use that connection for exactly that long.
+search's raw SQL (`db()`, also in `retrieval.search.lexical.bm25`) use that connection for
+exactly that long.
 
 What stays on the primary, and why:
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from retrieval.services import idempotency_records_expire
+from retrieval.api.uploads import idempotency_records_expire
 from work.jobs import job_ran
 
 

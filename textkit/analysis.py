@@ -174,8 +174,9 @@ def term_frequencies(text: str) -> tuple[dict[str, int], int]:
 K1 = 1.2
 B = 0.75
 # The average length the stored impacts assume. Impacts only order a term's postings (best
-# first); scores are recomputed with the version's real average length (`retrieval.bm25`), so
-# this constant changes which chunks are candidates at the margin, never a score.
+# first); scores are recomputed with the version's real average length
+# (`retrieval.search.lexical.bm25`), so this constant changes which chunks are candidates at
+# the margin, never a score.
 NOMINAL_LENGTH = 100.0
 
 

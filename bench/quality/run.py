@@ -9,7 +9,7 @@ vector, keyword and hybrid mode, against contenders on exactly the same chunks (
 - langchain-postgres `PGVector` (`add_embeddings` of the stored vectors,
   `similarity_search_by_vector`).
 
-The documents go through Canon's real path: `retrieval.services.document_upload` (the API's
+The documents go through Canon's real path: `retrieval.api.uploads.document_upload` (the API's
 upload service) -> outbox -> relay -> a real Celery worker -> switch, in a database of its own
 (`canon_quality`, dropped and recreated) and a Redis database other than 0.
 
@@ -270,7 +270,7 @@ def ingest(
     from ingestion.relay import outbox_relay_batch
     from kb.models import Build, Chunk, Document, Publication
     from kb.uploads import UploadRejected
-    from retrieval.services import Refused, document_upload
+    from retrieval.api.uploads import Refused, document_upload
 
     principal = principal_for(kb)
     rejected: dict[str, str] = {}
@@ -392,7 +392,7 @@ Ranker = Callable[[str], list[str]]  # query -> document key per hit, best first
 def canon_ranker(kb: Any, mode: str, hits: dict[str, list[list[Any]]]) -> Ranker:
     """Canon's `search` in `mode`; each query's hits (chunk id, document key, score) are kept
     in `hits` for the details file (fusion can be tuned offline from the legs' lists)."""
-    from retrieval.selectors import search
+    from retrieval.search.engine import search
 
     principal = principal_for(kb)
 

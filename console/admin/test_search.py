@@ -1,4 +1,4 @@
-"""Test search on a knowledge base's page: the search the API runs (`retrieval.selectors.search`
+"""Test search on a knowledge base's page: the search the API runs (`retrieval.search.engine.search`
 / `search_as_of`), as the user or as a key with chosen access groups, with why each hit is
 visible, and optionally the same query against a candidate index version side by side with the
 active one, before its swap.
@@ -27,8 +27,11 @@ from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
 from kb import selectors
 from kb.models import IndexVersion, KnowledgeBase
-from retrieval import selectors as search_selectors
 from retrieval.principals import Principal
+from retrieval.search.engine import MODES, search
+from retrieval.search.explain import hits_visibility
+from retrieval.search.history import HistoryOutOfRange, index_version_at, search_as_of
+from retrieval.search.hits import SearchResult
 
 CANDIDATE_STATES = (IndexVersion.State.BUILDING, IndexVersion.State.READY)
 MAX_TOP_K = 50
@@ -47,9 +50,7 @@ def _kb_groups(kb: KnowledgeBase) -> list[str]:
 
 class TestSearchForm(forms.Form):
     query = forms.CharField(max_length=1000)
-    mode = forms.ChoiceField(
-        choices=[(m, m) for m in search_selectors.MODES], initial="hybrid", required=False
-    )
+    mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial="hybrid", required=False)
     top_k = forms.IntegerField(
         min_value=1,
         max_value=MAX_TOP_K,
@@ -110,7 +111,7 @@ class Side:
 
     title: str
     version: IndexVersion | None
-    result: search_selectors.SearchResult | None
+    result: SearchResult | None
     rows: list[dict[str, Any]]
     error: str = ""
 
@@ -159,10 +160,10 @@ def _rows(
     principal: Principal,
     kb: KnowledgeBase,
     version: IndexVersion,
-    result: search_selectors.SearchResult,
+    result: SearchResult,
     query: str,
 ) -> list[dict[str, Any]]:
-    why = search_selectors.hits_visibility(
+    why = hits_visibility(
         principal=principal, kb=kb, version=version, hits=result.hits, as_of=result.as_of
     )
     documents = dict(
@@ -197,14 +198,12 @@ def _side(
     query, mode, top_k = data["query"], data.get("mode") or "hybrid", data.get("top_k") or 10
     try:
         if data.get("as_of"):
-            result = search_selectors.search_as_of(
+            result = search_as_of(
                 principal=principal, kb=kb, query=query, as_of=data["as_of"], top_k=top_k, mode=mode
             )
-            answered: IndexVersion | None = search_selectors.index_version_at(
-                kb=kb, at=data["as_of"]
-            )
+            answered: IndexVersion | None = index_version_at(kb=kb, at=data["as_of"])
         else:
-            result = search_selectors.search(
+            result = search(
                 principal=principal,
                 kb=kb,
                 query=query,
@@ -213,7 +212,7 @@ def _side(
                 index_version=version,
             )
             answered = version or kb.active_index_version
-    except search_selectors.HistoryOutOfRange as exc:
+    except HistoryOutOfRange as exc:
         return Side(title, version, None, [], error=str(exc))
     assert answered is not None
     rows = _rows(principal=principal, kb=kb, version=answered, result=result, query=query)

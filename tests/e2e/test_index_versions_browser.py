@@ -20,7 +20,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from kb.models import Build, Document, KnowledgeBase
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from retrieval.principals import Principal
-from retrieval.selectors import SearchFilters, search
+from retrieval.search.engine import search
+from retrieval.search.hits import SearchFilters
 from tests.e2e.browser import Person, finds_at_once, make_user
 from tests.helpers import upload_text
 

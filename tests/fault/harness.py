@@ -24,7 +24,7 @@ from ingestion.sweeper import lease_sweep
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.conftest import ROOT, database_url
 from tests.helpers import upload_text
 from work.models import IngestionTask

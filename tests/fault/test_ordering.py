@@ -37,7 +37,7 @@ from kb.models import (
     Tenant,
 )
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.conftest import Worker, wait_for
 from tests.fault.harness import (
     FAULT_LEASE_TTL,

@@ -21,7 +21,7 @@ from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
 from kb.services import knowledge_base_create
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.conftest import wait_for
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.fault.harness import assert_verified, converge, live_revision, paragraphs, upload

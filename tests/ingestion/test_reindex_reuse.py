@@ -18,7 +18,7 @@ from ingestion.pipeline import task_execute
 from kb import services
 from kb.models import Build, IndexVersion, KnowledgeBase, LexicalStat
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.helpers import run_pending, upload_text
 from textkit import analysis
 from work.models import IngestionTask

@@ -24,7 +24,7 @@ from kb import services
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Posting, Publication
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.helpers import upload_task
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 

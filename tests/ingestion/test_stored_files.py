@@ -22,7 +22,7 @@ from kb.backup import BackupError, pg_tool
 from kb.models import Build, KnowledgeBase, Revision
 from kb.storage_lock import STORAGE_LOCK_KEY, backup_running
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.conftest import database_url
 from tests.helpers import upload_task
 from work.models import AuditEvent, IngestionTask

@@ -27,7 +27,8 @@ from ingestion.relay import outbox_relay_batch  # noqa: E402
 from kb import services  # noqa: E402
 from kb.models import Build, KnowledgeBase  # noqa: E402
 from retrieval.principals import principal_from_key  # noqa: E402
-from retrieval.selectors import knowledge_base_for, search  # noqa: E402
+from retrieval.search.engine import search  # noqa: E402
+from retrieval.search.visibility import knowledge_base_for  # noqa: E402
 from work.models import IngestionTask  # noqa: E402
 
 

@@ -17,7 +17,7 @@ from kb import selectors, services
 from kb.ann import ann_index_ready
 from kb.models import KnowledgeBase
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.conftest import wait_for
 from tests.fault.harness import RUNNING_SEARCHERS, Searcher, upload
 

@@ -13,7 +13,9 @@ from django.test import override_settings
 from kb import ann, ann_build, selectors, services
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
-from retrieval.selectors import search, search_params, vector_query
+from retrieval.search.engine import search
+from retrieval.search.vector import vector_query
+from retrieval.search.visibility import search_params
 from tests.conftest import wait_for
 from tests.helpers import run_pending, upload_text
 from work.models import AuditEvent

@@ -13,8 +13,8 @@ from django.test import Client
 from ingestion.pipeline import task_execute
 from kb import home, services
 from kb.models import Chunk, KnowledgeBase, Tenant
-from retrieval import selectors as search_selectors
 from retrieval.principals import Principal
+from retrieval.search.engine import search
 from tests.kb.admin_world import MARK_HR, World, build_world, staff
 from tests.retrieval.factories import build, publish, upload
 from work.models import IngestionTask
@@ -42,9 +42,7 @@ def test_counts_by_state_match_what_search_serves(kb: KnowledgeBase, admin_user:
         tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(), all_groups=True
     )
     kb.refresh_from_db()
-    hits = search_selectors.search(
-        principal=everyone, kb=kb, query="trains", mode="keyword", top_k=50
-    ).hits
+    hits = search(principal=everyone, kb=kb, query="trains", mode="keyword", top_k=50).hits
     assert counts.served == len({h.document_key for h in hits}) == 1
     assert (
         counts.chunks_served

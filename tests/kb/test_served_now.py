@@ -15,7 +15,7 @@ from kb import selectors, services
 from kb.models import Build, Document, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.helpers import run_pending, upload_text
 from tests.kb.admin_world import staff
 

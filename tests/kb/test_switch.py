@@ -157,7 +157,7 @@ def test_stage_results_are_recorded_once_per_stage(kb: KnowledgeBase) -> None:
 
 def test_search_never_sees_a_candidate_before_the_switch(kb: KnowledgeBase) -> None:
     from retrieval.principals import Principal
-    from retrieval.selectors import search
+    from retrieval.search.engine import search
 
     kb.require_approval = True
     kb.save()

@@ -14,8 +14,8 @@ from django.utils import timezone
 from ingestion.pipeline import task_execute
 from kb import services
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
-from retrieval import selectors as search_selectors
 from retrieval.principals import Principal, api_key_create
+from retrieval.search import engine
 from tests.kb.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import api, publish, search, upload
 from work.models import IngestionTask
@@ -174,7 +174,7 @@ def test_the_override_refuses_another_knowledge_bases_version(
     other = services.knowledge_base_create(tenant=tenant, name="Other", slug="other")
     principal = Principal(tenant_id=tenant.pk, kb_ids=None, access_groups=frozenset())
     with pytest.raises(ValueError, match="another knowledge base"):
-        search_selectors.search(
+        engine.search(
             principal=principal,
             kb=kb,
             query="x",
@@ -196,7 +196,7 @@ def test_a_candidate_search_applies_the_rest_of_the_visibility_rule(
     inside = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset({"hr"}))
 
     def keys(principal: Principal) -> list[str]:
-        result = search_selectors.search(
+        result = engine.search(
             principal=principal, kb=kb, query="reimbursed", mode="hybrid", index_version=version
         )
         assert result.index_version == version.number

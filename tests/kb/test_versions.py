@@ -30,7 +30,7 @@ from kb.models import (
 )
 from kb.roles import ensure_roles
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.helpers import run_pending, upload_text
 from work.models import IngestionTask
 

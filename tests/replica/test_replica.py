@@ -30,7 +30,8 @@ from kb import services
 from kb.models import Document, KnowledgeBase, Publication, PublicationEvent, Tenant
 from retrieval.principals import Principal, api_key_create
 from retrieval.routing import REPLICA
-from retrieval.selectors import SearchFilters, search
+from retrieval.search.engine import search
+from retrieval.search.hits import SearchFilters
 from tests.conftest import database_url, wait_for
 from tests.replica.conftest import DATABASES, replica_alias
 from tests.retrieval.factories import api, publish, upload

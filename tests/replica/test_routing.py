@@ -19,10 +19,9 @@ from django.utils import timezone
 
 from kb.models import Document, KnowledgeBase, Revision, Tenant
 from retrieval import routing
-from retrieval.principals import Principal, api_key_create
+from retrieval.principals import KnowledgeBaseNotFound, Principal, api_key_create
 from retrieval.routing import REPLICA
-from retrieval.selectors import KnowledgeBaseNotFound
-from retrieval.selectors import search as search_selector
+from retrieval.search.engine import search as search_selector
 from tests.replica.conftest import DATABASES, replica_alias
 from tests.retrieval.factories import api, build, publish, search
 
@@ -168,14 +167,14 @@ def test_a_write_inside_a_search_transaction_is_refused(mirror_replica: str) -> 
     mirror does) refuses one made through the search's connection."""
     from django.db import InternalError, transaction
 
-    from retrieval.selectors import _snapshot
+    from retrieval.search.snapshot import snapshot_in_transaction
 
     with (
         pytest.raises(InternalError, match="read-only transaction"),
         routing.reading(mirror_replica),
         transaction.atomic(using=mirror_replica),
     ):
-        _snapshot()
+        snapshot_in_transaction()
         with routing.db().cursor() as cursor:
             cursor.execute("INSERT INTO kb_tenant (name, slug) VALUES ('x', 'x')")
     assert routing.db() is connections[DEFAULT_DB_ALIAS]

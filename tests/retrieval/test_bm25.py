@@ -16,9 +16,11 @@ from kb.models import (
     LexicalStat,
     Posting,
 )
-from retrieval import bm25
 from retrieval.principals import Principal
-from retrieval.selectors import _COLUMNS, _visible, search, search_params
+from retrieval.search.engine import search
+from retrieval.search.hits import COLUMNS
+from retrieval.search.lexical import bm25
+from retrieval.search.visibility import search_params, visible_sql
 from tests.retrieval.factories import live_builds_without_chunks, publish
 
 pytestmark = pytest.mark.django_db
@@ -194,8 +196,8 @@ def test_a_common_word_reads_a_bounded_number_of_postings(common_words: Knowledg
     # the ranking: driven by the candidates' ids, every row read by a primary key
     plan = explain(
         bm25.ranking_query(
-            columns=_COLUMNS,
-            visible=lambda chunks: _visible(iv=version.pk, params=params, chunks=chunks),
+            columns=COLUMNS,
+            visible=lambda chunks: visible_sql(iv=version.pk, params=params, chunks=chunks),
         ),
         {**bound, "bm25_ids": ids},
     )

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from kb.models import Build, Document, KnowledgeBase, Revision, TenantMembership
-from retrieval import services
+from retrieval.api import uploads
 from retrieval.models import ApiKey, IdempotencyRecord
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, build, publish, search, upload
@@ -189,7 +189,7 @@ def test_a_concurrent_repeat_that_commits_first_wins(
     client: Client, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     request_shas: list[str] = []
-    real_sha, real_accept = services._request_sha256, services._accept
+    real_sha, real_accept = uploads._request_sha256, uploads._accept
 
     def sha(**kwargs: Any) -> str:
         request_shas.append(real_sha(**kwargs))
@@ -207,8 +207,8 @@ def test_a_concurrent_repeat_that_commits_first_wins(
         )
         return accepted
 
-    monkeypatch.setattr(services, "_request_sha256", sha)
-    monkeypatch.setattr(services, "_accept", accept_while_the_first_request_commits)
+    monkeypatch.setattr(uploads, "_request_sha256", sha)
+    monkeypatch.setattr(uploads, "_accept", accept_while_the_first_request_commits)
 
     response = post_file(client, "u-1")
 

@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
 from kb.models import KnowledgeBase
-from retrieval.parsers import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_problem
+from retrieval.api.parsers import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_problem
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import publish
 from tests.retrieval.routes import Operation, api_operations, call
@@ -313,7 +313,7 @@ def test_form_text_is_checked_in_every_field_and_file_name(key: str, kb: Knowled
 def test_an_answer_that_echoes_a_surrogate_is_still_json() -> None:
     """The API's renderer escapes instead of failing, should a bad string ever get past the
     parsers into an answer (a validation message echoing the input, say)."""
-    from retrieval.errors import ApiJSONRenderer
+    from retrieval.api.errors import ApiJSONRenderer
 
     rendered = ApiJSONRenderer().render({"detail": "bad \ud800", "kb": "食堂"})
 

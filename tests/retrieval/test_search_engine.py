@@ -12,11 +12,9 @@ from kb import services, storage
 from kb.ann import ann_index_drop, ann_index_ensure, ann_index_name
 from kb.models import KnowledgeBase, Tenant
 from retrieval.principals import Principal
-from retrieval.selectors import (
-    search,
-    search_params,
-    vector_query,
-)
+from retrieval.search.engine import search
+from retrieval.search.vector import vector_query
+from retrieval.search.visibility import search_params
 from tests.retrieval.factories import live_builds_without_chunks
 from work.models import IngestionTask
 

@@ -12,9 +12,11 @@ from rest_framework.renderers import JSONRenderer
 
 from kb.models import KnowledgeBase, Tenant
 from kb.services import knowledge_base_create
-from retrieval import selectors
-from retrieval.principals import Principal
-from retrieval.serializers import SearchInput, SearchOutput, search_body, search_input_fast
+from retrieval.api.serializers import SearchInput, SearchOutput, search_body, search_input_fast
+from retrieval.principals import KnowledgeBaseNotFound, Principal
+from retrieval.search.engine import search
+from retrieval.search.hits import Hit, SearchResult
+from retrieval.search.visibility import knowledge_base_for
 
 BASE = {"kb": "handbook", "query": "cafeteria"}
 COMMON = [
@@ -70,9 +72,9 @@ def test_the_fast_path_answers_only_what_search_input_answers_the_same(body: Any
     assert (fast is not None) == (body in COMMON)  # it does take the common requests
 
 
-def _result(as_of: datetime | None) -> selectors.SearchResult:
+def _result(as_of: datetime | None) -> SearchResult:
     hits = [
-        selectors.Hit(
+        Hit(
             chunk_id=10 + i,
             score=0.5 / (i + 1),
             text=f"Chunk {i} — «text»",
@@ -85,7 +87,7 @@ def _result(as_of: datetime | None) -> selectors.SearchResult:
         )
         for i in range(3)
     ]
-    return selectors.SearchResult(
+    return SearchResult(
         kb="handbook",
         index_version=3,
         took_ms=1.25,
@@ -120,11 +122,11 @@ def test_the_knowledge_base_lookup_keeps_the_orm_lookups_rules(kb: KnowledgeBase
 
     def found(principal: Principal, ref: str) -> int | None:
         try:
-            return selectors.knowledge_base_for(principal=principal, kb_ref=ref).pk
-        except selectors.KnowledgeBaseNotFound:
+            return knowledge_base_for(principal=principal, kb_ref=ref).pk
+        except KnowledgeBaseNotFound:
             return None
 
-    found_kb = selectors.knowledge_base_for(principal=everyone, kb_ref="handbook")
+    found_kb = knowledge_base_for(principal=everyone, kb_ref="handbook")
     assert found_kb.active_index_version is not None
     assert found_kb.active_index_version.pk == kb.active_index_version_id
     assert found_kb.tenant_id == tenant.pk and found_kb.slug == "handbook"
@@ -148,11 +150,9 @@ def test_the_vector_statement_is_planned_once_not_on_every_run(kb: KnowledgeBase
 
     publish(kb, "open", "The cafeteria opens at eight in the morning.")
     principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
-    found = selectors.knowledge_base_for(principal=principal, kb_ref="handbook")
+    found = knowledge_base_for(principal=principal, kb_ref="handbook")
     for _ in range(14):
-        result = selectors.search(
-            principal=principal, kb=found, query="cafeteria", top_k=1, mode="vector"
-        )
+        result = search(principal=principal, kb=found, query="cafeteria", top_k=1, mode="vector")
         assert [h.document_key for h in result.hits] == ["open"]
 
     with connection.cursor() as cursor:

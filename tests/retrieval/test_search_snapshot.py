@@ -16,8 +16,12 @@ from psycopg.pq import TransactionStatus
 
 from kb import services
 from kb.models import KnowledgeBase, Tenant
-from retrieval import routing, selectors
+from retrieval import routing
 from retrieval.principals import Principal
+from retrieval.search import engine
+from retrieval.search.hits import Hit, hits_from_rows
+from retrieval.search.snapshot import BEGIN_SNAPSHOT
+from retrieval.search.vector import embed_query
 from tests.helpers import run_pending
 from tests.retrieval.factories import api, publish, search
 
@@ -47,9 +51,9 @@ def test_every_list_of_a_search_reads_one_repeatable_read_read_only_transaction(
 ) -> None:
     publish(kb, "travel", "Trains are reimbursed in second class.")
     seen: list[tuple[Any, ...]] = []
-    hits = selectors._hits
+    hits = hits_from_rows
 
-    def hits_in_their_transaction(rows: list[tuple[Any, ...]]) -> list[selectors.Hit]:
+    def hits_in_their_transaction(rows: list[tuple[Any, ...]]) -> list[Hit]:
         with routing.db().cursor() as cursor:  # where the list was just read
             cursor.execute(
                 "SELECT current_setting('transaction_isolation'), "
@@ -58,7 +62,7 @@ def test_every_list_of_a_search_reads_one_repeatable_read_read_only_transaction(
             seen.append(cursor.fetchone())
         return hits(rows)
 
-    monkeypatch.setattr(selectors, "_hits", hits_in_their_transaction)
+    monkeypatch.setattr(engine, "hits_from_rows", hits_in_their_transaction)
 
     with CaptureQueriesContext(connection) as queries:
         response = search(api(api_key), {"kb": "handbook", "query": "trains", "mode": mode})
@@ -71,7 +75,7 @@ def test_every_list_of_a_search_reads_one_repeatable_read_read_only_transaction(
     statements = [q["sql"] for q in queries.captured_queries]
     # the isolation level and read-only mode are the BEGIN's (the scan settings in its trip)
     begins = [s for s in statements if s.startswith("BEGIN")]
-    assert len(begins) == 1 and begins[0].startswith(selectors._BEGIN_SNAPSHOT)
+    assert len(begins) == 1 and begins[0].startswith(BEGIN_SNAPSHOT)
     assert not any(s.startswith("SET TRANSACTION") for s in statements)
     assert statements[-1] == "COMMIT"
     assert idle()
@@ -113,7 +117,7 @@ def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
     )
     run_pending()
     embedded_for: list[int] = []
-    embed = selectors._embed_query
+    embed = embed_query
 
     def embed_then_swap(version: Any, query: str) -> list[float]:
         embedded_for.append(version.number)
@@ -123,8 +127,8 @@ def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
             )
         return embed(version, query)
 
-    monkeypatch.setattr(selectors, "_embed_query", embed_then_swap)
-    result = selectors.search(
+    monkeypatch.setattr(engine, "embed_query", embed_then_swap)
+    result = engine.search(
         principal=everyone(kb), kb=kb, query="rivers", mode="vector", top_k=top_k
     )
 
@@ -170,9 +174,9 @@ def test_a_statement_that_fails_in_the_snapshot_leaves_no_transaction_open(
             cursor.execute("SELECT 1 / 0")
         return []
 
-    monkeypatch.setattr(selectors, "_approximate_rows", failing_rows)
+    monkeypatch.setattr(engine, "approximate_rows", failing_rows)
     with pytest.raises(DataError):
-        selectors.search(principal=everyone(kb), kb=kb, query="trains", mode="vector")
+        engine.search(principal=everyone(kb), kb=kb, query="trains", mode="vector")
 
     assert idle()
     # the connection writes again: it is not left in the read-only (or aborted) transaction
@@ -187,9 +191,9 @@ def test_an_exception_in_the_snapshot_leaves_no_transaction_open(
     def interrupted(*args: Any) -> list[tuple[Any, ...]]:
         raise KeyboardInterrupt  # not an Exception: a worker's timeout, a signal
 
-    monkeypatch.setattr(selectors, "_keyword_rows", interrupted)
+    monkeypatch.setattr(engine, "keyword_rows", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        selectors.search(principal=everyone(kb), kb=kb, query="trains", mode="keyword")
+        engine.search(principal=everyone(kb), kb=kb, query="trains", mode="keyword")
 
     assert idle()
     assert search(api(None), {"kb": "handbook", "query": "trains"}).status_code == 401
@@ -201,9 +205,9 @@ def test_inside_a_callers_transaction_search_reads_that_transaction(kb: Knowledg
 
     publish(kb, "travel", "Trains are reimbursed in second class.")
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-        result = selectors.search(principal=everyone(kb), kb=kb, query="trains", mode="vector")
+        result = engine.search(principal=everyone(kb), kb=kb, query="trains", mode="vector")
         assert not idle()
 
     assert [h.document_key for h in result.hits] == ["travel"]
-    assert not any(q["sql"].startswith(selectors._BEGIN_SNAPSHOT) for q in queries.captured_queries)
+    assert not any(q["sql"].startswith(BEGIN_SNAPSHOT) for q in queries.captured_queries)
     assert idle()

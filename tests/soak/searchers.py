@@ -9,7 +9,7 @@ from django.db import connection, transaction
 
 from kb.models import Build, KnowledgeBase, PublicationEvent
 from retrieval.principals import Principal
-from retrieval.selectors import search
+from retrieval.search.engine import search
 from tests.soak.checker import Checker, Hit, ResultSet
 from tests.soak.world import MODES, WORDS, Loop, Tally, World, api_client
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.fusion import depth, fuse
-from retrieval.selectors import Hit
+from retrieval.search.fusion import depth, fuse
+from retrieval.search.hits import Hit
 
 
 def hit(chunk_id: int, score: float) -> Hit:

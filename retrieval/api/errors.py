@@ -2,7 +2,7 @@
 with DEBUG on or off: unknown paths, wrong methods, a client's bad text, and a server error
 (500, logged with its traceback, which the answer never carries).
 
-DRF's views shape their own errors (`retrieval.api.exception_handler`). What happens outside
+DRF's views shape their own errors (`retrieval.api.views.exception_handler`). What happens outside
 them — URL resolution, Django's exceptions, other middleware, Django's error pages (with DEBUG
 on, its technical 404 lists every URL pattern and bypasses `handler404`) — is made JSON here by
 `ApiErrorsMiddleware`, the outermost middleware.
@@ -20,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.log import log_response
 from rest_framework.renderers import JSONRenderer
 
-from retrieval.parsers import request_text_problem
+from retrieval.api.parsers import request_text_problem
 
 API_PREFIX = "/api/"
 

@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "retrieval.auth.ApiKeyAuthentication"
+    target_class = "retrieval.api.auth.ApiKeyAuthentication"
     name = "ApiKey"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:

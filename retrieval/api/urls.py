@@ -1,7 +1,7 @@
 from django.urls import path
 from django.views.decorators.common import no_append_slash
 
-from retrieval.api import (
+from retrieval.api.views import (
     ChunkExplainView,
     DocumentDetailView,
     DocumentListView,

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from retrieval.selectors import Hit
+from django.conf import settings
+
+from retrieval.search.hits import Hit
 
 RRF_K = 60
 METHODS = ("convex", "rrf")
@@ -73,3 +73,15 @@ def fuse(
         raise ValueError(f"unknown fusion method {method!r}")
     order = sorted(scores, key=lambda cid: (-scores[cid], ranks[cid], cid))[:top_k]
     return [replace(hits[cid], score=round(scores[cid], 6)) for cid in order]
+
+
+def fuse_lists(ranked_lists: list[list[Hit]], top_k: int) -> list[Hit]:
+    """The hybrid ranking of the vector and keyword lists, as the settings choose."""
+    vector, keyword = ranked_lists
+    return fuse(
+        vector=vector,
+        keyword=keyword,
+        top_k=top_k,
+        method=settings.HYBRID_FUSION,
+        vector_weight=settings.HYBRID_VECTOR_WEIGHT,
+    )

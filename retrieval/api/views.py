@@ -23,11 +23,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 import embeddings
 from kb.models import KnowledgeBase
 from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
-from retrieval import parsers, routing, selectors, services
-from retrieval.auth import request_principal
-from retrieval.metrics import SEARCH_LATENCY
-from retrieval.principals import Principal
-from retrieval.serializers import (
+from retrieval import routing
+from retrieval.api import parsers, uploads
+from retrieval.api.auth import request_principal
+from retrieval.api.serializers import (
     DocumentDetailOutput,
     DocumentPageInput,
     DocumentPageOutput,
@@ -41,6 +40,14 @@ from retrieval.serializers import (
     search_body,
     search_input_fast,
 )
+from retrieval.documents import document_detail, documents_page, knowledge_bases
+from retrieval.metrics import SEARCH_LATENCY
+from retrieval.principals import KnowledgeBaseNotFound, OutOfScope, Principal
+from retrieval.search.engine import search
+from retrieval.search.explain import chunk_explain
+from retrieval.search.history import HistoryOutOfRange, search_as_of
+from retrieval.search.hits import SearchFilters, SearchResult
+from retrieval.search.visibility import knowledge_base_for
 
 logger = logging.getLogger("canon.api")
 
@@ -80,8 +87,8 @@ def principal_or_401(request: Request) -> Principal:
 
 def _kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
     try:
-        return selectors.knowledge_base_for(principal=principal, kb_ref=kb_ref)
-    except selectors.KnowledgeBaseNotFound as exc:
+        return knowledge_base_for(principal=principal, kb_ref=kb_ref)
+    except KnowledgeBaseNotFound as exc:
         raise NotFound(f"Knowledge base {kb_ref!r} not found.") from exc
 
 
@@ -124,13 +131,13 @@ class SearchView(APIView):
             params.is_valid(raise_exception=True)
             data = params.validated_data
         kb = _kb_or_404(principal, data["kb"])
-        filters = selectors.SearchFilters(
+        filters = SearchFilters(
             document_keys=tuple(data["document_keys"]) if "document_keys" in data else None,
             metadata=data.get("metadata"),
         )
         try:
             result = self._search(principal, kb, data, filters)
-        except selectors.KnowledgeBaseNotFound as exc:  # not on the replica yet (its lag)
+        except KnowledgeBaseNotFound as exc:  # not on the replica yet (its lag)
             raise NotFound(f"Knowledge base {data['kb']!r} not found.") from exc
         except OperationalError:
             if routing.search_alias() == DEFAULT_DB_ALIAS:
@@ -158,11 +165,11 @@ class SearchView(APIView):
 
     @staticmethod
     def _search(
-        principal: Principal, kb: Any, data: dict[str, Any], filters: selectors.SearchFilters
-    ) -> selectors.SearchResult:
+        principal: Principal, kb: Any, data: dict[str, Any], filters: SearchFilters
+    ) -> SearchResult:
         using = routing.search_alias()  # the replica, when one is configured
         if data.get("as_of") is None:
-            return selectors.search(
+            return search(
                 principal=principal,
                 kb=kb,
                 query=data["query"],
@@ -175,7 +182,7 @@ class SearchView(APIView):
             if not principal.can_read_history:
                 raise Refused(403, "permission_denied", "Only index admins may search as of.")
             try:
-                return selectors.search_as_of(
+                return search_as_of(
                     principal=principal,
                     kb=kb,
                     query=data["query"],
@@ -185,7 +192,7 @@ class SearchView(APIView):
                     filters=filters,
                     using=using,
                 )
-            except selectors.HistoryOutOfRange as exc:
+            except HistoryOutOfRange as exc:
                 raise ValidationError({"as_of": [str(exc)]}) from exc
 
 
@@ -200,8 +207,8 @@ class ChunkExplainView(APIView):
     def get(self, request: Request, chunk_id: int) -> Response:
         principal = principal_or_401(request)
         try:
-            explanation = selectors.chunk_explain(principal=principal, chunk_id=chunk_id)
-        except selectors.NotFound as exc:
+            explanation = chunk_explain(principal=principal, chunk_id=chunk_id)
+        except OutOfScope as exc:
             raise NotFound(f"Chunk {chunk_id} not found.") from exc
         return Response(ExplainOutput(explanation).data)
 
@@ -214,7 +221,7 @@ class KnowledgeBaseListView(APIView):
     )
     def get(self, request: Request) -> Response:
         principal = principal_or_401(request)
-        kbs = selectors.knowledge_bases(principal=principal)
+        kbs = knowledge_bases(principal=principal)
         return Response(KnowledgeBaseListOutput({"results": kbs}).data)
 
 
@@ -262,7 +269,7 @@ class DocumentListView(APIView):
         params = DocumentPageInput(data=request.query_params)
         params.is_valid(raise_exception=True)
         knowledge_base = _kb_or_404(principal, kb)
-        page = selectors.documents_page(
+        page = documents_page(
             principal=principal,
             kb=knowledge_base,
             after_id=params.validated_data.get("cursor"),
@@ -301,7 +308,7 @@ class DocumentListView(APIView):
         params.is_valid(raise_exception=True)
         values = params.validated_data
         try:
-            result = services.document_upload(
+            result = uploads.document_upload(
                 principal=principal,
                 kb=knowledge_base,
                 idempotency_key=idempotency_key,
@@ -311,7 +318,7 @@ class DocumentListView(APIView):
                 access_groups=values.get("access_groups", []) if "access_groups" in data else None,
                 actor=request.user,
             )
-        except services.Refused as exc:
+        except uploads.Refused as exc:
             raise Refused(exc.status, exc.code, exc.message) from exc
         headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
         return Response(result.body, status=result.status, headers=headers)
@@ -326,8 +333,8 @@ class DocumentDetailView(APIView):
     def get(self, request: Request, document_id: int) -> Response:
         principal = principal_or_401(request)
         try:
-            detail = selectors.document_detail(principal=principal, document_id=document_id)
-        except selectors.NotFound as exc:
+            detail = document_detail(principal=principal, document_id=document_id)
+        except OutOfScope as exc:
             raise NotFound(f"Document {document_id} not found.") from exc
         return Response(DocumentDetailOutput(detail).data)
 
@@ -340,11 +347,11 @@ class DocumentDetailView(APIView):
     def delete(self, request: Request, document_id: int) -> Response:
         principal = principal_or_401(request)
         try:
-            services.document_soft_delete(
+            uploads.document_soft_delete(
                 principal=principal, document_id=document_id, actor=request.user
             )
-        except selectors.NotFound as exc:
+        except OutOfScope as exc:
             raise NotFound(f"Document {document_id} not found.") from exc
-        except services.Refused as exc:
+        except uploads.Refused as exc:
             raise Refused(exc.status, exc.code, exc.message) from exc
         return Response(status=status.HTTP_204_NO_CONTENT)

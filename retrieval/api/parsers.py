@@ -1,6 +1,6 @@
 """How the API reads what a client sends, for every view: one JSON parser, one multipart
 parser, and one check of the text in URLs and query strings (`request_text_problem`, applied
-by `retrieval.errors.ApiErrorsMiddleware` before any view runs).
+by `retrieval.api.errors.ApiErrorsMiddleware` before any view runs).
 
 The rule is the same everywhere: a client's text must be UTF-8 that PostgreSQL can store, so
 no NUL character and no unpaired surrogate (JSON's `"\\ud800"` escape decodes to one); a JSON

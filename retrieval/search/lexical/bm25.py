@@ -129,7 +129,7 @@ def candidates_query(*, version_id: int) -> str:
     """  # noqa: S608 (an integer; values are bound)
 
 
-# The chunk columns the visibility rule and the hits read (`retrieval.selectors`).
+# The chunk columns the visibility rule and the hits read (`retrieval.search.hits`).
 _CHUNK_COLUMNS = "id, text, ordinal, build_id, heading_path, kb_id, index_version_id, document_id"
 
 

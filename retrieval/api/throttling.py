@@ -23,7 +23,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from retrieval.auth import request_principal
+from retrieval.api.auth import request_principal
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from kb.models import Document, KnowledgeBase, Revision
 from kb.selectors import access_groups_clearing_refused
 from kb.services import Actor, InvalidUpload
 from kb.uploads import AcceptedUpload, UploadRejected, upload_accept
-from retrieval import selectors
+from retrieval.documents import document_for
 from retrieval.models import IdempotencyRecord
 from retrieval.principals import Principal
 
@@ -139,7 +139,7 @@ def _upload_authorize(
     always in the same order so that no refusal depends on what the caller may not read: may
     it upload at all, may it assign these groups, may it read the document that holds `key`.
     Returns that document (None: the key is free). The knowledge base was checked by the view
-    (`selectors.knowledge_base_for`)."""
+    (`retrieval.search.visibility.knowledge_base_for`)."""
     if not principal.can_upload:
         raise Refused(403, "permission_denied", "You may not upload documents.")
     if access_groups is not None:
@@ -299,9 +299,9 @@ def document_upload(
 
 def document_soft_delete(*, principal: Principal, document_id: int, actor: Actor = None) -> None:
     """Soft delete a document the principal may read (invisible to search at commit).
-    Idempotent. Raises selectors.NotFound (never telling another tenant's document apart) or
+    Idempotent. Raises OutOfScope (never telling another tenant's document apart) or
     Refused (403) when the principal may not delete."""
-    document = selectors.document_for(principal=principal, document_id=document_id)
+    document = document_for(principal=principal, document_id=document_id)
     if not principal.can_delete:
         raise Refused(403, "permission_denied", "You may not delete documents.")
     by = f"key {principal.api_key_id}" if principal.api_key_id else f"user {principal.user_id}"

@@ -10,7 +10,9 @@ from typing import Any, cast
 from django.conf import settings
 from rest_framework import serializers
 
-from retrieval import selectors
+from retrieval.documents import DocumentDetail, DocumentPage
+from retrieval.search.engine import MODES
+from retrieval.search.hits import SearchResult
 
 MAX_DOCUMENT_KEYS = 100
 MAX_METADATA_CHARS = 4096
@@ -47,7 +49,7 @@ class SearchInput(serializers.Serializer):
     kb = serializers.CharField(max_length=100, help_text="Knowledge base slug (or id).")
     query = serializers.CharField(max_length=settings.SEARCH_MAX_QUERY_CHARS, trim_whitespace=True)
     top_k = serializers.IntegerField(min_value=1, max_value=settings.SEARCH_MAX_TOP_K, default=10)
-    mode = serializers.ChoiceField(choices=selectors.MODES, default="hybrid")
+    mode = serializers.ChoiceField(choices=MODES, default="hybrid")
     document_keys = serializers.ListField(
         child=serializers.CharField(max_length=255, trim_whitespace=False),
         allow_empty=False,
@@ -111,7 +113,7 @@ def search_input_fast(data: Any) -> dict[str, Any] | None:
     mode = data.get("mode", _MODE_DEFAULT)
     if kb is None or query is None or type(top_k) is not int or type(mode) is not str:
         return None
-    if not _TOP_K[0] <= top_k <= _TOP_K[1] or mode not in selectors.MODES:
+    if not _TOP_K[0] <= top_k <= _TOP_K[1] or mode not in MODES:
         return None
     return {"kb": kb, "query": query, "top_k": top_k, "mode": mode}
 
@@ -145,7 +147,7 @@ class SearchOutput(serializers.Serializer):
 _DATETIME = serializers.DateTimeField()
 
 
-def search_body(result: selectors.SearchResult) -> dict[str, Any]:
+def search_body(result: SearchResult) -> dict[str, Any]:
     """SearchOutput's representation of `result`, built as plain dicts (SearchOutput stays the
     schema; a test holds the two equal)."""
     return {
@@ -305,7 +307,7 @@ class DocumentPageOutput(serializers.Serializer):
     results = DocumentOutput(many=True, source="documents")
     next_cursor = serializers.SerializerMethodField()
 
-    def get_next_cursor(self, page: selectors.DocumentPage) -> str | None:
+    def get_next_cursor(self, page: DocumentPage) -> str | None:
         return cursor_encode(page.next_after_id) if page.next_after_id is not None else None
 
 
@@ -325,7 +327,7 @@ class DocumentDetailOutput(DocumentOutput):
     running_builds = BuildOutput(many=True, help_text="Pending, building or awaiting approval.")
 
     def to_representation(self, instance: Any) -> Any:
-        detail: selectors.DocumentDetail = instance
+        detail: DocumentDetail = instance
         data = DocumentOutput(detail.document).data
         data.update(
             status=detail.status,

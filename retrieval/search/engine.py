@@ -1,0 +1,161 @@
+"""Search: the query embedded, then the legs read in one snapshot that also proves the index
+version active, fused for hybrid; a swap in between starts the search again."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS
+
+from kb.models import IndexVersion, KnowledgeBase
+from retrieval import routing
+from retrieval.principals import KnowledgeBaseNotFound, Principal
+from retrieval.search.fusion import depth, fuse_lists
+from retrieval.search.hits import Hit, SearchFilters, SearchResult, hits_from_rows
+from retrieval.search.lexical.leg import keyword_rows
+from retrieval.search.snapshot import (
+    one_statement,
+    search_snapshot,
+)
+from retrieval.search.vector import approximate_rows, embed_query, exact_rows
+from retrieval.search.visibility import (
+    search_params,
+)
+
+MODES = ("vector", "keyword", "hybrid")
+
+
+def _still_active(*, kb_id: int, version: IndexVersion) -> bool:
+    """Whether `version` is still the knowledge base's active one in this transaction's
+    snapshot. A search asks only when its lists came back empty (`_ranked_lists`)."""
+    with routing.db().cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM kb_knowledgebase WHERE id = %s "
+            "AND active_index_version_id = %s)",
+            [kb_id, version.pk],
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def _active_version(*, kb_id: int, using: str) -> IndexVersion:
+    """The knowledge base's active version as database `using` has it now."""
+    active_id = (
+        KnowledgeBase.objects.using(using)
+        .filter(pk=kb_id)
+        .values_list("active_index_version_id", flat=True)
+        .first()
+    )
+    version = IndexVersion.objects.using(using).filter(pk=active_id).first() if active_id else None
+    if version is None:
+        raise KnowledgeBaseNotFound(kb_id)
+    return version
+
+
+def _ranked_lists(
+    *,
+    kb_id: int,
+    version: IndexVersion,
+    params: dict[str, Any],
+    vector: list[float] | None,
+    query: str | None,
+    limit: int,
+    approximate: bool = True,
+) -> list[list[Hit]] | None:
+    """The search's lists (vector, keyword, or both) in the current snapshot, or None if
+    `version` is no longer the knowledge base's active one there. A row proves it is: the
+    visibility rule requires the version be active in the statement's snapshot, the same one
+    (`visible_sql`). So the re-check (`_still_active`) runs only when a list came back empty. A
+    candidate version (`params["candidate"]`) is never re-checked. The vector leg is the
+    approximate statement, then the exact form if that came back short; `approximate=False`:
+    the exact form alone (the caller's approximate statement came back short)."""
+    check = not params.get("candidate")
+    ranked: list[list[Hit]] = []
+    if vector is not None:
+        rows = approximate_rows(params, version, vector, limit) if approximate else []
+        if len(rows) < limit:
+            rows = exact_rows(params, version, vector, limit)
+        if not rows and check and not _still_active(kb_id=kb_id, version=version):
+            return None
+        check = False  # a row, or the re-check, showed the version active in this snapshot
+        ranked.append(hits_from_rows(rows))
+    if query is not None:
+        rows = keyword_rows(params, version, query, limit)
+        if not rows and check and not _still_active(kb_id=kb_id, version=version):
+            return None
+        ranked.append(hits_from_rows(rows))
+    return ranked
+
+
+def search(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    query: str,
+    top_k: int = 10,
+    mode: str = "hybrid",
+    filters: SearchFilters | None = None,
+    index_version: IndexVersion | None = None,
+    using: str = DEFAULT_DB_ALIAS,
+) -> SearchResult:
+    """Top chunks visible to `principal` in `kb`.
+
+    The query is embedded first (no I/O inside a transaction). A vector search is then one
+    statement, the approximate one, in its own snapshot: when it returns top_k rows they are
+    the answer, since each proves the version active in that snapshot. Otherwise (a swap, or a
+    scope so small the index walk gave up) and for keyword and hybrid searches, every list is
+    read in one repeatable-read snapshot that also confirms the index version is still the
+    active one (`_ranked_lists`). If a swap happened in between, the search starts again with
+    the new version.
+
+    `index_version` (the admin's test search only; the API never passes it) searches that
+    version of `kb` instead, a candidate before its swap: its pointers, by the same rule, minus
+    the clause that the version be active.
+
+    `using`: the database the snapshot is read from (`retrieval.routing`: the API passes the
+    replica when one is configured). On a replica behind a swap, the version is the one the
+    replica's snapshot says is active; a knowledge base it has not replayed yet is not found.
+    """
+    started = time.perf_counter()
+    if index_version is not None and index_version.kb_id != kb.pk:
+        raise ValueError("index_version belongs to another knowledge base")
+    # The version `kb` was read with (`knowledge_base_for` selects it); after a swap, re-read.
+    version = index_version or kb.active_index_version
+    while True:
+        if version is None:
+            version = _active_version(kb_id=kb.pk, using=using)
+        vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
+        params = search_params(principal=principal, kb=kb, filters=filters)
+        limit = depth(top_k) if mode == "hybrid" else top_k
+        if index_version is not None:
+            params["candidate"] = True
+        if mode == "vector":
+            assert vector is not None
+            with one_statement(using):
+                rows = approximate_rows(params, version, vector, limit)
+            if len(rows) >= limit:
+                return _result(kb, version, started, hits_from_rows(rows))
+        with search_snapshot(using):
+            ranked = _ranked_lists(
+                kb_id=kb.pk,
+                version=version,
+                params=params,
+                vector=vector,
+                query=query if mode in ("keyword", "hybrid") else None,
+                limit=limit,
+                approximate=mode != "vector",  # vector mode's came back short just now
+            )
+        if ranked is None:  # swapped since `version` was read: start again with the new one
+            version = None
+            continue
+        return _result(
+            kb, version, started, ranked[0] if len(ranked) == 1 else fuse_lists(ranked, top_k)
+        )
+
+
+def _result(
+    kb: KnowledgeBase, version: IndexVersion, started: float, hits: list[Hit]
+) -> SearchResult:
+    took_ms = (time.perf_counter() - started) * 1000
+    return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)

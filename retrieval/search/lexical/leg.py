@@ -1,0 +1,44 @@
+"""The keyword leg: BM25 over the version's postings (`bm25`), or a p1 version's tsvector
+ranking (`tsvector`), under the visibility rule it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kb.models import IndexVersion
+from retrieval.search.hits import COLUMNS
+from retrieval.search.lexical.bm25 import query_weights, ranked_rows
+from retrieval.search.lexical.tsvector import tsvector_rows
+from retrieval.search.visibility import (
+    visible_sql,
+)
+
+
+def keyword_rows(
+    params: dict[str, Any], version: IndexVersion, query: str, limit: int
+) -> list[tuple[Any, ...]]:
+    """BM25 over the version's postings (`bm25`); a p1 version, until it is replaced, keeps
+    its `simple` tsvector ranking (`tsvector`)."""
+    if not version.uses_postings:
+        return tsvector_rows(params, version, query, limit)
+    return bm25_rows(params, version, query, limit, visible_sql)
+
+
+def bm25_rows(
+    params: dict[str, Any],
+    version: IndexVersion,
+    query: str,
+    limit: int,
+    visible: Callable[..., str],
+) -> list[tuple[Any, ...]]:
+    """BM25 over the version's postings, with `visible` (`visible_sql` now, `_visible_then` for
+    history) as the visibility rule."""
+    return ranked_rows(
+        version_id=version.pk,
+        weights=query_weights(version_id=version.pk, query=query),
+        params=params,
+        columns=COLUMNS,
+        visible=lambda chunks: visible(iv=version.pk, params=params, chunks=chunks),
+        limit=limit,
+    )
