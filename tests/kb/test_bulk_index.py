@@ -127,6 +127,12 @@ def test_a_second_builder_waits_for_the_first(built: KnowledgeBase) -> None:
         assert ann_build.ann_index_build(version_id=v2.pk) == "busy"
         assert ann.ann_index_state(v2.pk) == "missing"
     finally:
+        # Unlock before closing: a closed session's locks go only when its backend has exited,
+        # which the next statement here may beat (seen under load).
+        with other.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_unlock(%s, %s)", [ann_build.ANN_BUILD_LOCK_CLASS, v2.pk]
+            )
         other.close()
     assert ann_build.ann_index_build(version_id=v2.pk) == "built"
 
