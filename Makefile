@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m config.devstack run
+	$(PY) -m devtools.devstack run
 
 test: $(STAMP) browser
-	$(PY) -m config.devstack exec -- $(MAKE) --no-print-directory check
+	$(PY) -m devtools.devstack exec -- $(MAKE) --no-print-directory check
 
 # The admin's browser tests drive Debian's Chromium; install it where we may (root with apt).
 browser:
@@ -56,7 +56,7 @@ bench: $(BENCH_STAMP)
 # A randomised soak with real processes killed at random (docs/SOAK.md); not part of `make test`.
 # Its own database (canon_soak) and Redis (port 6395). SOAK_ARGS, e.g. "--minutes 5 --seed 7".
 soak: $(STAMP)
-	$(PY) -m config.devstack exec -- $(PY) -m tests.soak $(SOAK_ARGS)
+	$(PY) -m devtools.devstack exec -- $(PY) -m tests.soak $(SOAK_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

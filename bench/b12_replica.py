@@ -1,5 +1,5 @@
 """B12 search on a read replica: a streaming standby of the bench's server is copied and started
-for the run (config/standby.py; `pg_basebackup -R`, hot standby on a free port, stopped after).
+for the run (devtools/standby.py; `pg_basebackup -R`, hot standby on a free port, stopped after).
 
 Measured in one run: publish-to-visible, the time from a publish on the primary (its
 PublicationEvent's timestamp, taken inside the switch's transaction just before it commits)
@@ -32,7 +32,7 @@ def main() -> None:
     import psycopg
     from django.db import DEFAULT_DB_ALIAS, connections
 
-    from config.standby import primary_lsn, replication_lag, start_standby
+    from devtools.standby import primary_lsn, replication_lag, start_standby
     from ingestion.pipeline import task_execute
     from kb.models import Build, PublicationEvent
     from retrieval.principals import Principal

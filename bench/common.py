@@ -48,7 +48,7 @@ def redis_url(db: int) -> str:
     run, as setup() would find it), database `db`."""
     url = os.environ.get("REDIS_URL")
     if not url:
-        from config.devstack import ensure_redis
+        from devtools.devstack import ensure_redis
 
         stops: list[Callable[[], None]] = []
         url = ensure_redis(stops)
@@ -66,7 +66,7 @@ def setup(*, fresh: bool = False) -> None:
     """Start (or reuse) the dev stack, create + migrate `canon_bench`, and set up Django on it."""
     import psycopg
 
-    from config.devstack import stack
+    from devtools.devstack import stack
 
     ctx = stack()
     current = ctx.__enter__()
@@ -261,7 +261,7 @@ class Worker:
 
     def __init__(self, concurrency: int = 2) -> None:
         from config.celery import app as celery_app
-        from config.devstack import celery_worker_argv
+        from devtools.devstack import celery_worker_argv
 
         queue = os.environ["CANON_QUEUE"]
         celery_app.conf.task_default_queue = queue

@@ -33,7 +33,7 @@ def env_bool(name: str, default: bool) -> bool:
 # show no code.
 DEBUG = env_bool("DEBUG", False)
 # SECRET_KEY from the environment (production), else the key file `make run` / `make test`
-# generate once and keep (config.devstack.ensure_secret_key). Never a built-in key with DEBUG off.
+# generate once and keep (devtools.devstack.ensure_secret_key). Never a built-in key with DEBUG off.
 SECRET_KEY_FILE = Path(env_str("CANON_SECRET_KEY_FILE", str(BASE_DIR / ".data" / "secret_key")))
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY and SECRET_KEY_FILE.is_file():

@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from config.celery import app as celery_app
-from config.devstack import celery_worker_argv
+from devtools.devstack import celery_worker_argv
 from ingestion.relay import outbox_relay_batch
 from kb.models import KnowledgeBase, Tenant, TenantMembership
 from kb.services import knowledge_base_create

@@ -161,7 +161,7 @@ class Service:
 def procfile_web(logs: Path, **values: str) -> Iterator[tuple[Service, int]]:
     """The Procfile's web process in make run's environment (`values` on top, a key file and
     static files of its own under `logs`), answering /healthz on a free port; it must exit 0."""
-    from config import devstack
+    from devtools import devstack
     from tests.conftest import database_url
 
     port = free_port()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from config import devstack
+from devtools import devstack
 from tests.production_support import (
     INSTALL_DIR,
     ROOT,

@@ -17,7 +17,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from config import devstack
+from devtools import devstack
 from kb.models import KnowledgeBase
 from tests.conftest import database_url
 from tests.production_support import (

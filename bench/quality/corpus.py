@@ -25,8 +25,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DATA = ROOT / ".data" / "quality"
@@ -387,3 +388,80 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# --- loading the corpus and its questions for a run (bench.quality.run) -------------------
+
+
+@dataclass
+class Corpus:
+    directory: Path
+    documents: list[dict[str, Any]]
+    questions: list[dict[str, Any]]
+    dropped_questions: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def ensure_corpus(directory: Path) -> None:
+    """Build the Debian corpus (`python -m bench.quality.corpus`) when its manifest is missing."""
+    if (directory / "manifest.json").exists():
+        return
+    if directory.resolve() != CORPUS.resolve():
+        raise SystemExit(f"no manifest.json in {directory}")
+    print("[B8] corpus missing: running python -m bench.quality.corpus", flush=True)
+    subprocess.run([sys.executable, "-m", "bench.quality.corpus"], cwd=ROOT, check=True)
+    if not (directory / "manifest.json").exists():
+        raise SystemExit(f"bench.quality.corpus wrote no {directory / 'manifest.json'}")
+
+
+def load_corpus(
+    directory: Path, questions_path: Path, *, limit_docs: int | None, limit_questions: int | None
+) -> Corpus:
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    questions = [
+        json.loads(line)
+        for line in questions_path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    by_key = {d["key"]: d for d in manifest}
+    notes: list[str] = []
+    unknown = sorted({a for q in questions for a in q["answers"] if a not in by_key})
+    if unknown:
+        notes.append(f"{len(unknown)} answer keys not in the manifest: {unknown[:5]}")
+    if limit_questions:
+        questions = _interleave_languages(questions)[:limit_questions]
+    if limit_docs and limit_docs < len(manifest):
+        # The questions' answer documents first (languages interleaved), then the rest.
+        chosen: dict[str, None] = {}
+        for q in _interleave_languages(questions):
+            for a in q["answers"]:
+                if a in by_key and len(chosen) < limit_docs:
+                    chosen.setdefault(a)
+        for d in manifest:
+            if len(chosen) >= limit_docs:
+                break
+            chosen.setdefault(d["key"])
+        manifest = [by_key[k] for k in chosen]
+    keys = {d["key"] for d in manifest}
+    kept = []
+    for q in questions:
+        answers = [a for a in q["answers"] if a in keys]
+        if answers:
+            kept.append({**q, "answers": answers})
+    return Corpus(
+        directory=directory,
+        documents=manifest,
+        questions=kept,
+        dropped_questions=len(questions) - len(kept),
+        notes=notes,
+    )
+
+
+def _interleave_languages(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_lang: dict[str, list[dict[str, Any]]] = {}
+    for q in questions:
+        by_lang.setdefault(q["lang"], []).append(q)
+    out: list[dict[str, Any]] = []
+    for i in range(max((len(v) for v in by_lang.values()), default=0)):
+        out.extend(v[i] for v in by_lang.values() if i < len(v))
+    return out

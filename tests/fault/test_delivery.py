@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 from psycopg import sql
 
 from config.celery import app as celery_app
-from config.devstack import start_redis
+from devtools.devstack import start_redis
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
 from kb.models import Build, Chunk, Document, KnowledgeBase, PublicationEvent

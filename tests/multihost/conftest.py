@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from config.devstack import procfile_commands
+from devtools.devstack import procfile_commands
 from tests.conftest import ROOT
 from tests.multihost.cluster import IDLE_IN_TRANSACTION_SECONDS, Cluster
 from tests.multihost.network import Host, Network, unavailable

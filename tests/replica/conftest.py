@@ -1,6 +1,6 @@
 """A streaming standby of the test server, and the `replica` alias.
 
-The standby is copied (`pg_basebackup -R`, config/standby.py) once per session, after
+The standby is copied (`pg_basebackup -R`, devtools/standby.py) once per session, after
 pytest-django created the test database, so the standby has it; it is stopped and deleted at the
 end. Data a test writes reaches it only once committed: the tests here are transactional.
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from config.standby import Standby, StandbyUnavailable, start_standby
+from devtools.standby import Standby, StandbyUnavailable, start_standby
 from retrieval.routing import REPLICA
 from tests.conftest import database_url
 

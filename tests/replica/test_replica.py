@@ -1,4 +1,4 @@
-"""Search on a real streaming replica: a hot standby of the test server (config/standby.py), the
+"""Search on a real streaming replica: a hot standby of the test server (devtools/standby.py), the
 API's searches routed to it (`SEARCH_DATABASE = "replica"`), while a real worker builds and
 publishes on the primary and a driver deletes, restores and changes access groups there.
 
@@ -24,7 +24,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, InternalError, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from config.standby import Standby, primary_lsn, replication_lag
+from devtools.standby import Standby, primary_lsn, replication_lag
 from ingestion.relay import outbox_relay_batch
 from kb import services
 from kb.models import Document, KnowledgeBase, Publication, PublicationEvent, Tenant

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from config.devstack import ROOT, _redis_answers
+from devtools.devstack import ROOT, _redis_answers
 
 SOAK_DIR = ROOT / ".data" / "soak"
 QUEUE = "soak"

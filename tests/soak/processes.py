@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from config.devstack import ROOT, redis_server_binary
+from devtools.devstack import ROOT, redis_server_binary
 
 
 class Service:

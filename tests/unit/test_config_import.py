@@ -1,5 +1,5 @@
 """Importing the `config` package (and with it the Celery app) must not read Django settings:
-`config.devstack` and the benchmarks import it, then point DATABASE_URL elsewhere."""
+`devtools.devstack` and the benchmarks import it, then point DATABASE_URL elsewhere."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import os
-import config.devstack  # imports config, hence config.celery
+import devtools.devstack  # imports config, hence config.celery
 os.environ["DATABASE_URL"] = "postgresql://probe@127.0.0.1:1/set_after_import"
 import django
 django.setup()

