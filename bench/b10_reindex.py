@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench import common
+from kb.services.index_versions import index_version_create
 
 QUERIES = [
     "kalo miten rasovu eldor anis quka tenra",
@@ -99,12 +100,12 @@ def _new_version(kb: Any, *, index_first: bool) -> tuple[Any, dict[str, float]]:
     """Re-index `kb` into a new version; times of each phase (wall clock, seconds)."""
     from django.db import transaction
 
-    from kb import ann, selectors, services
+    from kb import ann, selectors
 
     active = kb.active_index_version
     marks: dict[str, float] = {"start": time.time()}
     with transaction.atomic():
-        version = services.index_version_create(
+        version = index_version_create(
             kb_id=kb.pk,
             provider=active.provider,
             model=active.model,

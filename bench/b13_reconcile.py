@@ -63,7 +63,7 @@ def generate(chunks: int) -> dict[str, Any]:
 
     from kb import ann, storage
     from kb.models import IndexVersion, Tenant
-    from kb.services import knowledge_base_create
+    from kb.services.index_versions import knowledge_base_create
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ def main() -> None:
     from django.contrib.auth.models import User
 
     from kb.models import Build, Document
-    from kb.services import build_publish, document_rollback
+    from kb.services.publication import build_publish, document_rollback
 
     kb = common.tenant_kb("switch", require_approval=True)
     version = kb.active_index_version

@@ -197,7 +197,7 @@ def cache_fill(docs: Sequence[Sequence[dict[str, Any]]], version: Any) -> int:
 
 def tenant_kb(slug: str, *, require_approval: bool = False) -> Any:
     from kb.models import KnowledgeBase, Tenant
-    from kb.services import knowledge_base_create
+    from kb.services.index_versions import knowledge_base_create
 
     tenant, _ = Tenant.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     existing = KnowledgeBase.objects.filter(tenant=tenant, slug=slug).first()
@@ -212,7 +212,7 @@ def upload(kb: Any, key: str, text: str, groups: Sequence[str] = ()) -> Any:
     """A new document (or a new revision of an existing one), as the admin upload does."""
     from kb import storage
     from kb.models import Document
-    from kb.services import document_create, revision_create
+    from kb.services.documents import document_create, revision_create
 
     stored = storage.store_bytes(text.encode("utf-8"))
     existing = Document.objects.filter(kb=kb, key=key).first()

@@ -34,7 +34,8 @@ from kb import storage
 from kb.ann_build import ann_index_after_build
 from kb.completeness import IncompleteBuild, manifest_of
 from kb.models import PIPELINE_VERSION, Build, Document, IndexVersion, Revision
-from kb.services import build_publish, document_purge
+from kb.services.documents import document_purge
+from kb.services.publication import build_publish
 from kb.transactions import retry_conflicts
 from textkit import chunker
 from textkit import extract as extractors

@@ -41,7 +41,9 @@ from ingestion.relay import outbox_relay_batch
 from kb import audit, locks, storage
 from kb.completeness import IncompleteBuild
 from kb.models import Revision
-from kb.services import build_publish, builds_ensure, retention_collect
+from kb.services.documents import builds_ensure
+from kb.services.publication import build_publish
+from kb.services.retention import retention_collect
 from kb.storage_lock import backup_running, storage_deletion
 from kb.verify import needed_sources, stored_file_problem
 from work import broker

@@ -14,7 +14,7 @@ from ingestion.reconciler import reconcile as reconcile_pass
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
 from kb.ann_build import ann_index_build, ann_index_build_soon, ann_indexes_due
-from kb.services import retention_collect
+from kb.services.retention import retention_collect
 from work.jobs import job_ran
 
 

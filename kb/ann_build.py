@@ -5,8 +5,8 @@ writes chunk rows at the speed of plain B-tree inserts instead of one HNSW graph
 Once every build of the version is written (none pending or building), `ann_index_build` builds
 the version's index once, `CREATE INDEX CONCURRENTLY` with parallel maintenance workers — a bulk
 graph build that sorts and links in memory instead of one search per inserted chunk. Only then
-can the version be swapped in (`kb.services.index_version_activate` refuses before, and
-`kb.selectors.index_version_status` says "building index").
+can the version be swapped in (`kb.services.index_versions.index_version_activate` refuses
+before, and `kb.selectors.index_version_status` says "building index").
 
 Who calls it: the worker that finished a version's last build (`ingestion.pipeline.task_execute`,
 through `ann_index_after_build`: inline for a small version, else by sending the

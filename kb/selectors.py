@@ -500,11 +500,11 @@ def index_version_status(
     Readiness is computed here, not kept in `IndexVersion.state`: nothing moves a version to
     READY, and a stored READY would go stale at the next upload (which makes the version
     incomplete again until that revision is built into it). A candidate is *ready* exactly when
-    the swap's own coverage check (`kb.services.index_version_coverage_gaps`) finds no gap: every
-    non-deleted document is live in it at its desired revision (`progress.live ==
-    progress.total`). A retired version still inside the retention window keeps receiving builds
-    of new uploads (`live_index_versions`), so a rollback to it never serves stale text; a newer
-    one (rolled back from) may be swapped in again. A candidate whose builds are written but
+    the swap's own coverage check (`kb.services.index_versions.index_version_coverage_gaps`) finds
+    no gap: every non-deleted document is live in it at its desired revision (`progress.live ==
+    progress.total`). A retired version still inside the retention window keeps receiving builds of
+    new uploads (`live_index_versions`), so a rollback to it never serves stale text; a newer one
+    (rolled back from) may be swapped in again. A candidate whose builds are written but
     whose vector index does not exist yet or is being built is *building index*, not ready: the
     swap refuses it too (`kb.ann_build`)."""
     complete = progress.live == progress.total

@@ -16,9 +16,10 @@ What stays on the primary, and why:
 - the knowledge base lookup (`knowledge_base_for`): the search re-reads the active version in
   its own snapshot on the replica anyway (a swap the replica has not replayed yet is searched
   in the replica's version; a knowledge base it has not replayed yet is not found);
-- uploads, deletes, idempotency records, the switch (`kb.services.build_publish`), the admin's
-  pages and its test search (read-your-writes for the person who just published), explain and
-  the document list and detail (they report the primary's state, builds in progress included).
+- uploads, deletes, idempotency records, the switch
+  (`kb.services.publication.build_publish`), the admin's pages and its test search
+  (read-your-writes for the person who just published), explain and the document list and
+  detail (they report the primary's state, builds in progress included).
 
 A write attempted through the replica's connection fails loudly: the search transaction is
 READ ONLY, and a standby refuses every write anyway.

@@ -22,7 +22,7 @@ from config.celery import app as celery_app
 from devtools.devstack import celery_worker_argv
 from ingestion.relay import outbox_relay_batch
 from kb.models import KnowledgeBase, Tenant, TenantMembership
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import storage
 from kb.models import Document, KnowledgeBase, Revision
+from kb.services.documents import document_create, revision_create
 from work.models import IngestionTask
 
 
@@ -15,7 +16,7 @@ def upload_text(kb: KnowledgeBase, key: str, text: str) -> Revision:
     stored = storage.store_bytes(text.encode())
     document = Document.objects.filter(kb=kb, key=key).first()
     if document is None:
-        return services.document_create(
+        return document_create(
             kb=kb,
             key=key,
             title=key,
@@ -23,7 +24,7 @@ def upload_text(kb: KnowledgeBase, key: str, text: str) -> Revision:
             media_type="text/plain",
             original_name=f"{key}.txt",
         )
-    return services.revision_create(
+    return revision_create(
         document=document, stored=stored, media_type="text/plain", original_name=f"{key}.txt"
     )
 

@@ -10,8 +10,10 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import storage
 from kb.models import KnowledgeBase
+from kb.services.documents import document_create, revision_create
+from kb.services.index_versions import knowledge_base_create
 from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +40,7 @@ def test_readyz_reports_each_dependency(settings: object) -> None:
 
 
 def test_metrics_parse_with_the_prometheus_parser(kb: KnowledgeBase) -> None:
-    revision = services.document_create(
+    revision = document_create(
         kb=kb,
         key="doc",
         title="Doc",
@@ -47,7 +49,7 @@ def test_metrics_parse_with_the_prometheus_parser(kb: KnowledgeBase) -> None:
         original_name="doc.txt",
     )
     task_execute(task_id=IngestionTask.objects.get(build__revision=revision).pk, worker_id="w")
-    queued = services.revision_create(
+    queued = revision_create(
         document=revision.document,
         stored=storage.store_bytes(b"Other text."),
         media_type="text/plain",
@@ -76,7 +78,7 @@ def test_json_logs_carry_the_pipeline_ids(kb: KnowledgeBase, tmp_path: Any) -> N
 
     from tests.conftest import ROOT, database_url
 
-    revision = services.document_create(
+    revision = document_create(
         kb=kb,
         key="doc",
         title="Doc",
@@ -155,7 +157,7 @@ def test_search_answers_503_while_the_query_cannot_be_embedded(
 ) -> None:
     import embeddings
 
-    kb = services.knowledge_base_create(
+    kb = knowledge_base_create(
         tenant=tenant, name="Remote", slug="remote", provider="openai", model="m", dimensions=8
     )
 

@@ -1,12 +1,13 @@
 """B8's contenders on exactly Canon's chunks: bm25s (with or without jieba), PostgreSQL
-full text search, exact dense retrieval in numpy, langchain-postgres; Canon's modes as rankers."""
+full text search, exact dense retrieval in numpy, reciprocal rank fusion of bm25s+jieba and exact
+dense, langchain-postgres; Canon's modes as rankers."""
 
 from __future__ import annotations
 
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import common
@@ -88,22 +89,65 @@ def canon_ranker(kb: Any, mode: str, hits: dict[str, list[list[Any]]]) -> Ranker
     return rank
 
 
-def bm25s_ranker(chunks: Chunks, tokenizer: Tokenizer) -> Ranker:
+Search = Callable[[str, int], list[int]]  # (query, depth) -> chunk indices into Chunks, best first
+
+
+def documents(chunks: Chunks, search: Search) -> Ranker:
+    """A chunk-level search as a ranker: the document key of each of its first TOP_K hits."""
+
+    def rank(query: str) -> list[str]:
+        return [chunks.keys[i] for i in search(query, TOP_K)]
+
+    return rank
+
+
+def bm25s_search(chunks: Chunks, tokenizer: Tokenizer) -> Search:
     import bm25s
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
     retriever = bm25s.BM25()
     retriever.index([tokenizer(t) for t in chunks.texts], show_progress=False)
-    k = min(TOP_K, len(chunks.texts))
 
-    def rank(query: str) -> list[str]:
+    def search(query: str, depth: int) -> list[int]:
         tokens = tokenizer(query)
+        k = min(depth, len(chunks.texts))
         if not tokens or not k:
             return []
         docs, scores = retriever.retrieve([tokens], k=k, show_progress=False, n_threads=1)
-        return [chunks.keys[int(d)] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+        return [int(d) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
 
-    return rank
+    return search
+
+
+def bm25s_ranker(chunks: Chunks, tokenizer: Tokenizer) -> Ranker:
+    return documents(chunks, bm25s_search(chunks, tokenizer))
+
+
+RRF_K = 60
+RRF_DEPTH = 100
+
+
+def rrf(lists: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[int]:
+    """Reciprocal rank fusion: sum over the lists of 1 / (k + rank), rank from 1; ties by the
+    best rank in any list, then by the chunk index."""
+    scores: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for ranked in lists:
+        for rank, item in enumerate(ranked, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            best[item] = min(rank, best.get(item, rank))
+    return sorted(scores, key=lambda i: (-scores[i], best[i], i))
+
+
+def rrf_ranker(
+    chunks: Chunks, searches: Sequence[Search], *, depth: int = RRF_DEPTH, k: int = RRF_K
+) -> Ranker:
+    """RRF (k=60) of the first `depth` hits of each search; every search runs per query."""
+
+    def search(query: str, top: int) -> list[int]:
+        return rrf([s(query, depth) for s in searches], k=k)[:top]
+
+    return documents(chunks, search)
 
 
 class PgFts:
@@ -138,23 +182,28 @@ class PgFts:
         return [self.keys[r[0]] for r in rows]
 
 
-def numpy_ranker(chunks: Chunks, embed: Callable[[str], list[float]]) -> Ranker:
+def numpy_search(chunks: Chunks, embed: Callable[[str], list[float]]) -> Search:
+    """Exact dense retrieval: cosine similarity to every stored vector."""
     import numpy as np
 
     matrix = chunks.vectors / (np.linalg.norm(chunks.vectors, axis=1, keepdims=True) + 1e-12)
 
-    def rank(query: str) -> list[str]:
+    def search(query: str, depth: int) -> list[int]:
         q = np.asarray(embed(query), dtype=np.float32)
         q /= np.linalg.norm(q) + 1e-12
         scores = matrix @ q
-        k = min(TOP_K, len(scores))
+        k = min(depth, len(scores))
         if not k:
             return []
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((top, -scores[top]))]
-        return [chunks.keys[int(i)] for i in top]
+        return [int(i) for i in top]
 
-    return rank
+    return search
+
+
+def numpy_ranker(chunks: Chunks, embed: Callable[[str], list[float]]) -> Ranker:
+    return documents(chunks, numpy_search(chunks, embed))
 
 
 def langchain_ranker(chunks: Chunks, embed: Callable[[str], list[float]]) -> Ranker:

@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("langchain_postgres").setLevel(logging.ERROR)
     import embeddings
     from kb.models import Tenant
-    from kb.services import knowledge_base_create
+    from kb.services.index_versions import knowledge_base_create
 
     tenant = Tenant.objects.create(slug="quality", name="Quality")
     kb = knowledge_base_create(

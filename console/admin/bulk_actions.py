@@ -22,9 +22,12 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from console.admin.confirmation import ReasonForm, confirm_label, require
-from kb import document_states, services
+from kb import document_states
 from kb.document_states import utc_text
 from kb.models import Build, Document, Publication
+from kb.services.base import ActionRefused
+from kb.services.documents import build_retry, document_delete, document_restore
+from kb.services.publication import build_approve
 
 # At most this many documents per bulk action: the plan is one page, and each item is its own
 # transaction inside one request.
@@ -113,7 +116,7 @@ def _approve_plan(documents: list[Document]) -> Plan:
 
 def _approve(request: HttpRequest, item: Item, reason: str) -> str:
     assert item.build is not None
-    services.build_approve(
+    build_approve(
         build_id=item.build.pk,
         actor=request.user,
         reason=reason,
@@ -157,7 +160,7 @@ def _retry_plan(documents: list[Document]) -> Plan:
 
 def _retry(request: HttpRequest, item: Item, reason: str) -> str:
     assert item.build is not None
-    services.build_retry(build_id=item.build.pk, actor=request.user, reason=reason)
+    build_retry(build_id=item.build.pk, actor=request.user, reason=reason)
     return (
         f"Retried the build of revision {item.build.revision.number} "
         f"in v{item.build.index_version.number}"
@@ -184,8 +187,8 @@ def _delete_plan(documents: list[Document]) -> Plan:
 def _delete(request: HttpRequest, item: Item, reason: str) -> str:
     document = Document.objects.get(pk=item.document.pk)
     if document.deleted_at is not None:
-        raise services.ActionRefused("It was deleted meanwhile.")
-    services.document_delete(document_id=item.document.pk, actor=request.user, reason=reason)
+        raise ActionRefused("It was deleted meanwhile.")
+    document_delete(document_id=item.document.pk, actor=request.user, reason=reason)
     return "Deleted"
 
 
@@ -207,7 +210,7 @@ def _restore_plan(documents: list[Document]) -> Plan:
 
 
 def _restore(request: HttpRequest, item: Item, reason: str) -> str:
-    services.document_restore(document_id=item.document.pk, actor=request.user, reason=reason)
+    document_restore(document_id=item.document.pk, actor=request.user, reason=reason)
     return "Restored"
 
 
@@ -354,7 +357,7 @@ def _perform(
         )
         try:
             line = action.perform(request, item, reason)
-        except services.ActionRefused as exc:
+        except ActionRefused as exc:
             refused.append(f"{label}: {exc}")
             continue
         model_admin.log_change(request, item.document, f"{line} (bulk action): {reason}")

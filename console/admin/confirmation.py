@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from console.admin.refusals import MissingPermission
-from kb import services
+from kb.services.base import ActionRefused
 
 DOCUMENT_HISTORY = "Why? Kept in the document's history."
 KNOWLEDGE_BASE_TIMELINE = "Why? Kept in the knowledge base's timeline."
@@ -65,7 +65,7 @@ def confirm(
     if request.method == "POST" and form.is_valid():
         try:
             message = perform(form.cleaned_data["reason"], form.cleaned_data.get("expected"))
-        except services.ActionRefused as exc:
+        except ActionRefused as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, message)

@@ -15,13 +15,15 @@ from django.urls import reverse
 
 from console.admin.confirmation import confirm, require
 from console.admin.scoping import TenantScopedAdmin
-from kb import document_states, selectors, services
+from kb import document_states, selectors
 from kb.diff import chunk_diff
 from kb.document_states import utc_text
 from kb.models import (
     Build,
     Document,
 )
+from kb.services.documents import build_retry, document_delete, document_restore
+from kb.services.publication import build_approve, document_rollback
 
 
 def _document(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> Document:
@@ -72,7 +74,7 @@ def approve_view(
     live = selectors.served_now(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
-        services.build_approve(
+        build_approve(
             build_id=candidate.pk,
             actor=request.user,
             reason=reason,
@@ -113,7 +115,7 @@ def rollback_view(
     live = selectors.served_now(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
-        services.document_rollback(
+        document_rollback(
             document_id=document.pk,
             build_id=target.pk,
             actor=request.user,
@@ -159,7 +161,7 @@ def retry_view(
     build = _candidate(document, build_id)
 
     def perform(reason: str, expected: int | None) -> str:
-        services.build_retry(build_id=build.pk, actor=request.user, reason=reason)
+        build_retry(build_id=build.pk, actor=request.user, reason=reason)
         _log(
             model_admin,
             request,
@@ -227,7 +229,7 @@ def delete_view(
     document = _document(model_admin, request, object_id)
 
     def perform(reason: str, expected: int | None) -> str:
-        services.document_delete(document_id=document.pk, actor=request.user, reason=reason)
+        document_delete(document_id=document.pk, actor=request.user, reason=reason)
         _log(model_admin, request, document, _with_reason("Deleted", reason))
         document.refresh_from_db()
         until = utc_text(document_states.restorable_until(document=document))
@@ -252,7 +254,7 @@ def restore_view(
     document = _document(model_admin, request, object_id)
 
     def perform(reason: str, expected: int | None) -> str:
-        services.document_restore(document_id=document.pk, actor=request.user, reason=reason)
+        document_restore(document_id=document.pk, actor=request.user, reason=reason)
         _log(model_admin, request, document, _with_reason("Restored", reason))
         return f"{document} is restored."
 

@@ -20,12 +20,13 @@ from django.utils.html import format_html, format_html_join
 from console.admin import bulk_actions, document_actions, upload_many
 from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
 from console.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
-from kb import document_states, selectors, services
+from kb import document_states, selectors
 from kb.models import (
     Document,
     KnowledgeBase,
     Revision,
 )
+from kb.services.documents import document_create, document_update, revision_create
 from kb.uploads import (
     SKIPPED_ATTR,
     AcceptedUpload,
@@ -285,7 +286,7 @@ class DocumentAdmin(TenantScopedAdmin):
     def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
         if not change:
             accepted = form.accepted_upload
-            revision = services.document_create(
+            revision = document_create(
                 kb=form.cleaned_data["kb"],
                 key=form.cleaned_data["key"],
                 title=form.cleaned_data["title"] or "",
@@ -299,7 +300,7 @@ class DocumentAdmin(TenantScopedAdmin):
             obj.created_at = revision.document.created_at
             setattr(request, UPLOAD_LOG_ATTR, f"Added; {_upload_words(accepted, 1)}.")
             return
-        services.document_update(
+        document_update(
             document=obj,
             title=form.cleaned_data["title"],
             access_groups=form.cleaned_data.get("access_groups") or [],
@@ -312,7 +313,7 @@ class DocumentAdmin(TenantScopedAdmin):
         words = [f"changed {', '.join(changed)}"] if changed else []
         accepted = form.accepted_upload
         if accepted is not None:
-            revision = services.revision_create(
+            revision = revision_create(
                 document=obj,
                 stored=accepted.stored,
                 media_type=accepted.media_type,

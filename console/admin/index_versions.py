@@ -21,11 +21,16 @@ from django.urls import reverse
 import embeddings
 from console.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
 from console.admin.scoping import TenantScopedAdmin, readable_filter
-from kb import selectors, services
+from kb import selectors
 from kb.models import (
     Document,
     IndexVersion,
     KnowledgeBase,
+)
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_coverage_gaps,
+    index_version_create,
 )
 
 
@@ -118,9 +123,7 @@ def index_version_create_view(
     }
     form = IndexVersionForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        version = services.index_version_create(
-            kb_id=kb.pk, actor=request.user, **form.cleaned_data
-        )
+        version = index_version_create(kb_id=kb.pk, actor=request.user, **form.cleaned_data)
         messages.success(
             request,
             f"Index version {version.number} is building; the active version keeps serving.",
@@ -175,7 +178,7 @@ def index_version_swap_view(
     named = readable_filter(request)
     progress = selectors.index_version_progress(version=version, named=named)
     status = selectors.index_version_status(version=version, progress=progress, kb=kb)
-    gaps = services.index_version_coverage_gaps(version=version)
+    gaps = index_version_coverage_gaps(version=version)
     summary = {
         "kb": kb,
         "status": status,
@@ -203,7 +206,7 @@ def index_version_swap_view(
         )
 
     def perform(reason: str, expected: int | None) -> str:
-        services.index_version_activate(
+        index_version_activate(
             version_id=version.pk,
             actor=request.user,
             reason=reason,
@@ -254,7 +257,7 @@ def index_version_rollback_view(
         return HttpResponseRedirect(_kb_url(kb))
 
     def perform(reason: str, expected: int | None) -> str:
-        services.index_version_activate(
+        index_version_activate(
             version_id=previous.pk,
             actor=request.user,
             reason=reason,

@@ -12,10 +12,11 @@ from django.utils.html import format_html
 
 from console.admin import index_versions, kb_home, test_search
 from console.admin.scoping import TenantScopedAdmin
-from kb import selectors, services
+from kb import selectors
 from kb.models import (
     KnowledgeBase,
 )
+from kb.services.index_versions import knowledge_base_create
 
 
 @admin.register(KnowledgeBase)
@@ -41,7 +42,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        created = services.knowledge_base_create(
+        created = knowledge_base_create(
             tenant=obj.tenant,
             name=obj.name,
             slug=obj.slug,

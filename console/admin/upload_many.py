@@ -13,11 +13,12 @@ from django.urls import reverse
 
 from console.admin.confirmation import require
 from console.admin.scoping import TenantScopedAdmin, groups_refused
-from kb import services
 from kb.models import (
     Document,
     KnowledgeBase,
 )
+from kb.services.base import InvalidUpload
+from kb.services.documents import document_create, revision_create
 from kb.uploads import UploadRejected, oversized_messages, upload_accept
 
 
@@ -82,7 +83,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
             try:
                 size = filesizeformat(accepted.stored.size)
                 if document is None:
-                    revision = services.document_create(
+                    revision = document_create(
                         kb=kb,
                         key=key,
                         title="",  # none given: the parse stage puts the file's own title
@@ -104,7 +105,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
                         "is the one found in the file once it is parsed.",
                     )
                 else:
-                    revision = services.revision_create(
+                    revision = revision_create(
                         document=document,
                         stored=accepted.stored,
                         media_type=accepted.media_type,
@@ -122,7 +123,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
                         f"Revision {revision.number} of {key} from {accepted.original_name} "
                         f"({size}).",
                     )
-            except services.InvalidUpload as exc:
+            except InvalidUpload as exc:
                 messages.error(request, f"Not uploaded: {accepted.original_name}: {exc}")
         if files:
             return HttpResponseRedirect(reverse("admin:kb_document_changelist"))

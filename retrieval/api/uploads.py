@@ -19,10 +19,10 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from kb import services as kb_services
 from kb.models import Document, KnowledgeBase, Revision
 from kb.selectors import access_groups_clearing_refused
-from kb.services import Actor, InvalidUpload
+from kb.services.base import Actor, InvalidUpload
+from kb.services.documents import document_create, document_delete, document_update, revision_create
 from kb.uploads import AcceptedUpload, UploadRejected, upload_accept
 from retrieval.documents import document_for
 from retrieval.models import IdempotencyRecord
@@ -185,7 +185,7 @@ def _upload_apply(
     """The writes of one upload; runs inside the caller's transaction."""
     document = _upload_authorize(principal=principal, kb=kb, key=key, access_groups=access_groups)
     if document is None:
-        revision = kb_services.document_create(
+        revision = document_create(
             kb=kb,
             key=key,
             title=title or key,
@@ -199,13 +199,13 @@ def _upload_apply(
     if document.deleted_at is not None:
         raise key_unavailable(key)
     if title is not None or access_groups is not None:
-        kb_services.document_update(
+        document_update(
             document=document,
             title=title if title is not None else document.title,
             access_groups=access_groups if access_groups is not None else document.access_groups,
         )
     try:
-        revision = kb_services.revision_create(
+        revision = revision_create(
             document=document,
             stored=accepted.stored,
             media_type=accepted.media_type,
@@ -305,7 +305,7 @@ def document_soft_delete(*, principal: Principal, document_id: int, actor: Actor
     if not principal.can_delete:
         raise Refused(403, "permission_denied", "You may not delete documents.")
     by = f"key {principal.api_key_id}" if principal.api_key_id else f"user {principal.user_id}"
-    kb_services.document_delete(document_id=document.pk, actor=actor, reason=f"API delete ({by})")
+    document_delete(document_id=document.pk, actor=actor, reason=f"API delete ({by})")
 
 
 def idempotency_records_expire() -> int:

@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 
 from ingestion.pipeline import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
-from kb import services
 from kb.models import Document, Tenant, TenantMembership
+from kb.services.index_versions import knowledge_base_create
 from tests.e2e.browser import PASSWORD, Person
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.helpers import upload_task
@@ -43,7 +43,7 @@ def test_a_build_paused_mid_embed_shows_how_far_embedding_got(
     settings.PROVIDER_BACKOFF_BASE_SECONDS = 0.01
     settings.PROVIDER_BACKOFF_MAX_SECONDS = 0.02
     settings.EMBEDDING_BATCH_SIZE = 2
-    kb = services.knowledge_base_create(
+    kb = knowledge_base_create(
         tenant=tenant,
         name="Handbook",
         slug="handbook",

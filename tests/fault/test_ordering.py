@@ -26,7 +26,7 @@ from django.db.models.functions import Now
 
 from ingestion.models import StageResult
 from ingestion.tasks import run_task
-from kb import locks, services
+from kb import locks
 from kb.models import (
     Build,
     Chunk,
@@ -36,6 +36,10 @@ from kb.models import (
     PublicationEvent,
     Tenant,
 )
+from kb.services.base import ActionRefused
+from kb.services.documents import document_delete, document_restore
+from kb.services.index_versions import knowledge_base_create
+from kb.services.publication import build_approve
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.conftest import Worker, wait_for
@@ -238,7 +242,9 @@ CONTENDER_CODE = """
 import os, random, sys, time
 from pathlib import Path
 from django.db import connection
-from kb import locks, services
+from kb import locks
+from kb.services import publication as services
+from kb.services.base import ActionRefused
 
 JITTER = __JITTER__
 workdir = Path(__WORKDIR__)
@@ -291,7 +297,7 @@ while True:
         result = eval(call, {'services': services})
         code = 0
         outcome = f'WON: {result.outcome.value} {result.build_id} {result.previous_build_id}'
-    except services.ActionRefused as exc:
+    except ActionRefused as exc:
         code, outcome = 3, f'REFUSED: {exc}'
     finished = time.time()
     print(f'round {round_number}: {outcome}', flush=True)
@@ -398,7 +404,7 @@ def contenders(
 
 
 def approval_kb(tenant: Tenant) -> KnowledgeBase:
-    return services.knowledge_base_create(
+    return knowledge_base_create(
         tenant=tenant,
         name="Reviewed",
         slug=f"reviewed-{uuid.uuid4().hex[:6]}",
@@ -541,7 +547,7 @@ def test_f_d1_document_deleted_while_its_new_revision_builds(
 
         # when the document is deleted in this process while the build waits to switch
         settings.DELETE_PURGE_DELAY_SECONDS = 0
-        services.document_delete(document_id=policy.pk, reason="F-D1")
+        document_delete(document_id=policy.pk, reason="F-D1")
         delete_committed = time.monotonic()
 
         # then it is invisible from the delete's commit on; the other document still serves
@@ -577,18 +583,18 @@ def test_f_d1_document_deleted_while_its_new_revision_builds(
     assert not Publication.objects.filter(document=policy).exists()
     purge = IngestionTask.objects.get(kind=IngestionTask.Kind.DELETE, document=policy)
     assert purge.status == IngestionTask.Status.SUCCEEDED
-    with pytest.raises(services.ActionRefused, match="purged"):
-        services.document_restore(document_id=policy.pk)
+    with pytest.raises(ActionRefused, match="purged"):
+        document_restore(document_id=policy.pk)
 
     # when another document is deleted with a long retention window and restored before purge
     settings.DELETE_PURGE_DELAY_SECONDS = 3600
     memo_chunks = chunk_ids(build_of(memo, 1))
-    services.document_delete(document_id=memo.pk, reason="F-D1 restore")
+    document_delete(document_id=memo.pk, reason="F-D1 restore")
     memo_delete_committed = time.monotonic()
     assert visible(kb) == {}
     let_search(searcher, n=5)
     memo_restore_started = time.monotonic()
-    services.document_restore(document_id=memo.pk, reason="F-D1 restore")
+    document_restore(document_id=memo.pk, reason="F-D1 restore")
     # then it serves again at once, the same build and chunks
     assert visible(kb) == {"memo": {1}}
     assert live_revision(memo) == 1
@@ -644,10 +650,10 @@ def test_f_x1_concurrent_approve_and_rollback_have_exactly_one_winner(
     # approved live (revision 1 superseded, retained for rollback)
     document = upload(kb, "policy", paragraphs("rev1"))
     retained = ready_build(document, 1)
-    services.build_approve(build_id=retained.pk, actor=None)
+    build_approve(build_id=retained.pk, actor=None)
     upload(kb, "policy", paragraphs("rev2"))
     live = ready_build(document, 2)
-    services.build_approve(build_id=live.pk, actor=None, expected_live_build_id=retained.pk)
+    build_approve(build_id=live.pk, actor=None, expected_live_build_id=retained.pk)
     assert live_revision(document) == 2
     ever_live = {1, 2}
     report = []
@@ -724,7 +730,7 @@ def test_f_x1_a_deadlocked_approve_is_retried_and_publishes_once(
     searcher = searching(kb, ["paragraph", "rev2 paragraph 3"])
     document = upload(kb, "policy", paragraphs("rev1"))
     live = ready_build(document, 1)
-    services.build_approve(build_id=live.pk, actor=None)
+    build_approve(build_id=live.pk, actor=None)
     upload(kb, "policy", paragraphs("rev2"))
     candidate = ready_build(document, 2)
     last_event = PublicationEvent.objects.filter(document=document).latest("pk").pk
@@ -787,9 +793,9 @@ def test_f_d1_a_purge_scheduled_before_a_restore_spares_a_later_delete(
     memo_chunks = chunk_ids(build_of(memo, 1))
     # given a document deleted, restored, and deleted again, each delete with an hour's window
     settings.DELETE_PURGE_DELAY_SECONDS = 3600
-    services.document_delete(document_id=memo.pk, reason="first")
-    services.document_restore(document_id=memo.pk, reason="oops")
-    services.document_delete(document_id=memo.pk, reason="second")
+    document_delete(document_id=memo.pk, reason="first")
+    document_restore(document_id=memo.pk, reason="oops")
+    document_delete(document_id=memo.pk, reason="second")
     first_purge, second_purge = IngestionTask.objects.filter(
         kind=IngestionTask.Kind.DELETE, document=memo
     ).order_by("pk")
@@ -814,7 +820,7 @@ def test_f_d1_a_purge_scheduled_before_a_restore_spares_a_later_delete(
         f"again afterwards and that delete's window has not ended ({purges})"
     )
     assert chunk_ids(build_of(memo, 1)) == memo_chunks
-    services.document_restore(document_id=memo.pk, reason="restored within the window")
+    document_restore(document_id=memo.pk, reason="restored within the window")
     assert visible(kb) == {"memo": {1}}
     searcher.assert_clean()
     assert_verified()

@@ -19,7 +19,7 @@ from embeddings.breaker import BreakerState, breaker_state
 from ingestion.models import StageResult
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.conftest import wait_for

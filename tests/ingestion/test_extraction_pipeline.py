@@ -10,8 +10,9 @@ import pytest
 
 from ingestion.models import EmbeddingCache, StageResult
 from ingestion.pipeline import cache_model, task_execute
-from kb import services, storage
+from kb import storage
 from kb.models import Build, Chunk, Document, KnowledgeBase, Revision
+from kb.services.documents import document_create, revision_create
 from textkit import extract as extractors
 from textkit.chunker import embedding_input
 from work.models import IngestionTask
@@ -35,7 +36,7 @@ its lease changes nothing. The check is a conditional update of the task row.</p
 
 
 def upload_html(kb: KnowledgeBase, *, key: str, title: str, html: str = PAGE) -> Revision:
-    return services.document_create(
+    return document_create(
         kb=kb,
         key=key,
         title=title,
@@ -94,7 +95,7 @@ def test_the_document_title_is_set_once_and_later_revisions_keep_their_own(
     first = upload_html(kb, key="leases.html", title="")
     task_execute(task_id=build_task(first).pk, worker_id="w")
     document = Document.objects.get(pk=first.document_id)
-    second = services.revision_create(
+    second = revision_create(
         document=document,
         stored=storage.store_bytes(PAGE.replace("Leases", "Leases, revised").encode()),
         media_type=extractors.TEXT_HTML,
@@ -108,7 +109,7 @@ def test_the_document_title_is_set_once_and_later_revisions_keep_their_own(
 
 
 def test_an_unparseable_file_fails_the_build_with_a_readable_message(kb: KnowledgeBase) -> None:
-    revision = services.document_create(
+    revision = document_create(
         kb=kb,
         key="broken.pdf",
         title="",

@@ -35,8 +35,10 @@ from embeddings.breaker import BreakerOpen, CircuitBreaker, breaker_state, redis
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
-from kb import services, storage
+from kb import storage
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Tenant, TenantMembership
+from kb.services.documents import document_create
+from kb.services.index_versions import knowledge_base_create
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from work.models import IngestionTask, OutboxEvent
 
@@ -416,7 +418,7 @@ def openai_settings(settings: Any, server: EmbeddingServer, prefix: str) -> Any:
 
 @pytest.fixture
 def openai_kb(tenant: Tenant, openai_settings: Any) -> KnowledgeBase:
-    return services.knowledge_base_create(
+    return knowledge_base_create(
         tenant=tenant,
         name="Embedded elsewhere",
         slug="remote",
@@ -428,7 +430,7 @@ def openai_kb(tenant: Tenant, openai_settings: Any) -> KnowledgeBase:
 
 def upload(kb: KnowledgeBase, key: str, text: str) -> IngestionTask:
     stored = storage.store_bytes(text.encode())
-    revision = services.document_create(
+    revision = document_create(
         kb=kb, key=key, title=key, stored=stored, media_type="text/plain", original_name="x.txt"
     )
     return IngestionTask.objects.get(build__revision=revision)

@@ -26,8 +26,9 @@ from ingestion.reconciler import (
     reconcile,
     repair_orphan_file,
 )
-from kb import services, storage
+from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication
+from kb.services.documents import document_delete
 from tests.helpers import upload_task
 from work import broker
 from work.leases import task_claim
@@ -139,7 +140,7 @@ def test_a_deleted_document_with_chunks_and_no_purge_is_purged(
     task = upload_task(kb, "doc", "Text. " * 50)
     task_execute(task_id=task.pk, worker_id="w")
     document = Document.objects.get()
-    services.document_delete(document_id=document.pk)
+    document_delete(document_id=document.pk)
     IngestionTask.objects.filter(kind="delete").delete()  # the purge task was lost
 
     assert reconcile()["deleted_with_chunks"] == 1

@@ -15,8 +15,8 @@ from django.utils import timezone
 from ingestion import writer
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
-from kb import services
 from kb.models import Build, IndexVersion, KnowledgeBase, LexicalStat
+from kb.services.index_versions import index_version_activate, index_version_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.helpers import run_pending, upload_text
@@ -39,7 +39,7 @@ def run_all() -> None:
 def new_version(kb: KnowledgeBase, *, chunk_size: int | None = None) -> IndexVersion:
     active = kb.active_index_version
     assert active is not None
-    return services.index_version_create(
+    return index_version_create(
         kb_id=kb.pk,
         provider=active.provider,
         model="canon-hash-reindexed",  # a model change: same chunks, new vectors
@@ -112,7 +112,7 @@ def test_a_model_change_copies_each_builds_keyword_index(live: KnowledgeBase) ->
         assert keyword_index(new)["postings"] == analysed_index(new)
 
     # the keyword leg ranks the new version as it ranks the old one
-    services.index_version_activate(version_id=v2.pk, actor=None)
+    index_version_activate(version_id=v2.pk, actor=None)
     kb.refresh_from_db()
     reader = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
     hits = search(principal=reader, kb=kb, query="flour yeast oven", mode="keyword").hits

@@ -20,9 +20,10 @@ from ingestion.models import StageResult
 from ingestion.pipeline import TerminalError, classify, task_execute
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
-from kb import services
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Posting, Publication
+from kb.services.base import ActionRefused
+from kb.services.documents import document_delete, document_restore
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.helpers import upload_task
@@ -178,14 +179,14 @@ def test_delete_is_invisible_at_commit_and_restore_brings_it_back(
     principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
     document = Document.objects.get(key="doc")
 
-    services.document_delete(document_id=document.pk, reason="outdated")
+    document_delete(document_id=document.pk, reason="outdated")
     assert search(principal=principal, kb=kb, query="penguins").hits == []
     purge = IngestionTask.objects.get(kind="delete")
     assert purge.available_at is not None
     assert purge.available_at > timezone.now() + timedelta(minutes=59)
     assert task_execute(task_id=purge.pk, worker_id="w") == "not_claimed"  # not yet due
 
-    services.document_restore(document_id=document.pk, reason="still needed")
+    document_restore(document_id=document.pk, reason="still needed")
     assert [h.document_key for h in search(principal=principal, kb=kb, query="penguins").hits]
     actions = list(document.events.order_by("id").values_list("action", flat=True))
     assert actions == ["publish", "delete", "restore"]
@@ -197,7 +198,7 @@ def test_purge_removes_chunks_and_pointers_and_is_idempotent(kb: KnowledgeBase, 
     task = upload_task(kb, "doc", "Text about walruses. " * 100)
     task_execute(task_id=task.pk, worker_id="w")
     document = Document.objects.get(key="doc")
-    services.document_delete(document_id=document.pk)
+    document_delete(document_id=document.pk)
     purge = IngestionTask.objects.get(kind="delete")
 
     assert task_execute(task_id=purge.pk, worker_id="w").startswith("purged")
@@ -206,8 +207,8 @@ def test_purge_removes_chunks_and_pointers_and_is_idempotent(kb: KnowledgeBase, 
     assert document.purged_at is not None
     assert not Chunk.objects.filter(document=document).exists()
     assert not Publication.objects.filter(document=document).exists()
-    with pytest.raises(services.ActionRefused, match="purged"):
-        services.document_restore(document_id=document.pk)
+    with pytest.raises(ActionRefused, match="purged"):
+        document_restore(document_id=document.pk)
     assert task_execute(task_id=purge.pk, worker_id="w") == "not_claimed"
     call_command("kb_verify")
 

@@ -17,9 +17,11 @@ from ingestion import pipeline
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.reconciler import find_orphan_files, reconcile, repair_orphan_file
-from kb import services, storage
+from kb import storage
 from kb.backup import BackupError, pg_tool
 from kb.models import Build, KnowledgeBase, Revision
+from kb.services.documents import build_retry
+from kb.services.index_versions import index_version_create
 from kb.storage_lock import STORAGE_LOCK_KEY, backup_running
 from retrieval.principals import Principal
 from retrieval.search.engine import search
@@ -46,7 +48,7 @@ def _published(kb: KnowledgeBase, key: str, text: str) -> Revision:
 def _reindex(kb: KnowledgeBase) -> IngestionTask:
     version = kb.active_index_version
     assert version is not None
-    new = services.index_version_create(
+    new = index_version_create(
         kb_id=kb.pk,
         provider=version.provider,
         model=version.model,
@@ -110,7 +112,7 @@ def test_a_missing_source_is_reported_and_a_rebuild_fails_readably_while_search_
 
     # and once the file is back, a retry builds it
     assert storage.store_bytes(text.encode()).path == revision.storage_path
-    services.build_retry(build_id=build.pk)
+    build_retry(build_id=build.pk)
     assert task_execute(task_id=task.pk, worker_id="w") == "published"
     call_command("kb_verify")
 

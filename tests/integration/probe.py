@@ -24,8 +24,8 @@ django.setup()
 from console.dashboard import dashboard  # noqa: E402
 from ingestion.reconciler import reconcile  # noqa: E402
 from ingestion.relay import outbox_relay_batch  # noqa: E402
-from kb import services  # noqa: E402
 from kb.models import Build, KnowledgeBase  # noqa: E402
+from kb.services.index_versions import index_version_create  # noqa: E402
 from retrieval.principals import principal_from_key  # noqa: E402
 from retrieval.search.engine import search  # noqa: E402
 from retrieval.search.visibility import knowledge_base_for  # noqa: E402
@@ -73,7 +73,7 @@ def probe_reindex(kb_ref: str, timeout: str) -> Any:
     kb = KnowledgeBase.objects.get(slug=kb_ref)
     active = kb.active_index_version
     assert active is not None
-    version = services.index_version_create(
+    version = index_version_create(
         kb_id=kb.pk,
         provider=active.provider,
         model=active.model,

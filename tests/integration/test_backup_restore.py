@@ -26,9 +26,10 @@ from psycopg import sql
 
 from ingestion.models import StageResult
 from ingestion.relay import outbox_relay_batch
-from kb import services, storage
+from kb import storage
 from kb.backup.layout import stored_files
 from kb.models import Document, KnowledgeBase, Publication, Revision
+from kb.services.documents import document_create, document_delete, revision_create
 from tests.conftest import ROOT, Worker, database_url, wait_for
 
 pytestmark = pytest.mark.integration
@@ -154,10 +155,10 @@ def upload(kb: KnowledgeBase, key: str, text: str, media_type: str = "text/markd
     document = Document.objects.filter(kb=kb, key=key).first()
     name = f"{key}.md" if media_type == "text/markdown" else f"{key}.txt"
     if document is None:
-        return services.document_create(
+        return document_create(
             kb=kb, key=key, title="", stored=stored, media_type=media_type, original_name=name
         )
-    return services.revision_create(
+    return revision_create(
         document=document, stored=stored, media_type=media_type, original_name=name
     )
 
@@ -185,7 +186,7 @@ def build_live_knowledge_base(kb: KnowledgeBase) -> dict[str, Revision]:
     revisions["vacation"] = upload(kb, "vacation", VACATION_2)
     expected["vacation"] = 2
     wait_for(lambda: live_revisions(kb) == expected, what="vacation r2 live")
-    services.document_delete(document_id=revisions["old-policy"].document_id, reason="replaced")
+    document_delete(document_id=revisions["old-policy"].document_id, reason="replaced")
     return revisions
 
 

@@ -13,9 +13,10 @@ import pytest
 from django.db import connection, transaction
 
 from embeddings import USE_DIMENSIONS, USE_MODEL
-from kb import selectors, services
+from kb import selectors
 from kb.ann import ann_index_ready
 from kb.models import KnowledgeBase
+from kb.services.index_versions import index_version_activate, index_version_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.conftest import wait_for
@@ -86,7 +87,7 @@ def test_swapping_hash_for_the_multilingual_model_while_search_serves(
     RUNNING_SEARCHERS.append(searcher)
     try:
         # when a new index version with the packaged model is built by the worker
-        version = services.index_version_create(
+        version = index_version_create(
             kb_id=kb.pk,
             provider="use",
             model=USE_MODEL,
@@ -109,7 +110,7 @@ def test_swapping_hash_for_the_multilingual_model_while_search_serves(
         assert searches_before_swap > 0
 
         # when the swap is made
-        services.index_version_activate(version_id=version.pk, actor=None, reason="semantic")
+        index_version_activate(version_id=version.pk, actor=None, reason="semantic")
         wait_for(
             lambda: searcher.versions and searcher.versions[-1] == version.number,
             relay=False,

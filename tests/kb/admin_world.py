@@ -19,7 +19,7 @@ from django.test import Client
 
 from kb.models import Build, Document, KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import build, publish, upload
 from work.models import AuditEvent

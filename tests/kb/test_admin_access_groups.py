@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from kb import services
 from kb.models import Build, Document, IndexVersion, TenantMembership
+from kb.services.index_versions import index_version_create
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create, principal_from_user
 from tests.kb.admin_world import MARK_HR, World, build_world
@@ -190,7 +190,7 @@ def test_knowledge_base_pages_count_every_document_but_name_only_readable_ones(
         build = Build.objects.filter(document=document).order_by("-id").first()
         assert build is not None
         Build.objects.filter(pk=build.pk).update(state=Build.State.FAILED, error="boom")
-    version = services.index_version_create(
+    version = index_version_create(
         kb_id=world.kb_b.pk,
         actor=None,
         provider="hash",

@@ -14,11 +14,12 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from ingestion.pipeline import task_execute
-from kb import services
 from kb.document_states import work_queue_counts
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
-from kb.services import knowledge_base_create
+from kb.services.documents import document_delete
+from kb.services.index_versions import knowledge_base_create
+from kb.services.publication import build_approve
 from tests.kb.admin_world import staff
 from tests.retrieval.factories import build, publish, upload
 from work.models import AuditEvent, IngestionTask
@@ -61,7 +62,7 @@ def queues(kb: KnowledgeBase) -> Queues:
     build(upload(kb, "secret", "# Secret\n\nNew pay bands."))
     failed = _fail(kb, "failed")
     upload(kb, "building", "# Building\n\nNot built yet.")
-    services.document_delete(document_id=Document.objects.get(key="deleted").pk, reason="old")
+    document_delete(document_id=Document.objects.get(key="deleted").pk, reason="old")
     documents = {d.key: d for d in Document.objects.all()}
     return Queues(
         kb=kb,
@@ -193,7 +194,7 @@ def test_an_item_whose_state_moved_is_reported_and_the_others_still_happen(
     assert len(first.context["plan"].items) == 2
     # meanwhile someone approves "waiting" on its own page
     ready = Build.objects.get(document=queues.waiting, state=Build.State.READY)
-    services.build_approve(build_id=ready.pk, actor=queues.ian, reason="single")
+    build_approve(build_id=ready.pk, actor=queues.ian, reason="single")
     done = ian.post(
         LIST,
         {

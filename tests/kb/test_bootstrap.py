@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from kb.models import KnowledgeBase, Tenant
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db

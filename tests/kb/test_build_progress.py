@@ -21,8 +21,9 @@ from django.utils import timezone
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
-from kb import selectors, services
+from kb import selectors
 from kb.models import Build, Document, KnowledgeBase, Tenant
+from kb.services.index_versions import knowledge_base_create
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.helpers import upload_task
 from work.models import IngestionTask
@@ -61,7 +62,7 @@ def remote_kb(settings: Any, server: EmbeddingServer, tenant: Tenant) -> Iterato
     settings.PROVIDER_BACKOFF_BASE_SECONDS = 0.01
     settings.PROVIDER_BACKOFF_MAX_SECONDS = 0.02
     settings.EMBEDDING_BATCH_SIZE = 2
-    yield services.knowledge_base_create(
+    yield knowledge_base_create(
         tenant=tenant,
         name="Embedded elsewhere",
         slug="remote",

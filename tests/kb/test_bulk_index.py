@@ -10,8 +10,14 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from kb import ann, ann_build, selectors, services
+from kb import ann, ann_build, selectors
 from kb.models import IndexVersion, KnowledgeBase
+from kb.services.base import ActionRefused
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_coverage_gaps,
+    index_version_create,
+)
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from retrieval.search.vector import vector_query
@@ -34,7 +40,7 @@ def reader(kb: KnowledgeBase) -> Principal:
 
 
 def new_version(kb: KnowledgeBase, **extra: Any) -> IndexVersion:
-    return services.index_version_create(
+    return index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-bulk",
@@ -71,7 +77,7 @@ def test_swap_is_refused_until_the_bulk_built_version_has_its_index(built: Knowl
     v2 = new_version(kb)
     assert ann.ann_index_state(v2.pk) == "missing"
     run_pending()
-    assert services.index_version_coverage_gaps(version=v2) == []
+    assert index_version_coverage_gaps(version=v2) == []
     assert ann.ann_index_state(v2.pk) == "missing"
     assert ann_build.ann_index_due(version_id=v2.pk)
 
@@ -79,8 +85,8 @@ def test_swap_is_refused_until_the_bulk_built_version_has_its_index(built: Knowl
     status = status_of(kb, v2)
     assert (status.kind, status.swappable) == ("indexing", False)
     assert status.label.startswith("building index: 3/3 built")
-    with pytest.raises(services.ActionRefused, match="its vector index is still being built"):
-        services.index_version_activate(version_id=v2.pk, actor=None)
+    with pytest.raises(ActionRefused, match="its vector index is still being built"):
+        index_version_activate(version_id=v2.pk, actor=None)
 
     # and the admin's test search of the candidate works without its index (sequential scan)
     result = search(
@@ -93,7 +99,7 @@ def test_swap_is_refused_until_the_bulk_built_version_has_its_index(built: Knowl
     status = status_of(kb, v2)
     assert status.kind == "building" and not status.swappable
     run_pending()
-    assert services.index_version_coverage_gaps(version=v2) == []
+    assert index_version_coverage_gaps(version=v2) == []
 
     # when the index is built (the task a worker runs)
     assert ann_build.ann_index_build(version_id=v2.pk) == "built"
@@ -103,7 +109,7 @@ def test_swap_is_refused_until_the_bulk_built_version_has_its_index(built: Knowl
     assert ann.ann_index_ready(v2.pk)
     status = status_of(kb, v2)
     assert (status.kind, status.swappable) == ("ready", True)
-    services.index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
     kb.refresh_from_db()
     result = search(principal=reader(kb), kb=kb, query="harbour islands", mode="vector")
     assert result.index_version == v2.number and result.hits[0].document_key == "ferries"
@@ -146,7 +152,7 @@ def test_a_small_version_is_indexed_by_the_worker_of_its_last_build(built: Knowl
     # then the last build's worker built the index, and the swap is possible
     assert ann.ann_index_ready(v2.pk)
     assert status_of(built, v2).swappable
-    services.index_version_activate(version_id=v2.pk, actor=None)
+    index_version_activate(version_id=v2.pk, actor=None)
 
 
 def test_a_halfvec_version_indexes_half_precision_and_search_uses_it(
@@ -161,7 +167,7 @@ def test_a_halfvec_version_indexes_half_precision_and_search_uses_it(
         )
         (definition,) = cursor.fetchone()
     assert "halfvec(64)" in definition and "halfvec_cosine_ops" in definition
-    services.index_version_activate(version_id=v2.pk, actor=None)
+    index_version_activate(version_id=v2.pk, actor=None)
     built.refresh_from_db()
 
     # then the vector leg orders by the index's halfvec expression and the planner uses it
@@ -183,7 +189,7 @@ def test_a_halfvec_version_indexes_half_precision_and_search_uses_it(
 
 
 def test_an_unknown_vector_storage_is_refused(kb: KnowledgeBase) -> None:
-    with pytest.raises(services.ActionRefused, match="Unknown vector storage"):
+    with pytest.raises(ActionRefused, match="Unknown vector storage"):
         new_version(kb, vector_storage="int8")
 
 
@@ -208,17 +214,17 @@ def test_a_real_worker_builds_the_index_after_the_bulk_load(
                 "SELECT pg_advisory_lock(%s, %s)", [ann_build.ANN_BUILD_LOCK_CLASS, v2.pk]
             )
         wait_for(
-            lambda: services.index_version_coverage_gaps(version=v2) == [],
+            lambda: index_version_coverage_gaps(version=v2) == [],
             what="v2's builds written",
         )
         # then the swap is refused while the index is not there
         assert ann.ann_index_state(v2.pk) == "missing"
-        with pytest.raises(services.ActionRefused, match="still being built"):
-            services.index_version_activate(version_id=v2.pk, actor=None)
+        with pytest.raises(ActionRefused, match="still being built"):
+            index_version_activate(version_id=v2.pk, actor=None)
         # and an upload meanwhile is built into v2 as well
         upload_text(kb, "ferries", "Ferries leave the harbour every hour for the islands.")
         wait_for(
-            lambda: services.index_version_coverage_gaps(version=v2) == [],
+            lambda: index_version_coverage_gaps(version=v2) == [],
             what="the upload built into v2",
         )
         assert ann.ann_index_state(v2.pk) == "missing"
@@ -232,7 +238,7 @@ def test_a_real_worker_builds_the_index_after_the_bulk_load(
     wait_for(lambda: ann.ann_index_ready(v2.pk), what="v2's index built by the worker")
 
     # then the swap is allowed and the new version serves every document
-    services.index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
     kb.refresh_from_db()
     result = search(principal=reader(kb), kb=kb, query="harbour islands", mode="vector")
     assert result.index_version == v2.number and result.hits[0].document_key == "ferries"
@@ -274,8 +280,8 @@ def test_an_invalid_index_left_by_a_crashed_build_is_rebuilt(built: KnowledgeBas
         )
     assert ann.ann_index_state(v2.pk) == "building"
     assert status_of(built, v2).kind == "indexing"
-    with pytest.raises(services.ActionRefused, match="still being built"):
-        services.index_version_activate(version_id=v2.pk, actor=None)
+    with pytest.raises(ActionRefused, match="still being built"):
+        index_version_activate(version_id=v2.pk, actor=None)
 
     # when the periodic job finds it due and a builder runs
     assert v2.pk in ann_build.ann_indexes_due()
@@ -283,4 +289,4 @@ def test_an_invalid_index_left_by_a_crashed_build_is_rebuilt(built: KnowledgeBas
 
     # then the index was dropped and built again, valid, and the swap goes through
     assert ann.ann_index_ready(v2.pk)
-    services.index_version_activate(version_id=v2.pk, actor=None)
+    index_version_activate(version_id=v2.pk, actor=None)

@@ -11,8 +11,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from ingestion.build_text import chunk_spans
-from kb import services, storage
+from kb import storage
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase
+from kb.services.documents import document_create
 from tests.kb.admin_world import MARK_HR, World, build_world, staff
 from tests.retrieval.factories import build as run_build
 from tests.retrieval.factories import publish
@@ -43,7 +44,7 @@ def test_a_builds_page_shows_its_parsed_text_and_chunk_boundaries(
     kb: KnowledgeBase, admin_user: User
 ) -> None:
     _small_chunks(kb)
-    revision = services.document_create(
+    revision = document_create(
         kb=kb,
         key="travel",
         title="Travel",

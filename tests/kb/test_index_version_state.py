@@ -17,9 +17,15 @@ from django.db.models.functions import Length
 from django.test import Client
 from django.utils import timezone
 
-from kb import selectors, services
+from kb import selectors
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
+from kb.services.base import ActionRefused
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_create,
+    index_version_rollback,
+)
 from tests.helpers import run_pending, upload_text
 from tests.kb.admin_world import staff
 from work.models import AuditEvent
@@ -49,7 +55,7 @@ def built(kb: KnowledgeBase) -> KnowledgeBase:
 
 
 def new_version(kb: KnowledgeBase) -> IndexVersion:
-    return services.index_version_create(
+    return index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-small",
@@ -238,7 +244,7 @@ def test_rollback_names_its_target_and_never_goes_forward(
     assert "version-rollback-link" not in kb_page(ian, kb)  # nothing retired yet
     v2 = new_version(kb)
     run_pending()
-    services.index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
 
     # after the swap: back to v1, named on the link and the page, with the comparison
     page = kb_page(ian, kb)
@@ -262,8 +268,8 @@ def test_rollback_names_its_target_and_never_goes_forward(
     assert active_number(kb) == 1
     page = kb_page(ian, kb)
     assert "version-rollback-link" not in page
-    with pytest.raises(services.ActionRefused, match="no earlier retained index version"):
-        services.index_version_rollback(kb_id=kb.pk, actor=None)
+    with pytest.raises(ActionRefused, match="no earlier retained index version"):
+        index_version_rollback(kb_id=kb.pk, actor=None)
     response = ian.post(rollback_url(kb), {"reason": "again", "expected": v1.pk})
     assert response.status_code == 302 and active_number(kb) == 1
     # v2 (newer, retired by the rollback) may be swapped in again: that is going forward
@@ -277,7 +283,7 @@ def test_a_version_past_retention_is_not_offered(built: KnowledgeBase, ian: Clie
     assert v1 is not None
     v2 = new_version(kb)
     run_pending()
-    services.index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=None, expected_active_id=v1.pk)
     long_ago = timezone.now() - timedelta(days=kb.retention_days + 1)
     IndexVersion.objects.filter(pk=v1.pk).update(retired_at=long_ago)
 

@@ -11,8 +11,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from ingestion.pipeline import task_execute
-from kb import home, services
+from kb import home
 from kb.models import Chunk, KnowledgeBase, Tenant
+from kb.services.documents import document_delete
+from kb.services.index_versions import index_version_create, knowledge_base_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.kb.admin_world import MARK_HR, World, build_world, staff
@@ -31,7 +33,7 @@ def run_queued(kb: KnowledgeBase) -> None:
 def test_counts_by_state_match_what_search_serves(kb: KnowledgeBase, admin_user: User) -> None:
     publish(kb, "served", "Served text about trains.")
     publish(kb, "gone", "Deleted text about trains.")
-    services.document_delete(document_id=kb.documents.get(key="gone").pk, actor=admin_user)
+    document_delete(document_id=kb.documents.get(key="gone").pk, actor=admin_user)
     upload(kb, "queued", "Queued text about trains.")
     KnowledgeBase.objects.filter(pk=kb.pk).update(require_approval=True)
     build(upload(kb, "served", "A second revision about trains."))
@@ -69,7 +71,7 @@ def test_the_progress_json_counts_an_ingest_and_a_re_index(
     ingest = client.get(url).json()["versions"]
     run_queued(kb)
     done = client.get(url).json()["versions"]
-    services.index_version_create(
+    index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-small",
@@ -105,7 +107,7 @@ def test_the_front_page_lands_a_user_with_one_knowledge_base_on_its_summary(
     client.force_login(carol)
 
     one = client.get("/admin/")
-    services.knowledge_base_create(tenant=tenant, name="Policies", slug="policies")
+    knowledge_base_create(tenant=tenant, name="Policies", slug="policies")
     two = client.get("/admin/")
 
     assert one.status_code == 200 and 'id="kb-landing"' in one.content.decode()

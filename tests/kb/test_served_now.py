@@ -11,9 +11,15 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from kb import selectors, services
+from kb import selectors
 from kb.models import Build, Document, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
+from kb.services.documents import document_delete, document_restore
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_create,
+    index_version_rollback,
+)
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.helpers import run_pending, upload_text
@@ -110,7 +116,7 @@ def test_a_deleted_document_serves_nothing_and_keeps_its_build_for_restore(
     document = Document.objects.get(key="travel")
     build = Build.objects.get(document=document)
 
-    services.document_delete(document_id=document.pk, actor=admin_user, reason="obsolete")
+    document_delete(document_id=document.pk, actor=admin_user, reason="obsolete")
 
     assert served_by_search(kb, "train tickets") == set()
     html, _ = page_roles(ian, document)
@@ -123,7 +129,7 @@ def test_a_deleted_document_serves_nothing_and_keeps_its_build_for_restore(
     assert "nothing served" in html and "served now" not in html
 
     # and a restore serves the kept build again
-    services.document_restore(document_id=document.pk, actor=admin_user, reason="needed")
+    document_restore(document_id=document.pk, actor=admin_user, reason="needed")
     data = assert_page_agrees_with_progress(ian, document)
     assert served_builds(data) == {build.pk} == served_by_search(kb, "train tickets")
 
@@ -134,7 +140,7 @@ def swapped_and_rolled_back(kb: KnowledgeBase, admin_user: User) -> Document:
     run_pending()
     v1 = kb.active_index_version
     assert v1 is not None
-    v2 = services.index_version_create(
+    v2 = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-small",
@@ -143,10 +149,10 @@ def swapped_and_rolled_back(kb: KnowledgeBase, admin_user: User) -> Document:
         chunk_overlap=50,
     )
     run_pending()
-    services.index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
     upload_text(kb, "travel", "Train tickets are reimbursed in first class.")
     run_pending()
-    services.index_version_rollback(kb_id=kb.pk, actor=admin_user, reason="recall dropped")
+    index_version_rollback(kb_id=kb.pk, actor=admin_user, reason="recall dropped")
     return Document.objects.get(key="travel")
 
 

@@ -7,9 +7,12 @@ import pytest
 
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import storage
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Publication, PublicationEvent
+from kb.services.base import ActionRefused
+from kb.services.documents import document_create, revision_create
+from kb.services.publication import build_approve, build_publish
 from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def upload(kb: KnowledgeBase, text: str, document: Document | None = None) -> int:
     stored = storage.store_bytes(text.encode())
     if document is None:
-        revision = services.document_create(
+        revision = document_create(
             kb=kb,
             key="doc",
             title="Doc",
@@ -27,7 +30,7 @@ def upload(kb: KnowledgeBase, text: str, document: Document | None = None) -> in
             original_name="doc.txt",
         )
     else:
-        revision = services.revision_create(
+        revision = revision_create(
             document=document, stored=stored, media_type="text/plain", original_name="doc.txt"
         )
     return IngestionTask.objects.get(build__revision=revision).pk
@@ -84,7 +87,7 @@ def test_an_unverified_build_is_refused_and_the_live_one_keeps_serving(kb: Knowl
     Build.objects.filter(pk=candidate.pk).update(verified_at=None)
 
     with pytest.raises(IncompleteBuild, match="not verified complete"):
-        services.build_publish(build_id=candidate.pk, approve=True)
+        build_publish(build_id=candidate.pk, approve=True)
 
     assert live_revision(document) == 1
 
@@ -103,8 +106,8 @@ def test_a_candidate_awaiting_approval_is_superseded_by_a_newer_upload(kb: Knowl
     candidate = Build.objects.get(revision__number=2)
     assert candidate.state == Build.State.SUPERSEDED
     assert candidate.error == "revision 3 was uploaded after this one"
-    with pytest.raises(services.ActionRefused):
-        services.build_approve(build_id=candidate.pk, actor=None)
+    with pytest.raises(ActionRefused):
+        build_approve(build_id=candidate.pk, actor=None)
     assert live_revision(document) == 1
 
 
@@ -138,7 +141,7 @@ def test_the_switch_reads_no_chunk_rows(kb: KnowledgeBase) -> None:
     candidate = Build.objects.get()
 
     with CaptureQueriesContext(connection) as queries:
-        services.build_publish(build_id=candidate.pk, approve=True)
+        build_publish(build_id=candidate.pk, approve=True)
 
     assert live_revision(candidate.document) == 1
     assert not [q["sql"] for q in queries.captured_queries if "kb_chunk" in q["sql"]]
@@ -168,6 +171,6 @@ def test_search_never_sees_a_candidate_before_the_switch(kb: KnowledgeBase) -> N
     assert search(principal=principal, kb=kb, query="zebras").hits == []
 
     build = Build.objects.get()
-    services.build_publish(build_id=build.pk, approve=True)
+    build_publish(build_id=build.pk, approve=True)
     hits = search(principal=principal, kb=kb, query="zebras").hits
     assert [h.build_id for h in hits] == [build.pk]

@@ -12,8 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from ingestion.pipeline import task_execute
-from kb import services
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
+from kb.services.documents import document_delete
+from kb.services.index_versions import index_version_create, knowledge_base_create
 from retrieval.principals import Principal, api_key_create
 from retrieval.search import engine
 from tests.kb.admin_world import MARK_HR, World, build_world
@@ -44,7 +45,7 @@ def run_queued(kb: KnowledgeBase) -> None:
 
 def candidate_version(kb: KnowledgeBase, actor: User | None = None) -> IndexVersion:
     """A second index version of `kb`, built for every document, not swapped in."""
-    version = services.index_version_create(
+    version = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-small",
@@ -171,7 +172,7 @@ def test_the_api_cannot_search_a_candidate_version(kb: KnowledgeBase, tenant: Te
 def test_the_override_refuses_another_knowledge_bases_version(
     kb: KnowledgeBase, tenant: Tenant
 ) -> None:
-    other = services.knowledge_base_create(tenant=tenant, name="Other", slug="other")
+    other = knowledge_base_create(tenant=tenant, name="Other", slug="other")
     principal = Principal(tenant_id=tenant.pk, kb_ids=None, access_groups=frozenset())
     with pytest.raises(ValueError, match="another knowledge base"):
         engine.search(
@@ -189,9 +190,7 @@ def test_a_candidate_search_applies_the_rest_of_the_visibility_rule(
     publish(kb, "travel", "Trains are reimbursed in second class.")
     publish(kb, "salaries", "Pay bands are reimbursed monthly.", ("hr",))
     version = candidate_version(kb)
-    services.document_delete(
-        document_id=kb.documents.get(key="travel").pk, actor=admin_user, reason="old"
-    )
+    document_delete(document_id=kb.documents.get(key="travel").pk, actor=admin_user, reason="old")
     outside = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
     inside = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset({"hr"}))
 

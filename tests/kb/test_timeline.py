@@ -11,9 +11,16 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from ingestion.pipeline import task_execute
-from kb import services
 from kb.models import Document, IndexVersion, KnowledgeBase
 from kb.selectors import Reader
+from kb.services.documents import document_delete, document_restore
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_create,
+    index_version_rollback,
+    knowledge_base_create,
+)
+from kb.services.publication import build_approve, document_rollback
 from kb.timeline import kb_timeline
 from tests.kb.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import build, publish, upload
@@ -42,16 +49,16 @@ def test_the_timeline_lists_uploads_pointer_changes_versions_and_settings_newest
     publish(kb, "travel", "# Travel\n\nTrains are reimbursed in second class.")
     KnowledgeBase.objects.filter(pk=kb.pk).update(require_approval=True)
     second = build(upload(kb, "travel", "# Travel\n\nTrains are reimbursed in first class."))
-    services.build_approve(build_id=second.pk, actor=admin_user, reason="policy update")
+    build_approve(build_id=second.pk, actor=admin_user, reason="policy update")
     document = Document.objects.get(key="travel")
     first = document.builds.get(revision__number=1)
-    services.document_rollback(
+    document_rollback(
         document_id=document.pk, build_id=first.pk, actor=admin_user, reason="finance objected"
     )
-    services.document_delete(document_id=document.pk, actor=admin_user, reason="obsolete")
-    services.document_restore(document_id=document.pk, actor=admin_user, reason="still needed")
+    document_delete(document_id=document.pk, actor=admin_user, reason="obsolete")
+    document_restore(document_id=document.pk, actor=admin_user, reason="still needed")
     # and a new index version, built (its publishes are re-index work), swapped and rolled back
-    version = services.index_version_create(
+    version = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-small",
@@ -61,8 +68,8 @@ def test_the_timeline_lists_uploads_pointer_changes_versions_and_settings_newest
         actor=admin_user,
     )
     run_queued(kb)
-    services.index_version_activate(version_id=version.pk, actor=admin_user, reason="smaller")
-    services.index_version_rollback(kb_id=kb.pk, actor=admin_user, reason="recall dropped")
+    index_version_activate(version_id=version.pk, actor=admin_user, reason="smaller")
+    index_version_rollback(kb_id=kb.pk, actor=admin_user, reason="recall dropped")
     # and the reconciler's records, which are not admin actions
     AuditEvent.objects.create(kind="anomaly:orphan_chunks", kb=kb, subject_type="build")
     AuditEvent.objects.create(kind="lease_expired", kb=kb, subject_type="task")
@@ -115,7 +122,7 @@ def test_a_pointer_change_is_listed_in_the_version_that_was_active_then(
 ) -> None:
     # given a document published in v1, and v2 built (publishing it there) and swapped in
     publish(kb, "travel", "Trains are reimbursed.")
-    version = services.index_version_create(
+    version = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-small",
@@ -125,7 +132,7 @@ def test_a_pointer_change_is_listed_in_the_version_that_was_active_then(
         actor=admin_user,
     )
     run_queued(kb)
-    services.index_version_activate(version_id=version.pk, actor=admin_user, reason="swap")
+    index_version_activate(version_id=version.pk, actor=admin_user, reason="swap")
     # when a revision is published after the swap (into v2, active, and v1, retained)
     upload(kb, "travel", "Trains are reimbursed in first class.")
     run_queued(kb)
@@ -162,7 +169,7 @@ def test_a_page_is_two_queries_whatever_its_size(
     for i in range(size):
         publish(kb, f"doc-{i}", f"Document number {i}.")
     document = Document.objects.get(key="doc-0")
-    services.document_delete(document_id=document.pk, actor=admin_user, reason="gone")
+    document_delete(document_id=document.pk, actor=admin_user, reason="gone")
     kb.refresh_from_db()
 
     with django_assert_num_queries(2):
@@ -180,7 +187,7 @@ def world(db: None) -> World:
 
 def test_entries_about_a_document_the_reader_may_not_read_name_nothing(world: World) -> None:
     kb = world.kb_b
-    services.document_delete(document_id=world.hr_doc.pk, reason=f"{MARK_HR} reorganisation")
+    document_delete(document_id=world.hr_doc.pk, reason=f"{MARK_HR} reorganisation")
     outside = Reader(tenant_id=world.tenant_b.pk, access_groups=frozenset(), all_groups=False)
     inside = Reader(tenant_id=world.tenant_b.pk, access_groups=frozenset({"hr"}), all_groups=False)
 
@@ -197,7 +204,7 @@ def test_entries_about_a_document_the_reader_may_not_read_name_nothing(world: Wo
 
 
 def test_the_timeline_pages_show_no_hr_content_to_a_user_outside_hr(world: World) -> None:
-    services.document_delete(document_id=world.hr_doc.pk, reason=f"{MARK_HR} reorganisation")
+    document_delete(document_id=world.hr_doc.pk, reason=f"{MARK_HR} reorganisation")
     kb = world.kb_b
     for path in (
         f"/admin/kb/knowledgebase/{kb.pk}/home/",
@@ -212,7 +219,7 @@ def test_the_timeline_pages_show_no_hr_content_to_a_user_outside_hr(world: World
 
 
 def test_only_versions_of_this_knowledge_base_count(kb: KnowledgeBase, tenant: Any) -> None:
-    other = services.knowledge_base_create(tenant=tenant, name="Other", slug="other")
+    other = knowledge_base_create(tenant=tenant, name="Other", slug="other")
     publish(other, "elsewhere", "Not in the handbook.")
     assert everything(kb) == []
     assert IndexVersion.objects.filter(kb=other).count() == 1

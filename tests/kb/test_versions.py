@@ -14,7 +14,6 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from kb import services
 from kb.models import (
     PIPELINE_VERSION,
     Build,
@@ -29,6 +28,16 @@ from kb.models import (
     TenantMembership,
 )
 from kb.roles import ensure_roles
+from kb.services import documents as document_services
+from kb.services.base import ActionRefused
+from kb.services.documents import document_delete, document_purge, document_restore
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_create,
+    index_version_rollback,
+)
+from kb.services.publication import build_approve, document_rollback
+from kb.services.retention import _build_give_up, retention_collect
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from tests.helpers import run_pending, upload_text
@@ -64,7 +73,7 @@ def race(**calls: Any) -> dict[str, str]:
         try:
             call()
             outcomes[name] = "won"
-        except services.ActionRefused as exc:
+        except ActionRefused as exc:
             outcomes[name] = f"refused: {exc}"
         finally:
             connection.close()
@@ -86,16 +95,16 @@ def approval_kb(kb: KnowledgeBase) -> KnowledgeBase:
 
 def test_approve_then_rollback_with_history(approval_kb: KnowledgeBase, admin_user: User) -> None:
     r1 = publish(approval_kb, "doc", "First text about owls.")
-    services.build_approve(build_id=r1.pk, actor=admin_user, reason="first")
+    build_approve(build_id=r1.pk, actor=admin_user, reason="first")
     r2 = publish(approval_kb, "doc", "Second text about owls and bats.")
     document = Document.objects.get(key="doc")
     assert live_revision(document) == 1  # r2 waits for approval
-    services.build_approve(
+    build_approve(
         build_id=r2.pk, actor=admin_user, reason="looks right", expected_live_build_id=r1.pk
     )
     assert live_revision(document) == 2
 
-    services.document_rollback(
+    document_rollback(
         document_id=document.pk,
         build_id=r1.pk,
         actor=admin_user,
@@ -116,10 +125,10 @@ def test_approve_then_rollback_with_history(approval_kb: KnowledgeBase, admin_us
 
 def test_a_stale_confirmation_page_is_refused(approval_kb: KnowledgeBase) -> None:
     r1 = publish(approval_kb, "doc", "One.")
-    services.build_approve(build_id=r1.pk, actor=None)
+    build_approve(build_id=r1.pk, actor=None)
     r2 = publish(approval_kb, "doc", "Two.")
-    with pytest.raises(services.ActionRefused, match="changed since you opened"):
-        services.build_approve(build_id=r2.pk, actor=None, expected_live_build_id=r2.pk + 999)
+    with pytest.raises(ActionRefused, match="changed since you opened"):
+        build_approve(build_id=r2.pk, actor=None, expected_live_build_id=r2.pk + 999)
     assert live_revision(Document.objects.get()) == 1
 
 
@@ -127,17 +136,17 @@ def test_concurrent_approve_and_rollback_have_one_winner(approval_kb: KnowledgeB
     for round_number in range(3):
         key = f"doc{round_number}"
         r1 = publish(approval_kb, key, f"{key} one.")
-        services.build_approve(build_id=r1.pk, actor=None)
+        build_approve(build_id=r1.pk, actor=None)
         r2 = publish(approval_kb, key, f"{key} two.")
-        services.build_approve(build_id=r2.pk, actor=None)
+        build_approve(build_id=r2.pk, actor=None)
         r3 = publish(approval_kb, key, f"{key} three.")
         document = Document.objects.get(key=key)
         outcomes = race(
             approve=partial(
-                services.build_approve, build_id=r3.pk, actor=None, expected_live_build_id=r2.pk
+                build_approve, build_id=r3.pk, actor=None, expected_live_build_id=r2.pk
             ),
             rollback=partial(
-                services.document_rollback,
+                document_rollback,
                 document_id=document.pk,
                 build_id=r1.pk,
                 actor=None,
@@ -155,7 +164,7 @@ def test_index_version_swap_coverage_and_rollback(kb: KnowledgeBase, admin_user:
     publish(kb, "b", "Beta text about mountains.")
     v1 = kb.active_index_version
     assert v1 is not None
-    v2 = services.index_version_create(
+    v2 = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-v2",
@@ -165,11 +174,11 @@ def test_index_version_swap_coverage_and_rollback(kb: KnowledgeBase, admin_user:
         actor=admin_user,
     )
     # not built yet: the swap is refused with the list of what is missing
-    with pytest.raises(services.ActionRefused, match="a: no live build yet"):
-        services.index_version_activate(version_id=v2.pk, actor=admin_user)
+    with pytest.raises(ActionRefused, match="a: no live build yet"):
+        index_version_activate(version_id=v2.pk, actor=admin_user)
 
     run_pending()
-    services.index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
     kb.refresh_from_db()
     assert kb.active_index_version_id == v2.pk
     principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
@@ -178,7 +187,7 @@ def test_index_version_swap_coverage_and_rollback(kb: KnowledgeBase, admin_user:
 
     # an upload after the swap is built into the retained v1 too, so rollback is not stale
     publish(kb, "a", "Alpha text rewritten about lakes.")
-    services.index_version_rollback(kb_id=kb.pk, actor=admin_user)
+    index_version_rollback(kb_id=kb.pk, actor=admin_user)
     kb.refresh_from_db()
     assert kb.active_index_version_id == v1.pk
     hits = search(principal=principal, kb=kb, query="lakes").hits
@@ -191,7 +200,7 @@ def test_concurrent_swaps_have_one_winner(kb: KnowledgeBase) -> None:
     v1 = kb.active_index_version
     assert v1 is not None
     candidates = [
-        services.index_version_create(
+        index_version_create(
             kb_id=kb.pk,
             provider="hash",
             model=f"m{i}",
@@ -205,7 +214,7 @@ def test_concurrent_swaps_have_one_winner(kb: KnowledgeBase) -> None:
     outcomes = race(
         **{
             f"swap{v.number}": (
-                lambda v=v: services.index_version_activate(
+                lambda v=v: index_version_activate(
                     version_id=v.pk, actor=None, expected_active_id=v1.pk
                 )
             )
@@ -226,7 +235,7 @@ def test_gc_collects_only_unreferenced_builds_past_retention(kb: KnowledgeBase) 
     long_ago = timezone.now() - timedelta(days=kb.retention_days + 1)
     Build.objects.filter(pk__in=[old.pk, live.pk, pending.pk]).update(updated_at=long_ago)
 
-    assert services.retention_collect() > 0
+    assert retention_collect() > 0
 
     old.refresh_from_db()
     assert old.collected_at is not None and not Chunk.objects.filter(build=old).exists()
@@ -238,9 +247,9 @@ def test_gc_collects_only_unreferenced_builds_past_retention(kb: KnowledgeBase) 
         kept.refresh_from_db()
         assert kept.collected_at is None
         assert Chunk.objects.filter(build=kept).count() == kept.expected_chunk_count
-    assert services.retention_collect() == 0
-    with pytest.raises(services.ActionRefused, match="garbage-collected"):
-        services.document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
+    assert retention_collect() == 0
+    with pytest.raises(ActionRefused, match="garbage-collected"):
+        document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
     call_command("kb_verify")
 
 
@@ -255,9 +264,9 @@ def test_retention_rechecks_under_the_build_lock_and_spares_a_build_rolled_back_
     eligible = Build.objects.filter(collected_at__isnull=True, updated_at__lt=timezone.now())
     eligible = eligible.exclude(pk__in=Publication.objects.values("build_id"))
     assert old.pk in set(eligible.values_list("pk", flat=True))
-    services.document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
+    document_rollback(document_id=old.document_id, build_id=old.pk, actor=None)
 
-    services._build_give_up(old.pk, eligible, timezone.now())
+    _build_give_up(old.pk, eligible, timezone.now())
 
     old.refresh_from_db()
     assert old.state == Build.State.LIVE and old.collected_at is None
@@ -271,21 +280,21 @@ def test_a_purge_gives_up_every_build_in_batches_and_restore_is_refused(
     from work.leases import task_claim
 
     build = publish(kb, "doc", "Text to purge. " * 300)
-    services.document_delete(document_id=build.document_id, actor=None)
+    document_delete(document_id=build.document_id, actor=None)
     task = IngestionTask.objects.get(kind=IngestionTask.Kind.DELETE)
     IngestionTask.objects.filter(pk=task.pk).update(available_at=timezone.now())
     lease = task_claim(task_id=task.pk, owner="purger")
     assert lease is not None
-    monkeypatch.setattr(services, "PURGE_BATCH", 2)
+    monkeypatch.setattr(document_services, "PURGE_BATCH", 2)
 
-    assert services.document_purge(document_id=build.document_id, lease=lease) > 2
+    assert document_purge(document_id=build.document_id, lease=lease) > 2
 
     build.refresh_from_db()
     assert build.collected_at is not None and build.verified_at is None
     assert not Chunk.objects.filter(document_id=build.document_id).exists()
     assert not Posting.objects.exists() and not LexicalStat.objects.exists()
-    with pytest.raises(services.ActionRefused, match="purged"):
-        services.document_restore(document_id=build.document_id)
+    with pytest.raises(ActionRefused, match="purged"):
+        document_restore(document_id=build.document_id)
 
 
 def role_user(name: str, group: str, tenant: Tenant) -> Client:
@@ -342,7 +351,7 @@ def test_a_p1_knowledge_base_moves_to_bm25_through_a_new_index_version(
     before = search(principal=principal, kb=kb, query="vacuum", mode="keyword")
     assert [h.document_key for h in before.hits] == ["a"]
 
-    v2 = services.index_version_create(
+    v2 = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-v1",
@@ -356,7 +365,7 @@ def test_a_p1_knowledge_base_moves_to_bm25_through_a_new_index_version(
     # still v1's tsvector ranking while v2 is only built
     during = search(principal=principal, kb=kb, query="vacuum", mode="keyword")
     assert during.index_version == 1 and [h.document_key for h in during.hits] == ["a"]
-    services.index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
+    index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
 
     kb.refresh_from_db()
     after = search(principal=principal, kb=kb, query="vacuuming indexes", mode="keyword")

@@ -28,7 +28,7 @@ def upload(paragraphs: int) -> dict[str, Any]:
     task and outbox event commit with it; the relay sends the task to whichever host's worker
     takes it)."""
     from kb.models import Tenant
-    from kb.services import knowledge_base_create
+    from kb.services.index_versions import knowledge_base_create
     from tests.helpers import upload_text
     from work.models import IngestionTask
 

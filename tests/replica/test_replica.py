@@ -26,8 +26,8 @@ from django.test.utils import CaptureQueriesContext
 
 from devtools.standby import Standby, primary_lsn, replication_lag
 from ingestion.relay import outbox_relay_batch
-from kb import services
 from kb.models import Document, KnowledgeBase, Publication, PublicationEvent, Tenant
+from kb.services.documents import document_delete, document_restore, document_update
 from retrieval.principals import Principal, api_key_create
 from retrieval.routing import REPLICA
 from retrieval.search.engine import search
@@ -218,7 +218,7 @@ class Driver(Loop):
             candidates = [d for d in documents if d.deleted_at is None and d.key != "toggle"]
             if len(candidates) > 2:
                 document = self.rng.choice(candidates)
-                services.document_delete(document_id=document.pk, reason="replica test")
+                document_delete(document_id=document.pk, reason="replica test")
                 self.ledger.delete_returned(document.key, self.replay.caught_up())
                 self._done("delete")
         elif roll < 0.85:
@@ -226,18 +226,16 @@ class Driver(Loop):
             if deleted:
                 document = self.rng.choice(deleted)
                 self.ledger.restore_started(document.key, time.time())
-                services.document_restore(document_id=document.pk, reason="replica test")
+                document_restore(document_id=document.pk, reason="replica test")
                 self._done("restore")
         else:
             toggle = next(d for d in documents if d.key == "toggle")
             if toggle.access_groups:
                 self.forbidden.end("toggle", time.time())
-                services.document_update(document=toggle, title=toggle.title, access_groups=[])
+                document_update(document=toggle, title=toggle.title, access_groups=[])
                 self._done("groups opened")
             else:
-                services.document_update(
-                    document=toggle, title=toggle.title, access_groups=["secret"]
-                )
+                document_update(document=toggle, title=toggle.title, access_groups=["secret"])
                 self.forbidden.start("toggle", self.replay.caught_up())
                 self._done("groups closed")
         outbox_relay_batch()

@@ -8,8 +8,9 @@ from django.test import Client
 from django.utils import timezone
 
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication, Revision
+from kb.services.documents import document_create, revision_create
 from work.models import IngestionTask
 
 
@@ -20,10 +21,10 @@ def upload(
     stored = storage.store_bytes(text.encode())
     document = Document.objects.filter(kb=kb, key=key).first()
     if document is not None:
-        return services.revision_create(
+        return revision_create(
             document=document, stored=stored, media_type="text/plain", original_name=f"{key}.txt"
         )
-    return services.document_create(
+    return document_create(
         kb=kb,
         key=key,
         title=title or key.title(),

@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 
 from kb.models import Build, Publication, PublicationEvent, Tenant
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, build, publish, search, upload
 from work import faults

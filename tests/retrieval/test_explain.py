@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 
 from kb.models import Build, KnowledgeBase
-from kb.services import document_delete, knowledge_base_create
+from kb.services.documents import document_delete
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, build, publish, search, upload
 

@@ -13,7 +13,8 @@ from django.test import Client
 from django.utils import timezone
 
 from kb.models import Build, KnowledgeBase, TenantMembership
-from kb.services import document_delete, document_restore, document_rollback
+from kb.services.documents import document_delete, document_restore
+from kb.services.publication import document_rollback
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, publish, search
 

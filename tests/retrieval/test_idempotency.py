@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from kb.models import KnowledgeBase, Revision, TenantMembership
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.models import ApiKey, IdempotencyRecord
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from kb.models import Chunk, Document, KnowledgeBase, Tenant
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, publish, search
 

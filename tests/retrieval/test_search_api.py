@@ -10,8 +10,9 @@ from django.test import Client
 from django.utils import timezone
 
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import storage
 from kb.models import KnowledgeBase, Tenant
+from kb.services.documents import document_create
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 from work.models import IngestionTask
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def publish(kb: KnowledgeBase, key: str, text: str, groups: tuple[str, ...] = ()) -> None:
-    revision = services.document_create(
+    revision = document_create(
         kb=kb,
         key=key,
         title=key.title(),

@@ -8,9 +8,11 @@ from django.db import connection
 
 from embeddings import get_provider
 from ingestion.pipeline import task_execute
-from kb import services, storage
+from kb import storage
 from kb.ann import ann_index_drop, ann_index_ensure, ann_index_name
 from kb.models import KnowledgeBase, Tenant
+from kb.services.documents import document_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
 from retrieval.search.vector import vector_query
@@ -28,7 +30,7 @@ CHUNKS_PER_DOCUMENT = 200
 def big_kb(tenant: Tenant) -> KnowledgeBase:
     """100 live documents of 200 chunks (20,000 rows, random 64-d vectors); only one document
     (1 % of the rows) has no access group, the rest need group `secret`."""
-    kb = services.knowledge_base_create(tenant=tenant, name="Big", slug="big", dimensions=64)
+    kb = knowledge_base_create(tenant=tenant, name="Big", slug="big", dimensions=64)
     version = kb.active_index_version
     assert version is not None
     live_builds_without_chunks(kb, documents=DOCUMENTS, chunks=CHUNKS_PER_DOCUMENT)
@@ -103,7 +105,7 @@ def test_chinese_documents_are_found_by_chinese_keyword_and_hybrid_queries(
     kb: KnowledgeBase,
 ) -> None:
     for key, text in (("zh", CHINESE), ("en", "Connection pools and vector indexes in English.")):
-        revision = services.document_create(
+        revision = document_create(
             kb=kb,
             key=key,
             title=key,

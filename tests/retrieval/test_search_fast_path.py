@@ -11,7 +11,7 @@ import pytest
 from rest_framework.renderers import JSONRenderer
 
 from kb.models import KnowledgeBase, Tenant
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.api.serializers import SearchInput, SearchOutput, search_body, search_input_fast
 from retrieval.principals import KnowledgeBaseNotFound, Principal
 from retrieval.search.engine import search

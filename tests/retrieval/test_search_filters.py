@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from kb.models import Document, KnowledgeBase, Tenant
-from kb.services import document_update
+from kb.services.documents import document_update
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, publish, search

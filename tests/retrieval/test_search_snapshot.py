@@ -14,8 +14,8 @@ from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
-from kb import services
 from kb.models import KnowledgeBase, Tenant
+from kb.services.index_versions import index_version_activate, index_version_create
 from retrieval import routing
 from retrieval.principals import Principal
 from retrieval.search import engine
@@ -106,7 +106,7 @@ def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
     publish(kb, "a", "Alpha text about rivers.")
     v1 = kb.active_index_version
     assert v1 is not None
-    v2 = services.index_version_create(
+    v2 = index_version_create(
         kb_id=kb.pk,
         provider="hash",
         model="canon-hash-v2",
@@ -122,9 +122,7 @@ def test_a_swap_between_the_embedding_and_the_snapshot_starts_the_search_again(
     def embed_then_swap(version: Any, query: str) -> list[float]:
         embedded_for.append(version.number)
         if version.pk == v1.pk:  # the swap commits after the query was embedded for v1
-            services.index_version_activate(
-                version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk
-            )
+            index_version_activate(version_id=v2.pk, actor=admin_user, expected_active_id=v1.pk)
         return embed(version, query)
 
     monkeypatch.setattr(engine, "embed_query", embed_then_swap)

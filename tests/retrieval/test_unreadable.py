@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from kb.models import Build, Document, KnowledgeBase, Tenant
-from kb.services import knowledge_base_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, publish
 from tests.retrieval.routes import Operation, api_operations, call

@@ -13,10 +13,17 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.db.models import F
 
-from kb import services
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, Revision
-from kb.services import ActionRefused
+from kb.services.base import ActionRefused
+from kb.services.documents import document_restore
+from kb.services.index_versions import (
+    index_version_activate,
+    index_version_coverage_gaps,
+    index_version_create,
+    index_version_rollback,
+)
+from kb.services.publication import build_approve, document_rollback
 from tests.soak.checker import Ledger
 from tests.soak.world import Loop, Tally, World, api_client, document_text
 
@@ -145,7 +152,7 @@ class Driver(Loop):
             return None
         document = self.rng.choice(documents)
         self.ledger.restore_started(document.key, time.time())
-        services.document_restore(document_id=document.pk, actor=self.world.admin, reason="soak")
+        document_restore(document_id=document.pk, actor=self.world.admin, reason="soak")
         return "ok"
 
     def _live_build_id(self, document_id: int, version_id: int | None) -> int | None:
@@ -169,7 +176,7 @@ class Driver(Loop):
         if not ready:
             return None
         build = self.rng.choice(ready)
-        services.build_approve(
+        build_approve(
             build_id=build.pk,
             actor=self.world.admin,
             reason="soak",
@@ -195,7 +202,7 @@ class Driver(Loop):
         live = self._live_build_id(build.document_id, build.index_version_id)
         start = time.time()
         try:
-            services.document_rollback(
+            document_rollback(
                 document_id=build.document_id,
                 build_id=build.pk,
                 actor=self.world.admin,
@@ -233,10 +240,10 @@ class Driver(Loop):
             .first()
         )
         if building is not None:
-            if services.index_version_coverage_gaps(version=building):
+            if index_version_coverage_gaps(version=building):
                 self._quiet(slug)
                 return None
-            services.index_version_activate(
+            index_version_activate(
                 version_id=building.pk,
                 actor=self.world.admin,
                 reason="soak swap",
@@ -249,7 +256,7 @@ class Driver(Loop):
         self.version_created_at[slug] = time.monotonic()
         active = kb.active_index_version
         assert active is not None
-        services.index_version_create(
+        index_version_create(
             kb_id=kb.pk,
             provider=active.provider,
             model=active.model,
@@ -270,9 +277,9 @@ class Driver(Loop):
         )
         if previous is None:
             return None
-        if services.index_version_coverage_gaps(version=previous):
+        if index_version_coverage_gaps(version=previous):
             self._quiet(slug)
             return None
-        services.index_version_rollback(kb_id=kb.pk, actor=self.world.admin, reason="soak")
+        index_version_rollback(kb_id=kb.pk, actor=self.world.admin, reason="soak")
         self.quiet.pop(slug, None)
         return "ok"

@@ -17,10 +17,10 @@ from django.core.management import call_command
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from kb import services
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Publication, Revision
-from kb.services import ActionRefused
+from kb.services.base import ActionRefused
+from kb.services.publication import build_approve
 from tests.soak.chaos import Chaos
 from tests.soak.checker import Checker, Ledger
 from tests.soak.driver import Driver
@@ -92,7 +92,7 @@ def approve_waiting(world: World) -> int:
         if build.index_version_id != build.kb.active_index_version_id:
             continue
         with contextlib.suppress(ActionRefused, IncompleteBuild):
-            services.build_approve(build_id=build.pk, actor=world.admin, reason="soak: converge")
+            build_approve(build_id=build.pk, actor=world.admin, reason="soak: converge")
             approved += 1
     return approved
 

@@ -15,8 +15,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
-from kb import services
 from kb.models import KnowledgeBase, Tenant, TenantMembership
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 
 WORDS = [
@@ -55,8 +55,8 @@ def world_create() -> World:
     admin = User.objects.create_superuser("soak", "", uuid.uuid4().hex)
     TenantMembership.objects.create(user=admin, tenant=tenant)
     kbs = {
-        "open": services.knowledge_base_create(tenant=tenant, name="Open", slug="open"),
-        "gated": services.knowledge_base_create(
+        "open": knowledge_base_create(tenant=tenant, name="Open", slug="open"),
+        "gated": knowledge_base_create(
             tenant=tenant, name="Gated", slug="gated", require_approval=True
         ),
     }

@@ -24,7 +24,8 @@ from django.db import transaction
 
 from kb import storage
 from kb.models import Document, KnowledgeBase, Tenant, TenantMembership
-from kb.services import document_create, knowledge_base_create
+from kb.services.documents import document_create
+from kb.services.index_versions import knowledge_base_create
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
 

@@ -1,0 +1,150 @@
+"""B8's per-leg dump for offline fusion research (`bench/results/quality-legs.json`).
+
+For every question of both sets: Canon's vector leg and keyword leg, each read as Canon's own
+`search` reads it in that mode, `LEG_DEPTH` chunks deep (each hit's rank, chunk id, document key
+and score), and beside each hit what a fusion method could use:
+
+- `cjk`: the chunk's share of CJK characters among its non-space characters (its language);
+- `cos`: the cosine similarity of the query's embedding to the chunk's stored vector (numpy,
+  for the hits of both legs; a vector hit's `score` is Canon's own, from PostgreSQL);
+- `bm25`: the chunk's exact BM25 for the query (Canon's formula and statistics), `matched`: how
+  many of the query's terms it contains, `idf_matched`: the sum of their IDF (for the hits of
+  both legs; a keyword hit's `score` is Canon's own).
+
+and per query: its language and CJK share, its analysed terms, those the index version holds
+(`present`: term, IDF, df) and their IDF mass, the version's average chunk length. Canon's own
+hybrid, vector and keyword top 10 (chunk ids), as the timed run got them, are kept too, so an
+offline fusion can be checked against the real one (`bench.quality.offline`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.quality.ingest import Chunks, principal_for
+
+LEG_DEPTH = 100
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_SPACE = re.compile(r"\s+")
+
+
+def cjk_share(text: str) -> float:
+    """The share of CJK characters among the non-space characters of `text` (0 for none)."""
+    compact = _SPACE.sub("", text)
+    if not compact:
+        return 0.0
+    return round(len(_CJK.findall(compact)) / len(compact), 4)
+
+
+@dataclass
+class Legs:
+    """What the dump needs of the live index: the chunks (as every contender gets them), their
+    unit vectors and lexical lengths."""
+
+    kb: Any
+    chunks: Chunks
+    embed: Callable[[str], list[float]]
+    index: dict[int, int] = field(default_factory=dict)
+    unit: Any = None
+    lengths: dict[int, int] = field(default_factory=dict)
+    cjk: dict[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import numpy as np
+
+        from kb.models import Chunk
+
+        self.index = {cid: i for i, cid in enumerate(self.chunks.ids)}
+        vectors = self.chunks.vectors
+        self.unit = vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12)
+        self.lengths = dict(
+            Chunk.objects.filter(pk__in=self.chunks.ids).values_list("pk", "lexical_length")
+        )
+        self.principal = principal_for(self.kb)
+        self.version_id = self.kb.active_index_version_id
+
+    def chunk_cjk(self, chunk_id: int) -> float:
+        if chunk_id not in self.cjk:
+            self.cjk[chunk_id] = cjk_share(self.chunks.texts[self.index[chunk_id]])
+        return self.cjk[chunk_id]
+
+    def question(self, query: str) -> dict[str, Any]:
+        """Both legs of `query`, LEG_DEPTH deep, with the features above."""
+        import numpy as np
+
+        from retrieval.search.engine import search
+        from retrieval.search.lexical.bm25 import query_weights
+        from textkit import analysis
+
+        legs = {
+            mode: search(
+                principal=self.principal, kb=self.kb, query=query, top_k=LEG_DEPTH, mode=mode
+            ).hits
+            for mode in ("vector", "keyword")
+        }
+        terms = analysis.query_terms(query)
+        weights = query_weights(version_id=self.version_id, query=query)
+        idf = dict(zip(weights.terms, weights.idfs, strict=True))
+        union = list(dict.fromkeys(h.chunk_id for hits in legs.values() for h in hits))
+        tfs = self._tfs(union, weights.terms)
+        q = np.asarray(self.embed(query), dtype=np.float32)
+        q /= np.linalg.norm(q) + 1e-12
+        rows = np.asarray([self.index[c] for c in union], dtype=np.int64)
+        cos = dict(zip(union, (self.unit[rows] @ q).tolist(), strict=True)) if union else {}
+        k1, b = float(analysis.K1), float(analysis.B)
+
+        def bm25(chunk_id: int) -> float:
+            norm = k1 * (1 - b + b * self.lengths.get(chunk_id, 0) / weights.avg_length)
+            return sum(
+                idf[t] * tf * (k1 + 1) / (tf + norm) for t, tf in tfs.get(chunk_id, {}).items()
+            )
+
+        def entry(rank: int, hit: Any) -> dict[str, Any]:
+            matched = tfs.get(hit.chunk_id, {})
+            return {
+                "rank": rank,
+                "chunk": hit.chunk_id,
+                "doc": hit.document_key,
+                "score": hit.score,
+                "cjk": self.chunk_cjk(hit.chunk_id),
+                "cos": round(cos[hit.chunk_id], 6),
+                "bm25": round(bm25(hit.chunk_id), 6),
+                "matched": len(matched),
+                "idf_matched": round(sum(idf[t] for t in matched), 6),
+            }
+
+        return {
+            "query": {
+                "cjk": cjk_share(query),
+                "terms": terms,
+                "present": [
+                    [t, round(i, 6), df]
+                    for t, i, df in zip(weights.terms, weights.idfs, weights.dfs, strict=True)
+                ],
+                "idf_total": round(sum(weights.idfs), 6),
+                "avg_length": weights.avg_length,
+            },
+            "vector": [entry(r, h) for r, h in enumerate(legs["vector"], start=1)],
+            "keyword": [entry(r, h) for r, h in enumerate(legs["keyword"], start=1)],
+        }
+
+    def _tfs(self, chunk_ids: list[int], terms: list[str]) -> dict[int, dict[str, int]]:
+        """chunk id -> {term: tf} for the query's present terms each chunk contains."""
+        from django.db import connection
+
+        if not chunk_ids or not terms:
+            return {}
+        out: dict[int, dict[str, int]] = {}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT chunk_id, term, tf FROM kb_posting "
+                "WHERE chunk_id = ANY(%s) AND term = ANY(%s)",
+                [chunk_ids, terms],
+            )
+            for chunk_id, term, tf in cursor.fetchall():
+                out.setdefault(chunk_id, {})[term] = int(tf)
+        return out

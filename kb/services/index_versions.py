@@ -1,0 +1,254 @@
+"""Writes of index versions: a knowledge base and its first version, a new version rebuilt
+with another model or chunking while the active one serves, the swap and its rollback."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from kb import locks, selectors
+from kb.ann import STORAGES, ann_index_ensure, ann_index_ready
+from kb.ann_build import ann_index_build_soon
+from kb.models import (
+    PIPELINE_VERSION,
+    Build,
+    Document,
+    IndexVersion,
+    KnowledgeBase,
+    Publication,
+    Revision,
+    Tenant,
+)
+from kb.services.base import ActionRefused, Actor, actor_id
+from kb.transactions import retry_conflicts
+from work.models import AuditEvent, IngestionTask
+from work.outbox import task_create
+
+
+@transaction.atomic
+def knowledge_base_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    slug: str,
+    require_approval: bool = False,
+    provider: str | None = None,
+    model: str | None = None,
+    dimensions: int | None = None,
+) -> KnowledgeBase:
+    """Create a knowledge base with its first index version, active from the start."""
+    kb = KnowledgeBase.objects.create(
+        tenant=tenant, name=name, slug=slug, require_approval=require_approval
+    )
+    version = IndexVersion.objects.create(
+        kb=kb,
+        number=1,
+        state=IndexVersion.State.ACTIVE,
+        provider=provider or settings.EMBEDDING_PROVIDER,
+        model=model or settings.EMBEDDING_MODEL,
+        dimensions=dimensions or settings.EMBEDDING_DIMENSIONS,
+        chunk_size=settings.CHUNK_SIZE,
+        chunk_overlap=settings.CHUNK_OVERLAP,
+        pipeline_version=PIPELINE_VERSION,
+        activated_at=timezone.now(),
+    )
+    kb.active_index_version = version
+    kb.save(update_fields=["active_index_version"])
+    transaction.on_commit(lambda: ann_index_ensure(version_id=version.pk))
+    return kb
+
+
+def index_version_create(
+    *,
+    kb_id: int,
+    provider: str,
+    model: str,
+    dimensions: int,
+    chunk_size: int,
+    chunk_overlap: int,
+    actor: Actor = None,
+    vector_storage: str = "vector",
+) -> IndexVersion:
+    """A new embedding space / pipeline for a knowledge base. It starts *building*: every
+    non-deleted document's desired revision is built into it as a candidate while the active
+    version keeps serving. Its chunks are written with no HNSW index; the index is built once
+    they all are (`kb.ann_build`), and only then can it be swapped in. `vector_storage`
+    ("vector" or "halfvec") is what that index holds (`kb.ann`)."""
+    if vector_storage not in STORAGES:
+        raise ActionRefused(f"Unknown vector storage {vector_storage!r}: one of {STORAGES}.")
+    with transaction.atomic():
+        kb = locks.lock_knowledge_base(kb_id)
+        number = (kb.index_versions.aggregate(n=Max("number"))["n"] or 0) + 1
+        version = IndexVersion.objects.create(
+            kb=kb,
+            number=number,
+            state=IndexVersion.State.BUILDING,
+            provider=provider,
+            model=model,
+            dimensions=dimensions,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            pipeline_version=PIPELINE_VERSION,
+            vector_storage=vector_storage,
+        )
+        revisions = Revision.objects.filter(
+            document__kb=kb,
+            document__deleted_at__isnull=True,
+            document__desired_revision=F("number"),
+        )
+        for revision in revisions:
+            build = Build.objects.create(
+                kb=kb,
+                document_id=revision.document_id,
+                revision=revision,
+                index_version=version,
+                dimensions=dimensions,
+            )
+            task_create(
+                kind=IngestionTask.Kind.BUILD,
+                kb_id=kb.pk,
+                document_id=revision.document_id,
+                build_id=build.pk,
+            )
+        AuditEvent.objects.create(
+            kind="index_version_created",
+            kb=kb,
+            subject_type="index_version",
+            subject_id=version.pk,
+            action=(
+                f"v{number}: building {revisions.count()} documents with "
+                f"{selectors.index_version_settings_line(version)}"
+            ),
+            actor_id=actor_id(actor),
+            details={"settings": selectors.index_version_settings_record(version)},
+        )
+    # Due at once only if there is nothing to build; else after the last build (kb.ann_build).
+    transaction.on_commit(lambda: ann_index_build_soon(version_id=version.pk))
+    return version
+
+
+def index_version_coverage_gaps(*, version: IndexVersion) -> list[str]:
+    """What keeps `version` from serving the whole knowledge base: every non-deleted document
+    with a desired revision needs a live, complete build of exactly that revision in it."""
+    gaps = []
+    documents = Document.objects.filter(
+        kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
+    ).order_by("key")
+    live = {
+        p.document_id: p.build
+        for p in Publication.objects.filter(index_version=version).select_related("build__revision")
+    }
+    for document in documents:
+        build = live.get(document.pk)
+        if build is None:
+            gaps.append(f"{document.key}: no live build yet")
+        elif build.revision.number != document.desired_revision:
+            live_number, desired = build.revision.number, document.desired_revision
+            gaps.append(f"{document.key}: live r{live_number}, desired r{desired}")
+    return gaps
+
+
+@retry_conflicts
+def index_version_activate(
+    *,
+    version_id: int,
+    actor: Actor,
+    reason: str = "",
+    expected_active_id: int | None = None,
+    action: str = "swap",
+) -> IndexVersion:
+    """Swap the knowledge base's active index version in one transaction, after the coverage
+    check. The previous active version is retired (kept for rollback during retention).
+
+    Locks the knowledge base row first, so concurrent swaps serialize; with
+    `expected_active_id` the loser is refused instead of swapping twice. Raises ActionRefused.
+    """
+    with transaction.atomic():
+        version = IndexVersion.objects.get(pk=version_id)
+        kb = locks.lock_knowledge_base(version.kb_id)
+        if expected_active_id is not None and kb.active_index_version_id != expected_active_id:
+            raise ActionRefused(
+                "The active index version changed since you opened this page; review it again."
+            )
+        if kb.active_index_version_id == version.pk:
+            raise ActionRefused(f"Index version {version.number} is already active.")
+        if version.state == IndexVersion.State.FAILED:
+            raise ActionRefused(f"Index version {version.number} failed; it cannot serve.")
+        if version.state == IndexVersion.State.RETIRED and not index_version_retained(version):
+            raise ActionRefused(f"Index version {version.number} is past its retention window.")
+        gaps = index_version_coverage_gaps(version=version)
+        if gaps:
+            raise ActionRefused(
+                f"Index version {version.number} does not cover the knowledge base yet: "
+                + "; ".join(gaps[:20])
+                + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else "")
+            )
+        if not ann_index_ready(version.pk):
+            raise ActionRefused(
+                f"Index version {version.number} covers the knowledge base, but its vector index "
+                "is still being built; the swap is possible once it is."
+            )
+        now = timezone.now()
+        previous_id = kb.active_index_version_id
+        previous = IndexVersion.objects.filter(pk=previous_id).first() if previous_id else None
+        if previous_id is not None:
+            IndexVersion.objects.filter(pk=previous_id).update(
+                state=IndexVersion.State.RETIRED, retired_at=now
+            )
+        IndexVersion.objects.filter(pk=version.pk).update(
+            state=IndexVersion.State.ACTIVE, activated_at=now, retired_at=None
+        )
+        kb.active_index_version_id = version.pk
+        kb.save(update_fields=["active_index_version"])
+        AuditEvent.objects.create(
+            kind=f"index_version_{action}",
+            kb=kb,
+            subject_type="index_version",
+            subject_id=version.pk,
+            action=(
+                f"active v{version.number} ({selectors.index_version_settings_line(version)}); "
+                + (
+                    f"was v{previous.number} ({selectors.index_version_settings_line(previous)})"
+                    if previous
+                    else "none was active"
+                )
+            ),
+            actor_id=actor_id(actor),
+            details={
+                "previous_id": previous_id,
+                "reason": reason,
+                "from": selectors.index_version_settings_record(previous),
+                "to": selectors.index_version_settings_record(version),
+            },
+        )
+        version.refresh_from_db()
+        return version
+
+
+def index_version_retained(version: IndexVersion) -> bool:
+    if version.state != IndexVersion.State.RETIRED or version.retired_at is None:
+        return version.state != IndexVersion.State.RETIRED
+    kb = KnowledgeBase.objects.get(pk=version.kb_id)
+    return version.retired_at >= timezone.now() - timedelta(days=kb.retention_days)
+
+
+def index_version_rollback(*, kb_id: int, actor: Actor, reason: str = "") -> IndexVersion:
+    """Re-activate the previous version: `kb.selectors.index_version_rollback_target`, the most
+    recently retired one still retained and older than the active one (never forward). Uploads
+    made since the swap were built into it too, so a rollback never serves stale text. The
+    knowledge base is locked and re-checked by `index_version_activate`."""
+    kb = KnowledgeBase.objects.select_related("active_index_version").get(pk=kb_id)
+    previous = selectors.index_version_rollback_target(kb=kb)
+    if previous is None:
+        raise ActionRefused("There is no earlier retained index version to roll back to.")
+    return index_version_activate(
+        version_id=previous.pk,
+        actor=actor,
+        reason=reason,
+        expected_active_id=kb.active_index_version_id,
+        action="rollback",
+    )
