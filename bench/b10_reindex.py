@@ -37,7 +37,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench import common
-from kb.services.index_versions import index_version_create
 
 QUERIES = [
     "kalo miten rasovu eldor anis quka tenra",
@@ -100,7 +99,9 @@ def _new_version(kb: Any, *, index_first: bool) -> tuple[Any, dict[str, float]]:
     """Re-index `kb` into a new version; times of each phase (wall clock, seconds)."""
     from django.db import transaction
 
-    from kb import ann, selectors
+    from kb import ann
+    from kb.selectors.index_versions import index_version_progress, index_version_status
+    from kb.services.index_versions import index_version_create
 
     active = kb.active_index_version
     marks: dict[str, float] = {"start": time.time()}
@@ -123,8 +124,8 @@ def _new_version(kb: Any, *, index_first: bool) -> tuple[Any, dict[str, float]]:
     marks["indexed"] = time.time()
     while True:
         kb.refresh_from_db()
-        progress = selectors.index_version_progress(version=version)
-        if selectors.index_version_status(version=version, progress=progress, kb=kb).swappable:
+        progress = index_version_progress(version=version)
+        if index_version_status(version=version, progress=progress, kb=kb).swappable:
             break
         time.sleep(0.2)
     marks["swappable"] = time.time()

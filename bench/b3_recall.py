@@ -7,8 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from bench import common
-from retrieval.search.vector import approximate_rows, exact_rows
-from retrieval.search.visibility import search_params
 
 
 def main() -> None:
@@ -18,6 +16,8 @@ def main() -> None:
     from django.db import connection, transaction
 
     from retrieval.principals import Principal
+    from retrieval.search.vector import approximate_rows, exact_rows
+    from retrieval.search.visibility import search_params
 
     kb = common.tenant_kb(common.CORPUS_SLUG)
     version = kb.active_index_version

@@ -12,9 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import common
-from retrieval.search.engine import search
-from retrieval.search.vector import vector_query
-from retrieval.search.visibility import knowledge_base_for, search_params
 
 
 def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, float]:
@@ -27,6 +24,8 @@ def _api_stages(kb: Any, key: str, body: str, client: Any, n: int) -> dict[str, 
     from retrieval.api import serializers
     from retrieval.api.errors import ApiJSONRenderer
     from retrieval.principals import principal_from_key
+    from retrieval.search.engine import search
+    from retrieval.search.visibility import knowledge_base_for
 
     version = kb.active_index_version
     provider = embeddings.get_provider(
@@ -140,6 +139,8 @@ def main() -> None:
     # EXPLAIN ANALYZE of the selector's vector statement, as the API runs it.
     import embeddings
     from retrieval.principals import Principal
+    from retrieval.search.vector import vector_query
+    from retrieval.search.visibility import search_params
 
     version = kb.active_index_version
     vector = embeddings.get_provider(

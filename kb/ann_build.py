@@ -6,7 +6,7 @@ Once every build of the version is written (none pending or building), `ann_inde
 the version's index once, `CREATE INDEX CONCURRENTLY` with parallel maintenance workers — a bulk
 graph build that sorts and links in memory instead of one search per inserted chunk. Only then
 can the version be swapped in (`kb.services.index_versions.index_version_activate` refuses
-before, and `kb.selectors.index_version_status` says "building index").
+before, and `kb.selectors.index_versions.index_version_status` says "building index").
 
 Who calls it: the worker that finished a version's last build (`ingestion.pipeline.task_execute`,
 through `ann_index_after_build`: inline for a small version, else by sending the

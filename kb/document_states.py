@@ -1,8 +1,8 @@
 """Reads: which state a document is in, as SQL (the document list's status filter, the work
 queues and their counts), and until when a deleted document can be restored.
 
-The states are those the status line names (`kb.selectors.document_status`), over the knowledge
-base's active index version — the one search serves from:
+The states are those the status line names (`kb.selectors.documents.document_status`), over the
+knowledge base's active index version — the one search serves from:
 
 - *served*: a Publication points at a build of the document in the active version and the
   document is not deleted (what `retrieval.search` serves, before the reader's groups);
@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from kb import selectors
+from kb.access import readable_documents_q, reader_of_user
 from kb.models import Build, Document, KnowledgeBase, Publication
 from work.models import IngestionTask
 
@@ -93,13 +93,11 @@ def readable_documents_of_user(user: Any) -> QuerySet[Document]:
     documents = Document.objects.all()
     if getattr(user, "is_superuser", False):
         return documents
-    reader = selectors.reader_of_user(user)
+    reader = reader_of_user(user)
     if reader is None:
         return documents.none()
     return documents.filter(kb__tenant_id=reader.tenant_id).filter(
-        selectors.readable_documents_q(
-            access_groups=reader.access_groups, all_groups=reader.all_groups
-        )
+        readable_documents_q(access_groups=reader.access_groups, all_groups=reader.all_groups)
     )
 
 

@@ -4,7 +4,7 @@ document of the knowledge base (they name nothing); lists name only what the rea
 
 "Served" is the visibility rule without a reader's groups: the document's pointer in the active
 index version, and the document not deleted (`retrieval.search.visibility.visible_sql`,
-`kb.selectors.served_now`).
+`kb.selectors.builds.served_now`).
 """
 
 from __future__ import annotations

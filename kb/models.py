@@ -225,7 +225,7 @@ class Build(models.Model):
 
     def __str__(self) -> str:
         # No state: a stored "live" is not what search serves once its version is retired or its
-        # document deleted (kb.selectors.build_role_of says that, where a page needs it).
+        # document deleted (kb.selectors.builds.build_role_of says that, where a page needs it).
         return f"build {self.pk} ({self.revision}, v{self.index_version.number})"
 
 

@@ -2,7 +2,7 @@
 undo. Created by migration kb.0006 and re-asserted by `canon_bootstrap`.
 
 A role says what a user may do, never which documents: those are the user's tenant and the
-access groups of their TenantMembership (`kb.selectors.reader_of_user`), the same for the admin
+access groups of their TenantMembership (`kb.access.reader_of_user`), the same for the admin
 and the API. Managing a restricted document therefore takes holding one of its groups."""
 
 from __future__ import annotations

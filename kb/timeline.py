@@ -30,8 +30,8 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from kb.access import Reader, may_read_groups
 from kb.models import KnowledgeBase
-from kb.selectors import Reader, may_read_groups
 from work.models import AuditEvent
 
 # The admin actions AuditEvent records about a knowledge base (everything else is a repair).

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from kb import selectors as kb_selectors
 from kb.models import Build, Document, KnowledgeBase, Publication
+from kb.selectors.documents import document_status
 from retrieval.principals import OutOfScope, Principal
 
 
@@ -103,7 +103,7 @@ def document_detail(*, principal: Principal, document_id: int) -> DocumentDetail
     live = getattr(document, "live_revision", None) if document.deleted_at is None else None
     return DocumentDetail(
         document=document,
-        status=kb_selectors.document_status(document=document),
+        status=document_status(document=document),
         live_revision=live,
         live_build_id=getattr(document, "live_build_id", None) if live is not None else None,
         running_builds=running,

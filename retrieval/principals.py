@@ -14,7 +14,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.utils import timezone
 
-from kb import selectors as kb_selectors
+from kb import access
+from kb.access import reader_of_user
 from kb.models import KnowledgeBase, Tenant
 from retrieval.models import ApiKey
 
@@ -45,8 +46,8 @@ class Principal:
 
     def may_read_groups(self, groups: Iterable[str]) -> bool:
         """The visibility rule's access-group clause, for one document's groups (the admin's
-        too: `kb.selectors.may_read_groups`)."""
-        return kb_selectors.may_read_groups(
+        too: `kb.access.may_read_groups`)."""
+        return access.may_read_groups(
             groups=groups, access_groups=self.access_groups, all_groups=self.all_groups
         )
 
@@ -130,7 +131,7 @@ def principal_from_key(plaintext: str) -> Principal:
 def principal_from_user(user: AbstractBaseUser | AnonymousUser) -> Principal | None:
     """Admin session users act within their tenant. Superusers read every access group; staff
     may search history; uploads and deletes need the content managers' permissions."""
-    reader = kb_selectors.reader_of_user(user)  # the tenant and groups the admin uses too
+    reader = reader_of_user(user)  # the tenant and groups the admin uses too
     if reader is None:
         return None
     has_perm = getattr(user, "has_perm", lambda perm: False)

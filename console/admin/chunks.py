@@ -23,8 +23,8 @@ from django.utils.text import Truncator
 
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from ingestion import build_text
-from kb import selectors
 from kb.models import Build, Chunk
+from kb.selectors.builds import build_progress_of
 
 CHUNKS_PER_PAGE = 100
 
@@ -165,7 +165,7 @@ def build_chunks_view(
         "title": f"Chunks of {build.document}, r{build.revision.number}, "
         f"v{build.index_version.number}",
         "build": build,
-        "progress": selectors.build_progress_of(build=build),
+        "progress": build_progress_of(build=build),
         "parsed": parsed,
         "pieces": pieces,
         "window": window,

@@ -15,13 +15,15 @@ from django.urls import reverse
 
 from console.admin.confirmation import confirm, require
 from console.admin.scoping import TenantScopedAdmin
-from kb import document_states, selectors
+from kb import document_states
 from kb.diff import chunk_diff
 from kb.document_states import utc_text
 from kb.models import (
     Build,
     Document,
 )
+from kb.selectors.builds import served_now
+from kb.selectors.documents import document_progress
 from kb.services.documents import build_retry, document_delete, document_restore
 from kb.services.publication import build_approve, document_rollback
 
@@ -71,7 +73,7 @@ def approve_view(
     require(request, "kb.approve_build")
     document = _document(model_admin, request, object_id)
     candidate = _candidate(document, build_id)
-    live = selectors.served_now(document=document)
+    live = served_now(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
         build_approve(
@@ -112,7 +114,7 @@ def rollback_view(
     require(request, "kb.rollback_document")
     document = _document(model_admin, request, object_id)
     target = _candidate(document, build_id)
-    live = selectors.served_now(document=document)
+    live = served_now(document=document)
 
     def perform(reason: str, expected: int | None) -> str:
         document_rollback(
@@ -194,7 +196,7 @@ def retry_view(
 
 def delete_facts(document: Document) -> list[tuple[str, str]]:
     """What a delete of `document` changes and until when it can be undone."""
-    live = selectors.served_now(document=document)
+    live = served_now(document=document)
     delay = document_states.purge_delay(document.kb)
     return [
         ("served now", _revision_text(live)),
@@ -285,4 +287,4 @@ def progress_view(
 ) -> JsonResponse:
     document = _document(model_admin, request, object_id)
     # status line, what is served, and every build's progress and role: one reading
-    return JsonResponse(selectors.document_progress(document=document))
+    return JsonResponse(document_progress(document=document))

@@ -20,12 +20,14 @@ from django.utils.html import format_html, format_html_join
 from console.admin import bulk_actions, document_actions, upload_many
 from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
 from console.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
-from kb import document_states, selectors
+from kb import document_states
 from kb.models import (
     Document,
     KnowledgeBase,
     Revision,
 )
+from kb.selectors.builds import RUNNING_BUILD_STATES, build_progress, served_now
+from kb.selectors.documents import document_build_rows, document_status
 from kb.services.documents import document_create, document_update, revision_create
 from kb.uploads import (
     SKIPPED_ATTR,
@@ -188,12 +190,13 @@ class RevisionInline(admin.TabularInline):
 
     @admin.display(description="builds")
     def builds(self, revision: Revision) -> str:
-        """Each build's role (`kb.selectors.build_role_of`: served now, kept for rollback, ...)
+        """Each build's role (`kb.selectors.builds.build_role_of`: served now, kept for rollback,
+        ...)
         and chunks, as the document's progress JSON has them; the page's script refreshes them
         from it by build id."""
         rows = [
             (p["id"], p["index_version"], p["role_kind"], p["role"], p["chunks"])
-            for build, p in selectors.document_build_rows(document=revision.document)
+            for build, p in document_build_rows(document=revision.document)
             if build.revision_id == revision.pk
         ]
         return (
@@ -263,9 +266,7 @@ class DocumentAdmin(TenantScopedAdmin):
     def progress(self, document: Document) -> str:
         """A progress bar per running build; the change list's script keeps them current."""
         running = [
-            b
-            for b in selectors.build_progress(document=document)
-            if b["state"] in selectors.RUNNING_BUILD_STATES
+            b for b in build_progress(document=document) if b["state"] in RUNNING_BUILD_STATES
         ]
         bars = format_html_join(
             "",
@@ -281,7 +282,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="status")
     def status(self, document: Document) -> str:
-        return selectors.document_status(document=document)
+        return document_status(document=document)
 
     def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
         if not change:
@@ -417,10 +418,10 @@ class DocumentAdmin(TenantScopedAdmin):
         document = self.get_object(request, unquote(object_id))
         extra = {**(extra_context or {}), "show_save_and_add_another": False}
         if document is not None:
-            live = selectors.served_now(document=document)
+            live = served_now(document=document)
             extra.update(
                 # each build's progress and role, as the progress JSON refreshes them
-                builds=selectors.document_build_rows(document=document),
+                builds=document_build_rows(document=document),
                 live_build=live,
                 history=document.events.select_related("actor", "build__revision").order_by("-id")[
                     :50

@@ -1,7 +1,7 @@
 """Index-version pages of a knowledge base: create a new version, compare it with the active one,
 approve its swap once it covers the knowledge base, roll back to the previous one. Confirmation
 pages like the document actions (`document_actions`), with the two versions' settings and figures
-side by side (`kb.selectors.index_version_comparison`).
+side by side (`kb.selectors.index_versions.index_version_comparison`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,19 @@ from django.urls import reverse
 import embeddings
 from console.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
 from console.admin.scoping import TenantScopedAdmin, readable_filter
-from kb import selectors
 from kb.models import (
     Document,
     IndexVersion,
     KnowledgeBase,
+)
+from kb.selectors.index_versions import (
+    VersionProgress,
+    VersionStatus,
+    index_version_comparison,
+    index_version_progress,
+    index_version_rollback_target,
+    index_version_settings,
+    index_version_status,
 )
 from kb.services.index_versions import (
     index_version_activate,
@@ -144,8 +152,8 @@ class VersionRow:
     """One row of a knowledge base's index-version list."""
 
     version: IndexVersion
-    progress: selectors.VersionProgress
-    status: selectors.VersionStatus
+    progress: VersionProgress
+    status: VersionStatus
     settings: list[tuple[str, str]]
 
 
@@ -155,13 +163,13 @@ def index_version_rows(kb: KnowledgeBase, request: HttpRequest) -> list[VersionR
     named = readable_filter(request)
     rows = []
     for version in kb.index_versions.order_by("-number"):
-        progress = selectors.index_version_progress(version=version, named=named)
+        progress = index_version_progress(version=version, named=named)
         rows.append(
             VersionRow(
                 version=version,
                 progress=progress,
-                status=selectors.index_version_status(version=version, progress=progress, kb=kb),
-                settings=selectors.index_version_settings(version),
+                status=index_version_status(version=version, progress=progress, kb=kb),
+                settings=index_version_settings(version),
             )
         )
     return rows
@@ -176,16 +184,14 @@ def index_version_swap_view(
     kb = _kb(model_admin, request, object_id)
     version = get_object_or_404(IndexVersion, pk=version_id, kb=kb)
     named = readable_filter(request)
-    progress = selectors.index_version_progress(version=version, named=named)
-    status = selectors.index_version_status(version=version, progress=progress, kb=kb)
+    progress = index_version_progress(version=version, named=named)
+    status = index_version_status(version=version, progress=progress, kb=kb)
     gaps = index_version_coverage_gaps(version=version)
     summary = {
         "kb": kb,
         "status": status,
         "progress": progress,
-        "comparison": selectors.index_version_comparison(
-            active=kb.active_index_version, candidate=version
-        ),
+        "comparison": index_version_comparison(active=kb.active_index_version, candidate=version),
         "problems": _gaps_named(kb, gaps, named)[:50] + progress.failed[:50],
     }
     if not status.swappable:
@@ -248,10 +254,11 @@ def _gaps_named(kb: KnowledgeBase, gaps: list[str], named: Q | None) -> list[str
 def index_version_rollback_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> HttpResponse:
-    """Back to `kb.selectors.index_version_rollback_target` (named on the page and its link);
+    """Back to `kb.selectors.index_versions.index_version_rollback_target` (named on the page and
+    its link);
     with none, nothing to confirm."""
     kb = _kb(model_admin, request, object_id)
-    previous = selectors.index_version_rollback_target(kb=kb)
+    previous = index_version_rollback_target(kb=kb)
     if previous is None:
         messages.error(request, "There is no earlier retained index version to roll back to.")
         return HttpResponseRedirect(_kb_url(kb))
@@ -266,16 +273,16 @@ def index_version_rollback_view(
         )
         return f"Index version {previous.number} is active again."
 
-    progress = selectors.index_version_progress(version=previous, named=readable_filter(request))
+    progress = index_version_progress(version=previous, named=readable_filter(request))
     return confirm(
         model_admin,
         request,
         title=f"Roll {kb} back to index version {previous.number}",
         summary={
             "kb": kb,
-            "status": selectors.index_version_status(version=previous, progress=progress, kb=kb),
+            "status": index_version_status(version=previous, progress=progress, kb=kb),
             "progress": progress,
-            "comparison": selectors.index_version_comparison(
+            "comparison": index_version_comparison(
                 active=kb.active_index_version, candidate=previous
             ),
             "problems": progress.failed[:50],

@@ -20,18 +20,20 @@ from django.urls import reverse
 
 from console.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
 from console.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
-from kb import document_states, home, selectors, timeline
+from kb import document_states, home, timeline
+from kb.access import Reader
 from kb.models import KnowledgeBase
+from kb.selectors.index_versions import index_version_settings
 
 HOME_TIMELINE = 10  # entries on the home page; the timeline page has the rest
 
 
-def kb_reader(request: HttpRequest, kb: KnowledgeBase) -> selectors.Reader:
+def kb_reader(request: HttpRequest, kb: KnowledgeBase) -> Reader:
     """Who reads `kb`'s pages: the user's tenant and groups; a superuser reads every group (of
     any tenant). The knowledge base was found through the scoped lookup."""
     reader = request_reader(request)
     if request.user.is_superuser or reader is None:
-        return selectors.Reader(tenant_id=kb.tenant_id, access_groups=frozenset(), all_groups=True)
+        return Reader(tenant_id=kb.tenant_id, access_groups=frozenset(), all_groups=True)
     return reader
 
 
@@ -54,7 +56,7 @@ def home_summary(request: HttpRequest, kb: KnowledgeBase, *, timeline_size: int)
         "failed_hidden": failed_total - len(failures),
         "progress": home.knowledge_base_build_progress(kb=kb),
         "active_version": version,
-        "version_settings": selectors.index_version_settings(version) if version else [],
+        "version_settings": index_version_settings(version) if version else [],
         "timeline": page,
         "show_versions": kb.index_versions.count() > 1,
         "links": _links(request, kb),

@@ -12,10 +12,10 @@ from django.utils.html import format_html
 
 from console.admin import index_versions, kb_home, test_search
 from console.admin.scoping import TenantScopedAdmin
-from kb import selectors
 from kb.models import (
     KnowledgeBase,
 )
+from kb.selectors.index_versions import index_version_rollback_target
 from kb.services.index_versions import knowledge_base_create
 
 
@@ -109,6 +109,6 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             extra.update(
                 versions=index_versions.index_version_rows(kb, request),
                 can_manage_versions=request.user.has_perm("kb.manage_index_versions"),
-                rollback_target=selectors.index_version_rollback_target(kb=kb),
+                rollback_target=index_version_rollback_target(kb=kb),
             )
         return super().change_view(request, object_id, form_url, extra)

@@ -11,7 +11,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
-from kb import selectors
 from kb.models import (
     Build,
     IndexVersion,
@@ -20,6 +19,8 @@ from kb.models import (
     Tenant,
     TenantMembership,
 )
+from kb.selectors.builds import build_progress_of, build_role_of, builds_with_roles
+from kb.selectors.index_versions import index_version_progress, index_version_status
 
 # The stored state, secondary to what a row is for (lists carry no page styles of their own).
 RAW_STATE = (
@@ -55,8 +56,8 @@ class IndexVersionAdmin(TenantScopedAdmin):
     @admin.display(description="status")
     def status(self, version: IndexVersion) -> str:
         # Counts only: no failure is named here, so no access-group filter is needed.
-        progress = selectors.index_version_progress(version=version)
-        state = selectors.index_version_status(version=version, progress=progress, kb=version.kb)
+        progress = index_version_progress(version=version)
+        state = index_version_status(version=version, progress=progress, kb=version.kb)
         return format_html('<span class="canon-state-{}">{}</span>', state.kind, state.label)
 
     @admin.display(description="stored state", ordering="state")
@@ -72,7 +73,8 @@ class IndexVersionAdmin(TenantScopedAdmin):
 
 @admin.register(Build)
 class BuildAdmin(TenantScopedAdmin):
-    """Builds by what they are for (`kb.selectors.build_role_of`: served now, kept for rollback,
+    """Builds by what they are for (`kb.selectors.builds.build_role_of`: served now, kept for
+    rollback,
     kept for restore, candidate, building x/n, ...), the stored state secondary."""
 
     tenant_path = "kb__tenant_id"
@@ -93,7 +95,7 @@ class BuildAdmin(TenantScopedAdmin):
     readonly_fields = ["role", *[f.name for f in Build._meta.fields]]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return selectors.builds_with_roles(super().get_queryset(request))
+        return builds_with_roles(super().get_queryset(request))
 
     @admin.display(description="revision")
     def revision_number(self, build: Build) -> int:
@@ -105,7 +107,7 @@ class BuildAdmin(TenantScopedAdmin):
 
     @admin.display(description="role")
     def role(self, build: Build) -> str:
-        role = selectors.build_role_of(build=build)
+        role = build_role_of(build=build)
         return format_html('<span class="canon-role-{}">{}</span>', role.kind, role.label)
 
     @admin.display(description="stored state", ordering="state")
@@ -118,7 +120,7 @@ class BuildAdmin(TenantScopedAdmin):
         return format_html(
             '<a class="chunks-link" href="{}">{}</a>',
             reverse("admin:kb_build_chunks", args=[build.pk]),
-            selectors.build_progress_of(build=build)["label"],
+            build_progress_of(build=build)["label"],
         )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -169,7 +171,7 @@ class PublicationEventAdmin(ReadOnlyAdmin):
         build = event.build
         if build is None:
             return "—"
-        role = selectors.build_role_of(build=build, pointed=getattr(event, "build_pointed", None))
+        role = build_role_of(build=build, pointed=getattr(event, "build_pointed", None))
         return format_html(
             'build {} (r{}): <span class="canon-role-{}">{}</span>',
             build.pk,

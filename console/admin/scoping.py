@@ -2,7 +2,7 @@
 
 Every queryset, choice and filter is scoped to the user's tenant and, where rows show a
 document, to the documents whose access groups the user may read: the API's rule, from the same
-`kb.selectors` (superusers see all). `TenantScopedAdmin.get_scoped_object_or_404` is the one
+`kb.access` (superusers see all). `TenantScopedAdmin.get_scoped_object_or_404` is the one
 object lookup of every custom view, so a malformed id, a missing one, another tenant's and a
 restricted document get the same answer.
 """
@@ -18,7 +18,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import BooleanField, DateField, Model, Q, QuerySet
 from django.http import Http404, HttpRequest
 
-from kb import selectors
+from kb.access import (
+    Reader,
+    access_groups_clearing_refused,
+    access_groups_not_held,
+    may_read_groups,
+    readable_documents_q,
+    reader_of_user,
+)
 from kb.models import (
     Document,
 )
@@ -27,12 +34,12 @@ READER_ATTR = "_canon_admin_reader"
 NOT_FOUND = "Not found."  # one answer for missing, malformed, another tenant's and restricted
 
 
-def request_reader(request: HttpRequest) -> selectors.Reader | None:
+def request_reader(request: HttpRequest) -> Reader | None:
     """The user's tenant and access groups, as the API sees the same user
-    (`kb.selectors.reader_of_user`), read once per request."""
+    (`kb.access.reader_of_user`), read once per request."""
     if not hasattr(request, READER_ATTR):
-        setattr(request, READER_ATTR, selectors.reader_of_user(request.user))
-    reader: selectors.Reader | None = getattr(request, READER_ATTR)
+        setattr(request, READER_ATTR, reader_of_user(request.user))
+    reader: Reader | None = getattr(request, READER_ATTR)
     return reader
 
 
@@ -56,9 +63,7 @@ def readable_filter(request: HttpRequest, *, path: str = "") -> Q | None:
         return Q(pk__in=[])
     if reader.all_groups:
         return None
-    return selectors.readable_documents_q(
-        access_groups=reader.access_groups, all_groups=False, path=path
-    )
+    return readable_documents_q(access_groups=reader.access_groups, all_groups=False, path=path)
 
 
 def may_read(request: HttpRequest, document: Document) -> bool:
@@ -66,7 +71,7 @@ def may_read(request: HttpRequest, document: Document) -> bool:
     if request.user.is_superuser:
         return True
     reader = request_reader(request)
-    return reader is not None and selectors.may_read_groups(
+    return reader is not None and may_read_groups(
         groups=document.access_groups,
         access_groups=reader.access_groups,
         all_groups=reader.all_groups,
@@ -83,17 +88,15 @@ def groups_refused(
         return None
     reader = request_reader(request)
     held = reader.access_groups if reader else frozenset()
-    foreign = selectors.access_groups_not_held(
+    foreign = access_groups_not_held(
         groups=set(groups) - set(kept), access_groups=held, all_groups=False
     )
     if foreign:
         return f"You may only assign access groups you hold; not: {', '.join(foreign)}."
-    if document and not selectors.may_read_groups(
-        groups=groups, access_groups=held, all_groups=False
-    ):
+    if document and not may_read_groups(groups=groups, access_groups=held, all_groups=False):
         return "Keep a group you hold, or none: you could not read the document otherwise."
     if document:
-        return selectors.access_groups_clearing_refused(
+        return access_groups_clearing_refused(
             before=kept, after=groups, access_groups=held, all_groups=False
         )
     return None

@@ -25,8 +25,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
-from kb import selectors
 from kb.models import IndexVersion, KnowledgeBase
+from kb.selectors.index_versions import index_version_comparison
 from retrieval.principals import Principal
 from retrieval.search.engine import MODES, search
 from retrieval.search.explain import hits_visibility
@@ -252,7 +252,7 @@ def test_search_view(
                     version=candidate,
                 )
             )
-            comparison = selectors.index_version_comparison(
+            comparison = index_version_comparison(
                 active=kb.active_index_version, candidate=candidate
             )
     context = {

@@ -1,7 +1,7 @@
 """Build.chunks_embedded: how many of a build's chunks have a vector, set by the embed stage.
 
 Existing rows start at 0 (a database default, so adding the column rewrites no rows); the admin's
-progress counts a written chunk as embedded (`kb.selectors.build_progress_of`), so finished builds
+progress counts a written chunk as embedded (`kb.selectors.builds.build_progress_of`), so finished builds
 need no backfill.
 """
 

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from kb import document_states, locks, selectors
+from kb import document_states, locks
 from kb.models import (
     Build,
     Document,
@@ -21,6 +21,8 @@ from kb.models import (
     PublicationEvent,
     Revision,
 )
+from kb.selectors.builds import live_build_id
+from kb.selectors.index_versions import live_index_versions
 from kb.services.base import ActionRefused, Actor, InvalidUpload, actor_id
 from kb.services.retention import (
     chunks_delete,
@@ -67,7 +69,7 @@ def builds_ensure(*, document: Document, revision: Revision) -> int:
     """A build + task + outbox event of `revision` in every live index version that has none.
     Caller holds the document lock. Returns how many were created (idempotent)."""
     created = 0
-    for version in selectors.live_index_versions(kb_id=document.kb_id):
+    for version in live_index_versions(kb_id=document.kb_id):
         build, new = Build.objects.get_or_create(
             revision=revision,
             index_version=version,
@@ -166,9 +168,7 @@ def _visibility_event(
         document=document,
         index_version_id=kb.active_index_version_id,
         action=action,
-        build_id=selectors.live_build_id(
-            document=document, index_version_id=kb.active_index_version_id
-        ),
+        build_id=live_build_id(document=document, index_version_id=kb.active_index_version_id),
         actor_id=actor_id(actor),
         reason=reason,
     )

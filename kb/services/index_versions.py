@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from kb import locks, selectors
+from kb import locks
 from kb.ann import STORAGES, ann_index_ensure, ann_index_ready
 from kb.ann_build import ann_index_build_soon
 from kb.models import (
@@ -22,6 +22,11 @@ from kb.models import (
     Publication,
     Revision,
     Tenant,
+)
+from kb.selectors.index_versions import (
+    index_version_rollback_target,
+    index_version_settings_line,
+    index_version_settings_record,
 )
 from kb.services.base import ActionRefused, Actor, actor_id
 from kb.transactions import retry_conflicts
@@ -121,10 +126,10 @@ def index_version_create(
             subject_id=version.pk,
             action=(
                 f"v{number}: building {revisions.count()} documents with "
-                f"{selectors.index_version_settings_line(version)}"
+                f"{index_version_settings_line(version)}"
             ),
             actor_id=actor_id(actor),
-            details={"settings": selectors.index_version_settings_record(version)},
+            details={"settings": index_version_settings_record(version)},
         )
     # Due at once only if there is nothing to build; else after the last build (kb.ann_build).
     transaction.on_commit(lambda: ann_index_build_soon(version_id=version.pk))
@@ -210,9 +215,9 @@ def index_version_activate(
             subject_type="index_version",
             subject_id=version.pk,
             action=(
-                f"active v{version.number} ({selectors.index_version_settings_line(version)}); "
+                f"active v{version.number} ({index_version_settings_line(version)}); "
                 + (
-                    f"was v{previous.number} ({selectors.index_version_settings_line(previous)})"
+                    f"was v{previous.number} ({index_version_settings_line(previous)})"
                     if previous
                     else "none was active"
                 )
@@ -221,8 +226,8 @@ def index_version_activate(
             details={
                 "previous_id": previous_id,
                 "reason": reason,
-                "from": selectors.index_version_settings_record(previous),
-                "to": selectors.index_version_settings_record(version),
+                "from": index_version_settings_record(previous),
+                "to": index_version_settings_record(version),
             },
         )
         version.refresh_from_db()
@@ -237,12 +242,13 @@ def index_version_retained(version: IndexVersion) -> bool:
 
 
 def index_version_rollback(*, kb_id: int, actor: Actor, reason: str = "") -> IndexVersion:
-    """Re-activate the previous version: `kb.selectors.index_version_rollback_target`, the most
+    """Re-activate the previous version:
+    `kb.selectors.index_versions.index_version_rollback_target`, the most
     recently retired one still retained and older than the active one (never forward). Uploads
     made since the swap were built into it too, so a rollback never serves stale text. The
     knowledge base is locked and re-checked by `index_version_activate`."""
     kb = KnowledgeBase.objects.select_related("active_index_version").get(pk=kb_id)
-    previous = selectors.index_version_rollback_target(kb=kb)
+    previous = index_version_rollback_target(kb=kb)
     if previous is None:
         raise ActionRefused("There is no earlier retained index version to roll back to.")
     return index_version_activate(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from kb import locks, selectors
+from kb import locks
 from kb.completeness import IncompleteBuild, build_switch_problems
 from kb.models import (
     Build,
@@ -20,6 +20,7 @@ from kb.models import (
     Publication,
     PublicationEvent,
 )
+from kb.selectors.builds import live_build_id
 from kb.services.base import ActionRefused, Actor, actor_id
 from kb.transactions import retry_conflicts
 from work import faults
@@ -155,7 +156,7 @@ def _check_live(
     admin confirmed was rendered (`expected_live_build_id`; None = do not check)."""
     if expected_live_build_id is None:
         return
-    live_id = selectors.live_build_id(document=document, index_version_id=index_version_id)
+    live_id = live_build_id(document=document, index_version_id=index_version_id)
     if live_id != expected_live_build_id:
         raise ActionRefused("The live version changed since you opened this page; review it again.")
 

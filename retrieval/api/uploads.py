@@ -19,8 +19,8 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from kb.access import access_groups_clearing_refused
 from kb.models import Document, KnowledgeBase, Revision
-from kb.selectors import access_groups_clearing_refused
 from kb.services.base import Actor, InvalidUpload
 from kb.services.documents import document_create, document_delete, document_update, revision_create
 from kb.uploads import AcceptedUpload, UploadRejected, upload_accept

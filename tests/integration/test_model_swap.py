@@ -13,9 +13,9 @@ import pytest
 from django.db import connection, transaction
 
 from embeddings import USE_DIMENSIONS, USE_MODEL
-from kb import selectors
 from kb.ann import ann_index_ready
 from kb.models import KnowledgeBase
+from kb.selectors.index_versions import index_version_progress
 from kb.services.index_versions import index_version_activate, index_version_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
@@ -77,7 +77,7 @@ def test_swapping_hash_for_the_multilingual_model_while_search_serves(
     documents = [upload(kb, key, text) for key, text in DOCUMENTS.items()]
     hash_version = kb.active_index_version
     wait_for(
-        lambda: selectors.index_version_progress(version=hash_version).live == len(documents),
+        lambda: index_version_progress(version=hash_version).live == len(documents),
         what="five documents live on hash",
     )
     # and a searcher running throughout
@@ -96,10 +96,10 @@ def test_swapping_hash_for_the_multilingual_model_while_search_serves(
             chunk_overlap=100,
         )
         wait_for(
-            lambda: selectors.index_version_progress(version=version).live == len(documents),
+            lambda: index_version_progress(version=version).live == len(documents),
             what="the use version built",
         )
-        assert selectors.index_version_progress(version=version).failed == []
+        assert index_version_progress(version=version).failed == []
         # its vector index is built once its last build is written (kb.ann_build)
         wait_for(lambda: ann_index_ready(version.pk), relay=False, what="the use version's index")
         searches_before_swap = len(searcher.versions)

@@ -1,7 +1,7 @@
 """Access groups decide who reads a document's content, in the admin as in the API: a staff user
 sees only documents with no groups or with a group they hold (superusers: all), and may only put
-a document behind groups they hold. One rule (`kb.selectors.may_read_groups` and its filter form
-`readable_documents_q`), one source of a session user's groups (`kb.selectors.reader_of_user`),
+a document behind groups they hold. One rule (`kb.access.may_read_groups` and its filter form
+`readable_documents_q`), one source of a session user's groups (`kb.access.reader_of_user`),
 so the admin and the API cannot disagree."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The admin's build progress (`kb.selectors.build_progress`): honest while embedding, which with a
+"""The admin's build progress (`kb.selectors.builds.build_progress`): honest while embedding, which
+with a
 local model is most of a build's time. A build paused by a provider outage halfway through its
 embedding says "embedding" with the chunks that have vectors; a build whose vectors all came from
 the cache has every chunk embedded before its first chunk is written; a finished build shows its
@@ -21,8 +22,8 @@ from django.utils import timezone
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
-from kb import selectors
 from kb.models import Build, Document, KnowledgeBase, Tenant
+from kb.selectors.builds import EMBED_PERCENT, build_progress
 from kb.services.index_versions import knowledge_base_create
 from tests.embedding_server import EmbeddingServer, clear_breakers
 from tests.helpers import upload_task
@@ -40,7 +41,7 @@ def paragraph(i: int) -> str:
 
 
 def progress(document: Document) -> dict[str, Any]:
-    (only,) = selectors.build_progress(document=document)
+    (only,) = build_progress(document=document)
     return only
 
 
@@ -102,7 +103,7 @@ def test_a_build_paused_mid_embed_says_embedding_and_counts_chunks_not_texts(
     assert row["expected"] == 8
     assert (row["state"], row["stage"]) == (Build.State.BUILDING, "embedding")
     assert (row["embedded"], row["written"]) == (4, 0)
-    assert row["percent"] == selectors.EMBED_PERCENT * 4 // 8
+    assert row["percent"] == EMBED_PERCENT * 4 // 8
     assert row["label"] == "embedding 4/8"
 
     # and the admin says so: the progress view, the document page and the list

@@ -10,8 +10,14 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from kb import ann, ann_build, selectors
+from kb import ann, ann_build
 from kb.models import IndexVersion, KnowledgeBase
+from kb.selectors.index_versions import (
+    VersionStatus,
+    index_version_progress,
+    index_version_settings_record,
+    index_version_status,
+)
 from kb.services.base import ActionRefused
 from kb.services.index_versions import (
     index_version_activate,
@@ -51,10 +57,10 @@ def new_version(kb: KnowledgeBase, **extra: Any) -> IndexVersion:
     )
 
 
-def status_of(kb: KnowledgeBase, version: IndexVersion) -> selectors.VersionStatus:
+def status_of(kb: KnowledgeBase, version: IndexVersion) -> VersionStatus:
     kb.refresh_from_db()
-    progress = selectors.index_version_progress(version=version)
-    return selectors.index_version_status(version=version, progress=progress, kb=kb)
+    progress = index_version_progress(version=version)
+    return index_version_status(version=version, progress=progress, kb=kb)
 
 
 @pytest.fixture
@@ -184,7 +190,7 @@ def test_a_halfvec_version_indexes_half_precision_and_search_uses_it(
         cursor.execute("EXPLAIN " + sql, sql_params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert ann.ann_index_name(v2.pk) in plan, plan
-    record = selectors.index_version_settings_record(v2)
+    record = index_version_settings_record(v2)
     assert record is not None and record["vector_storage"] == "halfvec"
 
 
@@ -203,7 +209,7 @@ def test_a_real_worker_builds_the_index_after_the_bulk_load(
         upload_text(kb, key, text)
     v1 = kb.active_index_version
     assert v1 is not None
-    wait_for(lambda: selectors.index_version_progress(version=v1).live == 3, what="v1 live")
+    wait_for(lambda: index_version_progress(version=v1).live == 3, what="v1 live")
 
     # and another builder holding v2's lock, as if its index build were running elsewhere
     v2 = new_version(kb)

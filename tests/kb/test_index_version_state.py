@@ -17,9 +17,15 @@ from django.db.models.functions import Length
 from django.test import Client
 from django.utils import timezone
 
-from kb import selectors
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
+from kb.selectors.index_versions import (
+    index_version_comparison,
+    index_version_progress,
+    index_version_rollback_target,
+    index_version_settings_line,
+    index_version_status,
+)
 from kb.services.base import ActionRefused
 from kb.services.index_versions import (
     index_version_activate,
@@ -123,9 +129,7 @@ def test_a_new_upload_makes_a_ready_candidate_incomplete_again(
     run_pending()
     upload_text(kb, "travel", TEXTS["travel"] + " Night trains too.")
 
-    status = selectors.index_version_status(
-        version=v2, progress=selectors.index_version_progress(version=v2), kb=kb
-    )
+    status = index_version_status(version=v2, progress=index_version_progress(version=v2), kb=kb)
     assert (status.kind, status.label, status.swappable) == (
         "building",
         "building: 1/2 built",
@@ -189,7 +193,7 @@ def test_the_comparison_counts_what_each_version_serves(built: KnowledgeBase) ->
     failing = Build.objects.get(index_version=v2, revision__number=2)
     Build.objects.filter(pk=failing.pk).update(state=Build.State.FAILED, error="boom")
 
-    comparison = selectors.index_version_comparison(active=v1, candidate=v2)
+    comparison = index_version_comparison(active=v1, candidate=v2)
 
     active, candidate = comparison.active, comparison.candidate
     assert active is not None
@@ -223,7 +227,7 @@ def test_swaps_and_rollbacks_audit_both_versions_settings(
     assert swap.details["from"]["pipeline_version"] == "p2"
     assert swap.action == (
         "active v2 (hash/canon-hash-small · 128d cosine · chunks 400/50 · p2); "
-        f"was v1 ({selectors.index_version_settings_line(v1)})"
+        f"was v1 ({index_version_settings_line(v1)})"
     )
     created = AuditEvent.objects.get(kind="index_version_created")
     assert created.details["settings"]["chunk_overlap"] == 50
@@ -290,4 +294,4 @@ def test_a_version_past_retention_is_not_offered(built: KnowledgeBase, ian: Clie
     page = kb_page(ian, kb)
     assert "version-rollback-link" not in page
     assert "retired; past retention" in version_row(page, 1)
-    assert selectors.index_version_rollback_target(kb=kb) is None
+    assert index_version_rollback_target(kb=kb) is None

@@ -1,6 +1,6 @@
 """One truth about what is served (issue 13, item 1). Every admin page that says what a build is
-for asks `kb.selectors.build_role_of`; these tests put each contradiction the issue saw next to
-what search itself returns to a reader, on real PostgreSQL with the pipeline run in-process."""
+for asks `kb.selectors.builds.build_role_of`; these tests put each contradiction the issue saw next
+to what search itself returns to a reader, on real PostgreSQL with the pipeline run in-process."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from kb import selectors
 from kb.models import Build, Document, KnowledgeBase, Publication
 from kb.roles import INDEX_ADMINS, ensure_roles
+from kb.selectors.builds import build_roles
+from kb.selectors.documents import document_build_rows
 from kb.services.documents import document_delete, document_restore
 from kb.services.index_versions import (
     index_version_activate,
@@ -212,9 +213,9 @@ def test_roles_of_many_builds_cost_one_query(
     swapped_and_rolled_back(kb, admin_user)
     document = Document.objects.get(key="travel")
     with django_assert_num_queries(1):
-        rows = selectors.document_build_rows(document=document)
+        rows = document_build_rows(document=document)
     assert len(rows) == 4
     builds = list(Build.objects.select_related("kb", "document", "index_version", "revision"))
     with django_assert_num_queries(1):
-        roles = selectors.build_roles(builds=builds)
+        roles = build_roles(builds=builds)
     assert {pk: role.label for pk, role in roles.items()} == {b.pk: p["role"] for b, p in rows}

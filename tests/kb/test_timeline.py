@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from ingestion.pipeline import task_execute
+from kb.access import Reader
 from kb.models import Document, IndexVersion, KnowledgeBase
-from kb.selectors import Reader
 from kb.services.documents import document_delete, document_restore
 from kb.services.index_versions import (
     index_version_activate,

@@ -1,0 +1,103 @@
+"""Reads of documents: what search serves for each (`live_build`), its status in words, and its
+builds with what each is for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from kb.models import (
+    Build,
+    Document,
+    KnowledgeBase,
+    Publication,
+)
+from kb.roles import role_noun, roles_with
+from kb.selectors.builds import (
+    build_progress_of,
+    build_role_of,
+    builds_with_roles,
+    live_build,
+)
+
+
+def knowledge_bases_for_tenant(*, tenant_id: int) -> QuerySet[KnowledgeBase]:
+    return KnowledgeBase.objects.filter(tenant_id=tenant_id).order_by("slug")
+
+
+def awaiting_approval_words() -> str:
+    """ "awaiting approval by an index admin": who approves, from the roles (`kb.roles`)."""
+    approvers = roles_with("kb.approve_build")
+    return "awaiting approval" + (f" by {role_noun(approvers[-1])}" if approvers else "")
+
+
+def document_status(*, document: Document) -> str:
+    """One line for people: what is live (what search serves now, `served_now`), and what is
+    happening to the desired revision; for a deleted document, that nothing is served and which
+    revision is kept for restore."""
+    if document.deleted_at is not None:
+        kept = (
+            Publication.objects.filter(
+                document=document, index_version_id=document.kb.active_index_version_id
+            )
+            .values_list("build__revision__number", flat=True)
+            .first()
+        )
+        return "deleted · nothing served" + (f" · r{kept} kept for restore" if kept else "")
+    live = live_build(document=document)
+    parts = [f"live r{live.revision.number}" if live else "not live"]
+    if document.desired_revision and (
+        live is None or live.revision.number != document.desired_revision
+    ):
+        pending = (
+            Build.objects.filter(
+                document=document,
+                revision__number=document.desired_revision,
+                index_version_id=document.kb.active_index_version_id,
+            )
+            .only("state", "error")
+            .first()
+        )
+        if pending is not None:
+            state = {"ready": awaiting_approval_words()}.get(pending.state, pending.state)
+            detail = (
+                f": {pending.error}"
+                if pending.state == Build.State.FAILED and pending.error
+                else ""
+            )
+            parts.append(f"r{document.desired_revision} {state}{detail}")
+    return " · ".join(parts)
+
+
+def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, Any]]]:
+    """Per build of `document`, newest revision first: the build and its progress
+    (`build_progress_of`) with its role ("role", "role_kind") and, once it is not running, its
+    chunks ("6/6 chunks"; while it runs the role says "embedding 3/6"). One query."""
+    builds = builds_with_roles(Build.objects.filter(document=document)).order_by(
+        "-revision__number", "index_version__number"
+    )
+    now = timezone.now()
+    rows = []
+    for build in builds:
+        role = build_role_of(build=build, now=now)
+        progress = build_progress_of(build=build)
+        chunks = "" if role.kind == "building" else f"{progress['label']} chunks"
+        rows.append(
+            (build, {**progress, "role": role.label, "role_kind": role.kind, "chunks": chunks})
+        )
+    return rows
+
+
+def document_progress(*, document: Document) -> dict[str, Any]:
+    """Everything the document page shows about state, from one reading: the status line, the
+    build served now and every build's progress and role (`document_build_rows`). The page is
+    rendered from it and its script refreshes every box from it (the progress JSON)."""
+    rows = document_build_rows(document=document)
+    served = next((p for _, p in rows if p["role_kind"] == "served"), None)
+    return {
+        "status": document_status(document=document),
+        "served": ({k: served[k] for k in ("id", "revision", "index_version")} if served else None),
+        "builds": [p for _, p in rows],
+    }
