@@ -440,7 +440,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             "m('ingestion/reconciler.py', 'old').reconcile()"
         )
         out["reconciler_old_peak_rss_mb"] = rss
-    from ingestion.reconciler import reconcile
+    from ingestion.reconciler.runner import reconcile
 
     _sql("DELETE FROM ingestion_auditevent")
     runs = []
@@ -451,7 +451,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     levels = AuditEvent.objects.filter(kind="reconciler_pass").latest("id").details["levels"]
     out["reconciler_new_pass_s"] = {"min": min(runs), "max": max(runs)}
     out["reconciler_new_levels_ms"] = {k: v.get("ms") for k, v in levels.items()}
-    _, rss, _ = _py("from ingestion.reconciler import reconcile; reconcile()")
+    _, rss, _ = _py("from ingestion.reconciler.runner import reconcile; reconcile()")
     out["reconciler_new_peak_rss_mb"] = rss
     out["reconciler_passes_for_full_coverage"] = {
         "shard": -(-last_build // step),

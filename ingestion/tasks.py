@@ -10,7 +10,7 @@ import uuid
 from celery import shared_task
 
 from ingestion import pipeline
-from ingestion.reconciler import reconcile as reconcile_pass
+from ingestion.reconciler.runner import reconcile as reconcile_pass
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
 from kb.ann_build import ann_index_build, ann_index_build_soon, ann_indexes_due

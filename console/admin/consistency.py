@@ -20,7 +20,7 @@ from console.admin.scoping import may_read, user_tenant_ids
 from console.dashboard import dashboard, every
 from embeddings.breaker import breaker_states
 from ingestion.models import StageResult
-from ingestion.reconciler import anomaly_dismiss, anomaly_retry
+from ingestion.reconciler.runner import anomaly_dismiss, anomaly_retry
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.verify import verify
 from work.models import AuditEvent, IngestionTask, OutboxEvent

@@ -18,14 +18,9 @@ from django.utils import timezone
 
 from config.celery import app
 from ingestion.pipeline import task_execute
-from ingestion.reconciler import (
-    MAX_REPAIRS,
-    anomaly_dismiss,
-    anomaly_retry,
-    find_orphan_files,
-    reconcile,
-    repair_orphan_file,
-)
+from ingestion.reconciler.files import find_orphan_files, repair_orphan_file
+from ingestion.reconciler.findings import MAX_REPAIRS
+from ingestion.reconciler.runner import anomaly_dismiss, anomaly_retry, reconcile
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication
 from kb.services.documents import document_delete

@@ -16,7 +16,8 @@ from console.dashboard import dashboard
 from ingestion import pipeline
 from ingestion.models import StageResult
 from ingestion.pipeline import task_execute
-from ingestion.reconciler import find_orphan_files, reconcile, repair_orphan_file
+from ingestion.reconciler.files import find_orphan_files, repair_orphan_file
+from ingestion.reconciler.runner import reconcile
 from kb import storage
 from kb.backup import BackupError, pg_tool
 from kb.models import Build, KnowledgeBase, Revision

@@ -22,7 +22,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 
 from console.dashboard import dashboard  # noqa: E402
-from ingestion.reconciler import reconcile  # noqa: E402
+from ingestion.reconciler.runner import reconcile  # noqa: E402
 from ingestion.relay import outbox_relay_batch  # noqa: E402
 from kb.models import Build, KnowledgeBase  # noqa: E402
 from kb.services.index_versions import index_version_create  # noqa: E402

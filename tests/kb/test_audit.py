@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from ingestion.pipeline import task_execute
-from ingestion.reconciler import reconcile
+from ingestion.reconciler.runner import reconcile
 from kb import audit, verify
 from kb.models import AuditCursor, AuditSlice, Build, BuildSeal, Chunk, Document, KnowledgeBase
 from tests.conftest import ROOT, database_url
