@@ -33,7 +33,7 @@ def main() -> None:
     from django.db import DEFAULT_DB_ALIAS, connections
 
     from devtools.standby import primary_lsn, replication_lag, start_standby
-    from ingestion.pipeline import task_execute
+    from ingestion.pipeline.run import task_execute
     from kb.models import Build, PublicationEvent
     from retrieval.principals import Principal
     from retrieval.routing import REPLICA

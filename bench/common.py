@@ -172,7 +172,7 @@ def cache_fill(docs: Sequence[Sequence[dict[str, Any]]], version: Any) -> int:
     """Put the precomputed vectors into the EmbeddingCache, so Canon's embed stage is a lookup."""
     from django.db import connection
 
-    from ingestion.pipeline import _vector_literal, cache_model
+    from ingestion.pipeline.embed import cache_model, vector_literal
 
     rows = [c for doc in docs for c in doc]
     with connection.cursor() as cursor:
@@ -189,7 +189,7 @@ def cache_fill(docs: Sequence[Sequence[dict[str, Any]]], version: Any) -> int:
                     cache_model(version),
                     version.dimensions,
                     [c["hash"] for c in batch],
-                    [_vector_literal(c["vector"]) for c in batch],
+                    [vector_literal(c["vector"]) for c in batch],
                 ],
             )
     return len(rows)

@@ -41,7 +41,8 @@ class StageResult(models.Model):
                 name="stage_result_identity",
             )
         ]
-        # A shared stage's result is found by its input alone (`pipeline.stage_run`).
+        # A shared stage's result is found by its input alone
+        # (`ingestion.pipeline.stages.stage_run`).
         indexes = [
             models.Index(
                 fields=["stage", "input_fingerprint", "pipeline_version"],

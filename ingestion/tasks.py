@@ -9,7 +9,7 @@ import uuid
 
 from celery import shared_task
 
-from ingestion import pipeline
+from ingestion.pipeline.run import task_execute
 from ingestion.reconciler.runner import reconcile as reconcile_pass
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
@@ -25,7 +25,7 @@ def worker_identity() -> str:
 
 @shared_task(name="ingestion.tasks.run_task", acks_late=True, ignore_result=True)
 def run_task(task_id: int) -> str:
-    return pipeline.task_execute(task_id=task_id, worker_id=worker_identity())
+    return task_execute(task_id=task_id, worker_id=worker_identity())
 
 
 @shared_task(name="ingestion.tasks.relay_outbox", ignore_result=True)

@@ -8,11 +8,11 @@ graph build that sorts and links in memory instead of one search per inserted ch
 can the version be swapped in (`kb.services.index_versions.index_version_activate` refuses
 before, and `kb.selectors.index_versions.index_version_status` says "building index").
 
-Who calls it: the worker that finished a version's last build (`ingestion.pipeline.task_execute`,
-through `ann_index_after_build`: inline for a small version, else by sending the
-`build_ann_index` task), and a periodic job (`ingestion.tasks.build_ann_indexes`) for a version
-with no builds at all, or whose index build died with its worker (a crashed concurrent build
-leaves an INVALID index, dropped and rebuilt here).
+Who calls it: the worker that finished a version's last build
+(`ingestion.pipeline.run.task_execute`, through `ann_index_after_build`: inline for a small version,
+else by sending the `build_ann_index` task), and a periodic job
+(`ingestion.tasks.build_ann_indexes`) for a version with no builds at all, or whose index build died
+with its worker (a crashed concurrent build leaves an INVALID index, dropped and rebuilt here).
 
 Uploads during the build still land in the version: a build written before the index exists is
 one more bulk-loaded row set the index build will read; one written while `CONCURRENTLY` runs is

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import Document, KnowledgeBase, Revision
 from kb.services.documents import document_create, revision_create

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import KnowledgeBase
 from kb.services.documents import document_create, revision_create
@@ -94,7 +94,7 @@ def test_json_logs_carry_the_pipeline_ids(kb: KnowledgeBase, tmp_path: Any) -> N
         "CANON_STORAGE_ROOT": str(storage.storage_root()),
     }
     code = (
-        "from ingestion.pipeline import task_execute; "
+        "from ingestion.pipeline.run import task_execute; "
         f"task_execute(task_id={task.pk}, worker_id='json-worker')"
     )
     result = subprocess.run(
@@ -111,7 +111,7 @@ def test_json_logs_carry_the_pipeline_ids(kb: KnowledgeBase, tmp_path: Any) -> N
     assert finished["task_id"] == task.pk
     assert finished["build_id"] == task.build_id
     assert finished["lease_owner"] == "json-worker"
-    assert finished["level"] == "INFO" and finished["logger"] == "ingestion.pipeline"
+    assert finished["level"] == "INFO" and finished["logger"] == "ingestion.pipeline.run"
 
 
 def test_readyz_fails_while_the_database_is_unreachable_and_recovers() -> None:

@@ -1,5 +1,5 @@
 """stage_result_by_input: a succeeded stage result found by its input alone, so a shared stage
-(parse, chunk) of a new build reuses another task's result (`ingestion.pipeline.stage_run`).
+(parse, chunk) of a new build reuses another task's result (`ingestion.pipeline.stages.stage_run`).
 
 Built CONCURRENTLY (a non-atomic migration of its own), so ingestion goes on while it is built;
 an interrupted build leaves an INVALID index to drop (DROP INDEX CONCURRENTLY

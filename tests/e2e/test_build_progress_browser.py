@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.models import Document, Tenant, TenantMembership
 from kb.services.index_versions import knowledge_base_create

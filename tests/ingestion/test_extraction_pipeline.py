@@ -9,7 +9,8 @@ import hashlib
 import pytest
 
 from ingestion.models import EmbeddingCache, StageResult
-from ingestion.pipeline import cache_model, task_execute
+from ingestion.pipeline.embed import cache_model
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import Build, Chunk, Document, KnowledgeBase, Revision
 from kb.services.documents import document_create, revision_create

@@ -33,7 +33,7 @@ from embeddings import (
 )
 from embeddings.breaker import BreakerOpen, CircuitBreaker, breaker_state, redis_client
 from ingestion.models import StageResult
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb import storage
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, Tenant, TenantMembership

@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from config.celery import app
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from ingestion.reconciler.files import find_orphan_files, repair_orphan_file
 from ingestion.reconciler.findings import MAX_REPAIRS
 from ingestion.reconciler.runner import anomaly_dismiss, anomaly_retry, reconcile
@@ -108,14 +108,14 @@ def test_a_complete_build_that_was_never_switched_is_switched(kb: KnowledgeBase)
 
 def _write_without_switch(task: IngestionTask, lease: object) -> None:
     """Run the stages up to (not including) the switch, as the crashed worker did."""
-    from ingestion import pipeline
+    from ingestion.pipeline import run
 
-    original = pipeline._switch
-    pipeline._switch = lambda **kwargs: "crashed"
+    original = run._switch
+    run._switch = lambda **kwargs: "crashed"
     try:
-        pipeline.build_run(task=task, lease=lease)  # type: ignore[arg-type]
+        run.build_run(task=task, lease=lease)  # type: ignore[arg-type]
     finally:
-        pipeline._switch = original
+        run._switch = original
 
 
 def test_a_desired_revision_missing_its_build_gets_one(kb: KnowledgeBase) -> None:

@@ -1,8 +1,8 @@
 """A re-index reuses what does not change: a new index version's build takes another task's
 parse and chunk results (`stage_run(shared=True)`), and when its chunks are the same pieces as
 an existing build's, their postings, lengths and BM25 statistics are copied on the server
-(`ingestion.writer.postings_source`) instead of analysed again. Whatever path a build takes, its
-keyword index is the one analysis would have written."""
+(`ingestion.pipeline.write.postings_source`) instead of analysed again. Whatever path a build takes,
+its keyword index is the one analysis would have written."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from ingestion import writer
 from ingestion.models import StageResult
-from ingestion.pipeline import task_execute
+from ingestion.pipeline import write as writer
+from ingestion.pipeline.run import task_execute
 from kb.models import Build, IndexVersion, KnowledgeBase, LexicalStat
 from kb.services.index_versions import index_version_activate, index_version_create
 from retrieval.principals import Principal

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 import embeddings
 from ingestion.models import StageResult
-from ingestion.pipeline import TerminalError, classify, task_execute
+from ingestion.pipeline.run import classify, task_execute
+from ingestion.pipeline.stages import TerminalError
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
 from kb.completeness import IncompleteBuild

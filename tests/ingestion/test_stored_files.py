@@ -13,9 +13,10 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from console.dashboard import dashboard
-from ingestion import pipeline
 from ingestion.models import StageResult
-from ingestion.pipeline import task_execute
+from ingestion.pipeline import run
+from ingestion.pipeline.chunk import chunk
+from ingestion.pipeline.run import task_execute
 from ingestion.reconciler.files import find_orphan_files, repair_orphan_file
 from ingestion.reconciler.runner import reconcile
 from kb import storage
@@ -143,18 +144,18 @@ def test_a_lost_derived_file_is_parsed_again(
 ) -> None:
     # given a task that parsed (the extracted text is in derived storage) and then failed
     task = upload_task(kb, "herons", herons("derived"))
-    original = pipeline._chunk
+    original = chunk
 
     def crash(*args: object, **kwargs: object) -> object:
         raise RuntimeError("the worker's disk went away")
 
-    monkeypatch.setattr(pipeline, "_chunk", crash)
+    monkeypatch.setattr(run, "chunk", crash)
     assert task_execute(task_id=task.pk, worker_id="w") == "retry"
     parse = StageResult.objects.get(task=task, stage="parse", status="succeeded")
     derived = storage.absolute_path(parse.output["text_path"])
     # when the derived file is lost before the retry (a restore of the database alone)
     derived.unlink()
-    monkeypatch.setattr(pipeline, "_chunk", original)
+    monkeypatch.setattr(run, "chunk", original)
     IngestionTask.objects.filter(pk=task.pk).update(available_at=timezone.now())
 
     # then the retry parses again instead of failing on the missing text

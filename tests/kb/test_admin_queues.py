@@ -13,7 +13,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb.document_states import work_queue_counts
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles

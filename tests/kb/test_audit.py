@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from ingestion.reconciler.runner import reconcile
 from kb import audit, verify
 from kb.models import AuditCursor, AuditSlice, Build, BuildSeal, Chunk, Document, KnowledgeBase

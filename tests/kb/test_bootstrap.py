@@ -100,7 +100,7 @@ def test_the_readme_questions_find_their_answers_in_the_sample_handbook(
     the first hit is the passage that answers them."""
     from django.test import Client
 
-    from ingestion.pipeline import task_execute
+    from ingestion.pipeline.run import task_execute
     from retrieval.principals import api_key_create
 
     bootstrap()

@@ -20,7 +20,7 @@ from django.test import Client
 from django.utils import timezone
 
 from ingestion.models import StageResult
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from kb.selectors.builds import EMBED_PERCENT, build_progress

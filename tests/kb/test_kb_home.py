@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import home
 from kb.models import Chunk, KnowledgeBase, Tenant
 from kb.services.documents import document_delete

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ingestion.models import StageResult
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.completeness import IncompleteBuild
 from kb.models import Build, Chunk, Document, KnowledgeBase, Publication, PublicationEvent
@@ -119,7 +119,9 @@ def test_the_write_stage_refuses_rows_that_do_not_match_and_the_live_build_keeps
     task_execute(task_id=task_1, worker_id="w1")
     task_2 = upload(kb, "Candidate text. " * 300, document)
     # an embed stage that caches nothing: the write joins no vector for the new chunks
-    monkeypatch.setattr("ingestion.pipeline._embed", lambda pieces, version, **_: {"embedded": 0})
+    monkeypatch.setattr(
+        "ingestion.pipeline.run.embed", lambda pieces, version, **_: {"embedded": 0}
+    )
 
     assert task_execute(task_id=task_2, worker_id="w2") == "failed"
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
 from kb.services.documents import document_delete
 from kb.services.index_versions import index_version_create, knowledge_base_create

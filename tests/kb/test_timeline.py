@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb.access import Reader
 from kb.models import Document, IndexVersion, KnowledgeBase
 from kb.services.documents import document_delete, document_restore

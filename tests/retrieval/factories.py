@@ -7,7 +7,7 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication, Revision
 from kb.services.documents import document_create, revision_create

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import KnowledgeBase, Tenant
 from kb.services.documents import document_create

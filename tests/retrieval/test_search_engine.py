@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from embeddings import get_provider
-from ingestion.pipeline import task_execute
+from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.ann import ann_index_drop, ann_index_ensure, ann_index_name
 from kb.models import KnowledgeBase, Tenant

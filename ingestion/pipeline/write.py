@@ -24,13 +24,14 @@ from django.conf import settings
 from django.db import connection
 from django.db.models.functions import Now
 
+from ingestion.pipeline.chunk import chunk_key
+from ingestion.pipeline.embed import cache_model
+from ingestion.pipeline.stages import JsonDict
 from kb.completeness import IncompleteBuild, build_completeness
 from kb.models import Build
 from textkit import analysis, text
 from work import faults
 from work.leases import Lease, fenced
-
-JsonDict = dict[str, Any]
 
 
 def keyword_text(piece: JsonDict) -> str:
@@ -303,3 +304,14 @@ def build_verify(*, build: Build, lease: Lease) -> None:
         if problems:
             raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
         Build.objects.filter(pk=build.pk).update(verified_at=Now())
+
+
+def write(*, build: Build, pieces: list[JsonDict], lease: Lease) -> JsonDict:
+    """The write stage: chunk rows, postings and statistics, then the build's verification."""
+    return chunks_write(
+        build=build,
+        pieces=pieces,
+        lease=lease,
+        chunk_key=chunk_key,
+        model_key=cache_model(build.index_version),
+    )
