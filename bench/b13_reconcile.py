@@ -20,6 +20,9 @@ build) and the summaries must find exactly their windows, whose deep checks page
 builds; the rows are put back afterwards.
 
     .venv/bin/python -m bench.b13_reconcile --db canon_bench_f --redis-db 9 [--chunks N] [--fresh]
+
+One file over 500 lines on purpose: its phases share one generated database and one report, and
+a reader follows a run from top to bottom (generate, audit, slice, inject, put back).
 """
 
 from __future__ import annotations
