@@ -415,21 +415,32 @@ def ensure_corpus(directory: Path) -> None:
 
 
 def load_corpus(
-    directory: Path, questions_path: Path, *, limit_docs: int | None, limit_questions: int | None
+    directory: Path,
+    question_sets: Path | dict[str, Path],
+    *,
+    limit_docs: int | None,
+    limit_questions: int | None,
 ) -> Corpus:
+    """The manifest's documents and the questions of every set (a path alone is the set
+    "keyword"), each question tagged with its set (`set`); `limit_questions` applies per set."""
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    questions = [
-        json.loads(line)
-        for line in questions_path.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    if isinstance(question_sets, Path):
+        question_sets = {"keyword": question_sets}
+    questions: list[dict[str, Any]] = []
+    for name, path in question_sets.items():
+        loaded = [
+            {**json.loads(line), "set": name}
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        if limit_questions:
+            loaded = _interleave_languages(loaded)[:limit_questions]
+        questions.extend(loaded)
     by_key = {d["key"]: d for d in manifest}
     notes: list[str] = []
     unknown = sorted({a for q in questions for a in q["answers"] if a not in by_key})
     if unknown:
         notes.append(f"{len(unknown)} answer keys not in the manifest: {unknown[:5]}")
-    if limit_questions:
-        questions = _interleave_languages(questions)[:limit_questions]
     if limit_docs and limit_docs < len(manifest):
         # The questions' answer documents first (languages interleaved), then the rest.
         chosen: dict[str, None] = {}

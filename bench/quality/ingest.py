@@ -31,12 +31,13 @@ EXTENSIONS = {
 }
 
 
-def setup(db_name: str, redis_db: int) -> None:
+def setup(db_name: str, redis_db: int, *, fresh: bool = True) -> None:
     """common.setup() on a database and Redis db of B8's own (so runs of B1..B7 in
-    `canon_bench` and the dev stack's Redis db 0 are never touched)."""
+    `canon_bench` and the dev stack's Redis db 0 are never touched); `fresh=False` keeps the
+    database of an earlier run (`--reuse`)."""
     os.environ["REDIS_URL"] = common.redis_url(redis_db)
     common.DB_NAME = db_name  # setup() creates, drops and migrates exactly this database
-    common.setup(fresh=True)
+    common.setup(fresh=fresh)
 
 
 def principal_for(kb: Any) -> Any:
@@ -176,3 +177,30 @@ def live_chunks(kb: Any) -> Chunks:
 def _floats(value: Any) -> Any:
     """A stored embedding as floats (pgvector's adapter gives a Vector for the untyped column)."""
     return value.to_numpy() if hasattr(value, "to_numpy") else value
+
+
+def settled_summary(corpus: Corpus, kb: Any) -> dict[str, Any]:
+    """The ingest figures of a knowledge base ingested by an earlier run (`--reuse`): what is
+    live now, no timings."""
+    from kb.models import Build, Chunk, Publication
+
+    version = kb.active_index_version
+    failures = {
+        key: error or "failed (no reason recorded)"
+        for key, error in Build.objects.filter(kb=kb, state=Build.State.FAILED).values_list(
+            "document__key", "error"
+        )
+    }
+    live = Publication.objects.filter(kb=kb, index_version=version)
+    return {
+        "documents": len(corpus.documents),
+        "live": live.count(),
+        "failed": len(failures),
+        "failures": failures,
+        "chunks": Chunk.objects.filter(
+            kb=kb, index_version=version, build__in=live.values("build")
+        ).count(),
+        "reused": True,
+        "ingest_s": None,
+        "chunks_per_s": None,
+    }

@@ -61,9 +61,12 @@ class Legs:
         self.index = {cid: i for i, cid in enumerate(self.chunks.ids)}
         vectors = self.chunks.vectors
         self.unit = vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12)
-        self.lengths = dict(
-            Chunk.objects.filter(pk__in=self.chunks.ids).values_list("pk", "lexical_length")
-        )
+        self.lengths = {
+            pk: length or 0
+            for pk, length in Chunk.objects.filter(
+                index_version_id=self.kb.active_index_version_id
+            ).values_list("pk", "lexical_length")
+        }
         self.principal = principal_for(self.kb)
         self.version_id = self.kb.active_index_version_id
 

@@ -7,12 +7,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bench import common
-from bench.quality.metrics import (
-    LANGS,
-)
+from bench.quality.metrics import KINDS, LANGS, SPLITS
 
 RESULTS = common.RESULTS / "quality.json"
 DETAILS = common.RESULTS / "quality-details.json"
+LEGS = common.RESULTS / "quality-legs.json"
 
 
 def _fmt(x: Any) -> str:
@@ -67,6 +66,142 @@ def targets(metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def natural_targets(natural: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue 24's checks per split, on MRR@10: Canon hybrid against the better of Canon's own
+    legs and against every contender, overall and per language; on the cross-lingual kinds,
+    hybrid's hit@10 against the vector leg's."""
+    out: dict[str, Any] = {}
+    if "canon hybrid" not in natural:
+        return out
+    contenders = [n for n in natural if not n.startswith("canon ")]
+    for split in SPLITS:
+        rows: dict[str, Any] = {}
+        for group in LANGS:
+            if not natural["canon hybrid"][split][group].get("n"):
+                continue
+
+            def mrr(name: str, group: str = group, split: str = split) -> float:
+                return float(natural[name][split][group]["mrr@10"])
+
+            hybrid = mrr("canon hybrid")
+            leg = max(("canon vector", "canon keyword"), key=mrr)
+            best = max(contenders, key=mrr) if contenders else None
+            rows[group] = {
+                "hybrid": hybrid,
+                "best_leg": leg,
+                "best_leg_mrr": mrr(leg),
+                "hybrid_ge_best_leg": hybrid >= mrr(leg),
+                "best_contender": best,
+                "best_contender_mrr": mrr(best) if best else None,
+                "hybrid_ge_every_contender": all(hybrid >= mrr(c) for c in contenders),
+            }
+        for kind in ("zh-to-en", "en-to-zh"):
+            figs = natural["canon hybrid"][split][kind]
+            if figs.get("n"):
+                vector = natural["canon vector"][split][kind]["hit@10"]
+                rows[kind] = {
+                    "hybrid_hit@10": figs["hit@10"],
+                    "vector_hit@10": vector,
+                    "hybrid_ge_vector_hit@10": figs["hit@10"] >= vector,
+                }
+        out[split] = rows
+    return out
+
+
+def natural_targets_table(targets: dict[str, Any]) -> str:
+    rows: list[list[Any]] = [["split", "group", "check", "Canon hybrid", "against", "verdict"]]
+    for split, groups in targets.items():
+        for group, v in groups.items():
+            if "best_leg" in v:
+                rows.append(
+                    [
+                        split,
+                        group,
+                        "hybrid >= best leg (MRR@10)",
+                        v["hybrid"],
+                        f"{v['best_leg']} {v['best_leg_mrr']:.3f}",
+                        "met" if v["hybrid_ge_best_leg"] else "MISSED",
+                    ]
+                )
+                if v["best_contender"]:
+                    rows.append(
+                        [
+                            split,
+                            group,
+                            "hybrid >= every contender (MRR@10)",
+                            v["hybrid"],
+                            f"best: {v['best_contender']} {v['best_contender_mrr']:.3f}",
+                            "met" if v["hybrid_ge_every_contender"] else "MISSED",
+                        ]
+                    )
+            else:
+                rows.append(
+                    [
+                        split,
+                        group,
+                        "hybrid hit@10 >= vector hit@10",
+                        v["hybrid_hit@10"],
+                        f"canon vector {v['vector_hit@10']:.3f}",
+                        "met" if v["hybrid_ge_vector_hit@10"] else "MISSED",
+                    ]
+                )
+    return markdown(rows)
+
+
+def keyword_table(metrics: dict[str, dict[str, Any]]) -> str:
+    """Per system: hit@1/5/10 and MRR@10 per language (the keyword-style set)."""
+    header = ["system"]
+    for lang in LANGS:
+        header += [f"{lang} hit@1", f"{lang} hit@5", f"{lang} hit@10", f"{lang} MRR@10"]
+    rows: list[list[Any]] = [header]
+    for name, m in metrics.items():
+        row: list[Any] = [name]
+        for lang in LANGS:
+            if m[lang].get("n"):
+                row += [m[lang]["hit@1"], m[lang]["hit@5"], m[lang]["hit@10"], m[lang]["mrr@10"]]
+            else:
+                row += ["-"] * 4
+        rows.append(row)
+    return markdown(rows)
+
+
+SPLIT_TITLES = {"tuning": "tuning half", "heldout": "held-out half (the figure that counts)"}
+
+
+def natural_tables(natural: dict[str, dict[str, Any]], *, full: bool = False) -> str:
+    """The natural set per split: MRR@10 (hit@10) per kind and language for every system; with
+    `full`, also n, hit@1, hit@5, hit@10 and MRR@10 per kind x system."""
+    out: list[str] = []
+    groups = (*KINDS, *LANGS)
+    for split in SPLITS:
+        some = next(iter(natural.values()))[split]
+        header = ["system"] + [f"{g} (n={some[g]['n']})" for g in groups]
+        rows: list[list[Any]] = [header]
+        for name, by_split in natural.items():
+            figs = by_split[split]
+            rows.append(
+                [name]
+                + [
+                    f"{figs[g]['mrr@10']:.3f} ({figs[g]['hit@10']:.2f})" if figs[g]["n"] else "-"
+                    for g in groups
+                ]
+            )
+        out.append(f"natural set, {SPLIT_TITLES[split]}: MRR@10 (hit@10)\n\n{markdown(rows)}")
+        if full:
+            frows: list[list[Any]] = [
+                ["group", "system", "n", "hit@1", "hit@5", "hit@10", "MRR@10"]
+            ]
+            for g in groups:
+                for name, by_split in natural.items():
+                    f = by_split[split][g]
+                    if f["n"]:
+                        frows.append(
+                            [g, name, f["n"], f["hit@1"], f["hit@5"], f["hit@10"], f["mrr@10"]]
+                        )
+            out.append(f"natural set, {SPLIT_TITLES[split]}, in full\n\n{markdown(frows)}")
+    return "\n\n".join(out)
+
+
 def _count(values: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
@@ -82,23 +217,23 @@ def print_report(summary: dict[str, Any]) -> None:
         f"{summary['corpus']['documents']} documents, {ing['chunks']} chunks, "
         f"{summary['corpus']['questions']} questions {summary['corpus']['questions_by_lang']}) =="
     )
+    timing = (
+        "reused from an earlier run (--reuse), not timed"
+        if ing.get("reused")
+        else f"in {ing['ingest_s']} s = {ing['chunks_per_s']} chunks/s"
+    )
     print(
         f"\ningest: {ing['live']} live, {ing['failed']} failed of {ing['documents']}; "
-        f"{ing['chunks']} chunks in {ing['ingest_s']} s = {ing['chunks_per_s']} chunks/s\n"
+        f"{ing['chunks']} chunks {timing}\n"
     )
-    header = ["system"]
-    for lang in LANGS:
-        header += [f"{lang} hit@1", f"{lang} hit@5", f"{lang} hit@10", f"{lang} MRR@10"]
-    rows: list[list[Any]] = [header]
-    for name, m in metrics.items():
-        row: list[Any] = [name]
-        for lang in LANGS:
-            if m[lang].get("n"):
-                row += [m[lang]["hit@1"], m[lang]["hit@5"], m[lang]["hit@10"], m[lang]["mrr@10"]]
-            else:
-                row += ["-"] * 4
-        rows.append(row)
-    print(markdown(rows))
+    print("keyword-style set (questions.jsonl), per language:\n")
+    print(keyword_table(metrics))
+    if summary.get("natural"):
+        print()
+        print(natural_tables(summary["natural"], full=True))
+        print("\nnatural set, issue 24's checks:\n")
+        print(natural_targets_table(summary["natural_targets"]))
+    print()
     vector_p95 = lat.get("canon vector", {}).get("p95_ms") or float("nan")
     lrows: list[list[Any]] = [["system", "p50 ms", "p95 ms", "p95 / canon vector p95"]]
     for name, v in lat.items():
@@ -106,7 +241,7 @@ def print_report(summary: dict[str, Any]) -> None:
     print()
     print(markdown(lrows))
     t = summary["targets"]
-    print()
+    print("\nkeyword-style set, checks:\n")
     trows: list[list[Any]] = [["lang", "check", "Canon", "against", "verdict"]]
     for lang, v in t["legs"].items():
         trows.append(
@@ -139,5 +274,5 @@ def print_report(summary: dict[str, Any]) -> None:
             ]
         )
     print(markdown(trows))
-    print(f"\n[B8] run took {summary['run_s']} s; wrote {RESULTS} and {DETAILS}")
+    print(f"\n[B8] run took {summary['run_s']} s; wrote {RESULTS}, {DETAILS} and {LEGS}")
     sys.stdout.flush()
