@@ -4,7 +4,7 @@ records every run in its row, so a restarted or second beat keeps each job's clo
 
 import os
 
-from celery import Celery, signals
+from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -42,17 +42,3 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("CANON_ANN_INDEX_INTERVAL_SECONDS", "60.0")),
     },
 }
-
-
-# Local embedding models (CANON_PRELOAD_EMBEDDING_MODELS) are loaded by each worker child when it
-# starts and kept warm; the parent only forks, so it loads nothing. See embeddings.use.
-@signals.worker_process_init.connect
-def _preload_models(**_: object) -> None:
-    from django.conf import settings
-
-    import embeddings
-    from textkit import analysis
-
-    if settings.PRELOAD_EMBEDDING_MODELS:
-        embeddings.preload(settings.PRELOAD_EMBEDDING_MODELS)
-        analysis.preload()

@@ -20,6 +20,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from embeddings.breaker import breaker_states
+
 PUBLISH_LATENCY_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
 
@@ -144,8 +146,6 @@ class CanonCollector(Collector):
         )
 
     def _circuits(self) -> Iterator[GaugeMetricFamily]:
-        from embeddings.breaker import breaker_states
-
         state = GaugeMetricFamily(
             "canon_provider_circuit_state", "0 closed, 1 half-open, 2 open", labels=["provider"]
         )

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
+from ingestion.models import StageResult
 from kb import storage
 from kb.models import Build, Chunk
+from textkit import extract as extractors
 
 
 @dataclass(frozen=True)
@@ -31,9 +33,6 @@ def build_parsed_text(*, build: Build) -> ParsedText | None:
     """The extraction the parse stage stored for `build`, or None when there is none (not
     parsed yet, or the derived file is gone: a rebuild parses again). Two reads: the parse
     StageResult of the build's tasks, the derived file."""
-    from ingestion.models import StageResult
-    from textkit import extract as extractors
-
     output = (
         StageResult.objects.filter(
             task__build_id=build.pk,

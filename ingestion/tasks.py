@@ -7,15 +7,27 @@ import os
 import socket
 import uuid
 
-from celery import shared_task
+from celery import shared_task, signals
+from django.conf import settings
 
+import embeddings
 from ingestion.pipeline.run import task_execute
 from ingestion.reconciler.runner import reconcile as reconcile_pass
 from ingestion.relay import outbox_relay_batch
 from ingestion.sweeper import lease_sweep
 from kb.ann_build import ann_index_build, ann_index_build_soon, ann_indexes_due
 from kb.services.retention import retention_collect
+from textkit import analysis
 from work.jobs import job_ran
+
+
+# Local embedding models (CANON_PRELOAD_EMBEDDING_MODELS) are loaded by each worker child when it
+# starts and kept warm; the parent (which imports this module before it forks) loads nothing.
+@signals.worker_process_init.connect
+def _preload_models(**_: object) -> None:
+    if settings.PRELOAD_EMBEDDING_MODELS:
+        embeddings.preload(settings.PRELOAD_EMBEDDING_MODELS)
+        analysis.preload()
 
 
 def worker_identity() -> str:
