@@ -62,6 +62,14 @@ def kb(tenant: Tenant) -> KnowledgeBase:
 
 
 @pytest.fixture
+def approval_kb(kb: KnowledgeBase) -> KnowledgeBase:
+    """The knowledge base, its new builds waiting for an index admin's approval."""
+    kb.require_approval = True
+    kb.save()
+    return kb
+
+
+@pytest.fixture
 def admin_user(tenant: Tenant) -> User:
     user = User.objects.create_superuser("root", "", "a-long-test-password")
     TenantMembership.objects.create(user=user, tenant=tenant)

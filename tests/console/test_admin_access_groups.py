@@ -17,7 +17,7 @@ from kb.models import Build, Document, IndexVersion, TenantMembership
 from kb.services.index_versions import index_version_create
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create, principal_from_user
-from tests.kb.admin_world import MARK_HR, World, build_world
+from tests.console.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import api, upload
 
 pytestmark = pytest.mark.django_db

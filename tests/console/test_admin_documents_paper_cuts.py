@@ -13,7 +13,7 @@ from django.test import Client
 
 from kb.models import Document, KnowledgeBase
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
-from tests.kb.admin_world import staff
+from tests.console.admin_world import staff
 from tests.retrieval.factories import build, publish, upload
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
 
 from kb.models import Build, Document, IndexVersion
-from tests.kb.admin_world import MARK_A, MARK_HR, World, build_world
+from tests.console.admin_world import MARK_A, MARK_HR, World, build_world
 from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db

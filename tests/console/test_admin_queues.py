@@ -20,7 +20,7 @@ from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from kb.services.documents import document_delete
 from kb.services.index_versions import knowledge_base_create
 from kb.services.publication import build_approve
-from tests.kb.admin_world import staff
+from tests.console.admin_world import staff
 from tests.retrieval.factories import build, publish, upload
 from work.models import AuditEvent, IngestionTask
 

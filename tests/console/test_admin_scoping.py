@@ -17,8 +17,8 @@ from console.admin.documents import DocumentAdmin
 from console.admin.knowledge_bases import KnowledgeBaseAdmin
 from kb.models import Document, KnowledgeBase
 from retrieval.models import ApiKey
-from tests.kb.admin_world import MARK_A, World, build_world
-from tests.kb.test_admin_lookups import leaks
+from tests.console.admin_world import MARK_A, World, build_world
+from tests.console.test_admin_lookups import leaks
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from ingestion.build_text import chunk_spans
 from kb import storage
 from kb.models import Build, Chunk, IndexVersion, KnowledgeBase
 from kb.services.documents import document_create
-from tests.kb.admin_world import MARK_HR, World, build_world, staff
+from tests.console.admin_world import MARK_HR, World, build_world, staff
 from tests.retrieval.factories import build as run_build
 from tests.retrieval.factories import publish
 

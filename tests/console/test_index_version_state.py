@@ -32,8 +32,8 @@ from kb.services.index_versions import (
     index_version_create,
     index_version_rollback,
 )
+from tests.console.admin_world import staff
 from tests.helpers import run_pending, upload_text
-from tests.kb.admin_world import staff
 from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ from kb.services.documents import document_delete
 from kb.services.index_versions import index_version_create, knowledge_base_create
 from retrieval.principals import Principal
 from retrieval.search.engine import search
-from tests.kb.admin_world import MARK_HR, World, build_world, staff
+from tests.console.admin_world import MARK_HR, World, build_world, staff
 from tests.retrieval.factories import build, publish, upload
 from work.models import IngestionTask
 

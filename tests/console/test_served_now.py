@@ -23,8 +23,8 @@ from kb.services.index_versions import (
 )
 from retrieval.principals import Principal
 from retrieval.search.engine import search
+from tests.console.admin_world import staff
 from tests.helpers import run_pending, upload_text
-from tests.kb.admin_world import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,7 +17,7 @@ from kb.services.documents import document_delete
 from kb.services.index_versions import index_version_create, knowledge_base_create
 from retrieval.principals import Principal, api_key_create
 from retrieval.search import engine
-from tests.kb.admin_world import MARK_HR, World, build_world
+from tests.console.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import api, publish, search, upload
 from work.models import IngestionTask
 

@@ -9,7 +9,7 @@ from django.test import Client
 
 from kb.diff import chunk_diff, word_diff
 from kb.models import Build, Document, KnowledgeBase
-from tests.kb.admin_world import staff
+from tests.console.admin_world import staff
 from tests.retrieval.factories import build, publish, upload
 
 pytestmark = pytest.mark.django_db

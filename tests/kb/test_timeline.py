@@ -22,7 +22,7 @@ from kb.services.index_versions import (
 )
 from kb.services.publication import build_approve, document_rollback
 from kb.timeline import kb_timeline
-from tests.kb.admin_world import MARK_HR, World, build_world
+from tests.console.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import build, publish, upload
 from work.models import AuditEvent, IngestionTask
 

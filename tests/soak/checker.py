@@ -1,7 +1,7 @@
 """The soak's judge: every result set a searcher got, against the visibility rule.
 
 Pure Python (no Django), so a unit test can feed it a bad result set and watch it flag it
-(tests/unit/test_soak_checker.py). What it cannot know from the result set alone comes from the
+(tests/soak/test_checker.py). What it cannot know from the result set alone comes from the
 driver's `Ledger` (who may read which document, when a document was surely deleted, when a
 rollback may have moved a pointer back) and, per result set, from the database (which builds
 were ever published, which failed).

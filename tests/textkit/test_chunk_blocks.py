@@ -3,7 +3,7 @@
 import hashlib
 import random
 
-from tests.unit.test_chunker import WORDS, changed_hashes, sentence
+from tests.textkit.test_chunker import WORDS, changed_hashes, sentence
 from textkit.chunker import HEADING_SEPARATOR, ChunkPiece, chunk_blocks, embedding_input
 from textkit.extract import CODE, HEADING, PARAGRAPH, Block
 from textkit.text import token_count

@@ -10,7 +10,7 @@ Measured against trafilatura 2.3.1, readability-lxml 0.9 and jusText 3.0.2 on Py
 Django 3.2's Sphinx pages: those libraries ran at 3.5-9 pages/s, dropped headings (trafilatura
 kept 3 of Django's 16 section headings), ran code blocks into the prose or dropped tables; so
 this is a heuristic over lxml's streaming parser, which keeps every heading, code block and
-table (see tests/unit/test_extractors.py).
+table (see tests/textkit/extract/test_html.py).
 """
 
 from __future__ import annotations
