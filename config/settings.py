@@ -364,10 +364,14 @@ ANN_BUILD_INLINE_CHUNKS = env_int("CANON_ANN_BUILD_INLINE_CHUNKS", 20000)
 # Postings of each query term the keyword leg reads best-first before it ranks the candidates
 # exactly; a scope that finds fewer than top_k visible among them reads eight times deeper.
 KEYWORD_CANDIDATES = env_int("CANON_KEYWORD_CANDIDATES", 1000)
-# How mode=hybrid fuses its legs (`retrieval.search.fusion`): "convex" or "rrf", and the
-# vector leg's weight (the keyword leg has 1 - weight). Chosen by bench/quality; see
-# docs/BENCHMARKS.md.
-HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "convex")
+# How mode=hybrid fuses its legs (`retrieval.search.fusion`): "learned" (the fitted model),
+# "convex" or "rrf", and the vector leg's weight for the last two (the keyword leg has
+# 1 - weight). Chosen by bench/quality on its tuning questions; see docs/BENCHMARKS.md.
+HYBRID_FUSION = env_str("CANON_HYBRID_FUSION", "learned")
+if HYBRID_FUSION not in ("learned", "convex", "rrf"):
+    raise ImproperlyConfigured(
+        f"CANON_HYBRID_FUSION must be learned, convex or rrf, not {HYBRID_FUSION!r}"
+    )
 HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.15"))
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day". Reads
 # (GET, search) and writes (uploads, deletes) are counted apart (retrieval/api/throttling.py); the

@@ -38,6 +38,19 @@ _CONTROL_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
 _EXTRA_BLANK_LINES_RE = re.compile(r"\n{3,}")
 
 
+_CJK_IDEOGRAPH_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_SPACE_RE = re.compile(r"\s+")
+
+
+def cjk_share(text: str) -> float:
+    """The share of CJK ideographs among the non-space characters of `text` (0 for none): how
+    Chinese a query or a chunk is, for the hybrid fusion's language features."""
+    compact = _SPACE_RE.sub("", text)
+    if not compact:
+        return 0.0
+    return round(len(_CJK_IDEOGRAPH_RE.findall(compact)) / len(compact), 4)
+
+
 def normalize_text(text: str) -> str:
     """Return `text` NFC-normalised, with \\n line ends, no control characters other than \\n
     and \\t, no trailing whitespace on any line, at most one blank line in a row, and no leading

@@ -1,8 +1,13 @@
 """B8's per-leg dump for offline fusion research (`bench/results/quality-legs.json`).
 
 For every question of both sets: Canon's vector leg and keyword leg, each read as Canon's own
-`search` reads it in that mode, `LEG_DEPTH` chunks deep (each hit's rank, chunk id, document key
-and score), and beside each hit what a fusion method could use:
+`search` reads it in that mode, `LEG_DEPTH` chunks deep (`vector`, `keyword`: each hit's rank,
+chunk id, document key and score), and the keyword leg as the hybrid reads it, `fusion.depth(10)`
+deep (`keyword_hybrid`). The two keyword lists can disagree in order: Canon's BM25 ranks exactly
+only its max(4 x limit, 100) most promising candidates (`retrieval.search.lexical.bm25`), so a
+deeper read ranks more of them. The vector leg's first rows are the same at any depth (one HNSW
+walk at ef_search 100), so the hybrid's vector leg is `vector`'s prefix. Beside each hit, what a
+fusion method could use:
 
 - `cjk`: the chunk's share of CJK characters among its non-space characters (its language);
 - `cos`: the cosine similarity of the query's embedding to the chunk's stored vector (numpy,
@@ -19,25 +24,14 @@ offline fusion can be checked against the real one (`bench.quality.offline`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.quality.ingest import Chunks, principal_for
+from textkit.text import cjk_share
 
 LEG_DEPTH = 100
-
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_SPACE = re.compile(r"\s+")
-
-
-def cjk_share(text: str) -> float:
-    """The share of CJK characters among the non-space characters of `text` (0 for none)."""
-    compact = _SPACE.sub("", text)
-    if not compact:
-        return 0.0
-    return round(len(_CJK.findall(compact)) / len(compact), 4)
 
 
 @dataclass
@@ -79,15 +73,23 @@ class Legs:
         """Both legs of `query`, LEG_DEPTH deep, with the features above."""
         import numpy as np
 
+        from bench.quality.metrics import TOP_K
         from retrieval.search.engine import search
+        from retrieval.search.fusion import depth
         from retrieval.search.lexical.bm25 import query_weights
         from textkit import analysis
 
-        legs = {
-            mode: search(
-                principal=self.principal, kb=self.kb, query=query, top_k=LEG_DEPTH, mode=mode
+        def leg(mode: str, top_k: int) -> list[Any]:
+            return search(
+                principal=self.principal, kb=self.kb, query=query, top_k=top_k, mode=mode
             ).hits
-            for mode in ("vector", "keyword")
+
+        legs = {
+            "vector": leg("vector", LEG_DEPTH),
+            "keyword": leg("keyword", LEG_DEPTH),
+            # What the hybrid reads: its keyword leg at depth(TOP_K) ranks fewer candidates
+            # exactly than a read LEG_DEPTH deep, so its order can differ from the deep list's.
+            "keyword_hybrid": leg("keyword", depth(TOP_K)),
         }
         terms = analysis.query_terms(query)
         weights = query_weights(version_id=self.version_id, query=query)
@@ -128,11 +130,13 @@ class Legs:
                     [t, round(i, 6), df]
                     for t, i, df in zip(weights.terms, weights.idfs, weights.dfs, strict=True)
                 ],
-                "idf_total": round(sum(weights.idfs), 6),
+                "idf_total": sum(weights.idfs),
                 "avg_length": weights.avg_length,
             },
-            "vector": [entry(r, h) for r, h in enumerate(legs["vector"], start=1)],
-            "keyword": [entry(r, h) for r, h in enumerate(legs["keyword"], start=1)],
+            **{
+                name: [entry(r, h) for r, h in enumerate(hits, start=1)]
+                for name, hits in legs.items()
+            },
         }
 
     def _tfs(self, chunk_ids: list[int], terms: list[str]) -> dict[int, dict[str, int]]:

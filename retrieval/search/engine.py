@@ -11,8 +11,8 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.fusion import depth, fuse_lists
-from retrieval.search.hits import Hit, SearchFilters, SearchResult, hits_from_rows
+from retrieval.search.fusion import depth, fuse_legs
+from retrieval.search.hits import Hit, Leg, SearchFilters, SearchResult, hits_from_rows
 from retrieval.search.lexical.leg import keyword_rows
 from retrieval.search.snapshot import (
     one_statement,
@@ -62,7 +62,7 @@ def _ranked_lists(
     query: str | None,
     limit: int,
     approximate: bool = True,
-) -> list[list[Hit]] | None:
+) -> list[Leg] | None:
     """The search's lists (vector, keyword, or both) in the current snapshot, or None if
     `version` is no longer the knowledge base's active one there. A row proves it is: the
     visibility rule requires the version be active in the statement's snapshot, the same one
@@ -71,7 +71,7 @@ def _ranked_lists(
     approximate statement, then the exact form if that came back short; `approximate=False`:
     the exact form alone (the caller's approximate statement came back short)."""
     check = not params.get("candidate")
-    ranked: list[list[Hit]] = []
+    ranked: list[Leg] = []
     if vector is not None:
         rows = approximate_rows(params, version, vector, limit) if approximate else []
         if len(rows) < limit:
@@ -79,12 +79,12 @@ def _ranked_lists(
         if not rows and check and not _still_active(kb_id=kb_id, version=version):
             return None
         check = False  # a row, or the re-check, showed the version active in this snapshot
-        ranked.append(hits_from_rows(rows))
+        ranked.append(Leg(hits_from_rows(rows), 1.0))
     if query is not None:
-        rows = keyword_rows(params, version, query, limit)
+        rows, bound = keyword_rows(params, version, query, limit)
         if not rows and check and not _still_active(kb_id=kb_id, version=version):
             return None
-        ranked.append(hits_from_rows(rows))
+        ranked.append(Leg(hits_from_rows(rows), bound))
     return ranked
 
 
@@ -150,7 +150,10 @@ def search(
             version = None
             continue
         return _result(
-            kb, version, started, ranked[0] if len(ranked) == 1 else fuse_lists(ranked, top_k)
+            kb,
+            version,
+            started,
+            ranked[0].hits if len(ranked) == 1 else fuse_legs(ranked, top_k, query=query),
         )
 
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import Principal
-from retrieval.search.fusion import depth, fuse_lists
-from retrieval.search.hits import COLUMNS, Hit, SearchFilters, SearchResult, hits_from_rows
+from retrieval.search.fusion import depth, fuse_legs
+from retrieval.search.hits import COLUMNS, Leg, SearchFilters, SearchResult, hits_from_rows
 from retrieval.search.lexical.leg import bm25_rows
 from retrieval.search.lexical.tsvector import first_enough, tsqueries
 from retrieval.search.snapshot import (
@@ -184,21 +184,23 @@ def search_as_of(
     vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
     params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
     limit = depth(top_k) if mode == "hybrid" else top_k
-    ranked: list[list[Hit]] = []
+    ranked: list[Leg] = []
     with search_snapshot(using):
         if vector is not None:
-            ranked.append(hits_from_rows(_history_rows(params, version, vector, None, limit)))
+            rows = _history_rows(params, version, vector, None, limit)
+            ranked.append(Leg(hits_from_rows(rows), 1.0))
         if mode in ("keyword", "hybrid") and version.uses_postings:
-            ranked.append(hits_from_rows(bm25_rows(params, version, query, limit, _visible_then)))
+            rows, bound = bm25_rows(params, version, query, limit, _visible_then)
+            ranked.append(Leg(hits_from_rows(rows), bound))
         elif mode in ("keyword", "hybrid"):
             rows = first_enough(
                 tsqueries(query),
                 limit,
                 lambda tsquery: _history_rows(params, version, None, tsquery, limit),
             )
-            ranked.append(hits_from_rows(rows))
+            ranked.append(Leg(hits_from_rows(rows), None))
         unretained = _history_unretained(params, version)
-    hits = ranked[0] if len(ranked) == 1 else fuse_lists(ranked, top_k)
+    hits = ranked[0].hits if len(ranked) == 1 else fuse_legs(ranked, top_k, query=query)
     return SearchResult(
         kb=kb.slug,
         index_version=version.number,

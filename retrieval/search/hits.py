@@ -59,3 +59,13 @@ def hits_from_rows(rows: list[tuple[Any, ...]]) -> list[Hit]:
         )
         for r in rows
     ]
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One leg's ranked hits and the best score it could give this query (`bound`: 1 for
+    cosine, BM25's saturation bound (k1 + 1) x the query terms' summed IDF; None when unknown,
+    as for a p1 version's tsvector ranking). Fusion reads a score against its bound."""
+
+    hits: list[Hit]
+    bound: float | None

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
+from retrieval.search import fusion
 from retrieval.search.fusion import depth, fuse
-from retrieval.search.hits import Hit
+from retrieval.search.hits import Hit, Leg
 
 
 def hit(chunk_id: int, score: float) -> Hit:
@@ -66,4 +70,90 @@ def test_unknown_method_is_an_error() -> None:
 
 
 def test_legs_read_deeper_than_top_k_but_bounded() -> None:
-    assert depth(5) == 30 and depth(40) == 80 and depth(100) == 100
+    assert depth(5, "convex") == 30 and depth(40, "convex") == 80
+    assert depth(100, "convex") == 100
+    # the learned fusion reads as deep as it was fitted for (at least 2 x top_k, at most 100)
+    fitted = fusion.model().depth
+    assert depth(5, "learned") == fitted and depth(100, "learned") == 100
+
+
+# --- learned ---------------------------------------------------------------------------------
+
+
+def test_learned_features_by_hand() -> None:
+    # a Chinese query; the vector leg lists an English chunk (1) then a Chinese one (2); the
+    # keyword leg lists only chunk 2, at half of what the whole query could score (bound 8)
+    features = fusion.learned_features(
+        query_cjk=0.9,
+        vector=[(1, 0.8, 0.0), (2, 0.5, 0.95)],
+        keyword=[(2, 4.0, 0.95)],
+        keyword_bound=8.0,
+    )
+    named = {cid: dict(zip(fusion.FEATURES, x, strict=True)) for cid, x in features.items()}
+    english, chinese = named[1], named[2]
+    # the English chunk: best vector hit, not in the keyword leg, in the other language
+    assert english["cos"] == 0.8 and english["cos_below_best"] == 0.0
+    assert english["in_vector"] == 1.0 and english["vector_reciprocal_rank"] == 0.5
+    assert english["in_keyword"] == 0.0 and english["bm25_share"] == 0.0
+    assert english["cross"] == 1.0 and english["cross_x_cos"] == 0.8
+    # the Chinese chunk: half the query's bound, the keyword leg's best, same language
+    assert chinese["bm25_share"] == 0.5 and chinese["bm25_of_best"] == 1.0
+    assert chinese["keyword_reciprocal_rank"] == 0.5 and chinese["keyword_best_share"] == 0.5
+    assert chinese["cos_below_best"] == pytest.approx(0.3) and chinese["cross"] == 0.0
+    assert chinese["query_zh_x_bm25_share"] == 0.5 and chinese["query_zh"] == 1.0
+    # query-level features are the same for every candidate
+    assert english["vector_spread"] == chinese["vector_spread"] == pytest.approx(0.3)
+
+
+def test_learned_fusion_scores_by_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a model that trusts the vector leg across languages and BM25 within one: score =
+    # 2 * cross_x_cos + 1 * bm25_share - 1 (means 0, scales 1)
+    weights = [0.0] * len(fusion.FEATURES)
+    weights[fusion.FEATURES.index("cross_x_cos")] = 2.0
+    weights[fusion.FEATURES.index("bm25_share")] = 1.0
+    toy = fusion.FusionModel(
+        features=fusion.FEATURES,
+        mean=(0.0,) * len(fusion.FEATURES),
+        scale=(1.0,) * len(fusion.FEATURES),
+        weights=tuple(weights),
+        bias=-1.0,
+        depth=30,
+    )
+    monkeypatch.setattr(fusion, "model", lambda: toy)
+    english = Hit(1, 0.8, "Joining paths", 0, "paths", "", 1, 1)
+    chinese = Hit(2, 4.0, "设置系统时区", 0, "tz", "", 1, 1)
+    fused = fusion.fuse(
+        vector=[english, replace(chinese, score=0.5)],
+        keyword=[chinese],
+        top_k=2,
+        method="learned",
+        query="拼接路径",
+        keyword_bound=8.0,
+    )
+    # English: 2 * 0.8 - 1 = 0.6; Chinese: 0.5 - 1 = -0.5; scores are the logistic of those
+    assert ids(fused) == [1, 2]
+    assert fused[0].score == round(1 / (1 + math.exp(-0.6)), 6)
+    assert fused[1].score == round(1 / (1 + math.exp(0.5)), 6)
+    explained = fusion.explain_learned(
+        query="拼接路径",
+        vector=Leg([english, replace(chinese, score=0.5)], 1.0),
+        keyword=Leg([chinese], 8.0),
+    )
+    assert explained[1]["cross_x_cos"] == pytest.approx(1.6)
+    assert explained[1]["score"] == pytest.approx(0.6)
+
+
+def test_learned_fusion_without_a_keyword_bound_is_convex() -> None:
+    # a p1 version's keyword leg has no bound: the learned method falls back to convex
+    vector = [hit(1, 0.9), hit(2, 0.8)]
+    keyword = [hit(2, 3.0)]
+    assert ids(fuse(vector=vector, keyword=keyword, top_k=2, method="learned")) == ids(
+        fuse(vector=vector, keyword=keyword, top_k=2, method="convex")
+    )
+
+
+def test_the_shipped_model_reads_the_features_search_computes() -> None:
+    shipped = fusion.model()
+    assert shipped.features == fusion.FEATURES
+    assert len(shipped.weights) == len(shipped.mean) == len(shipped.scale) == len(fusion.FEATURES)
+    assert 10 <= shipped.depth <= 100

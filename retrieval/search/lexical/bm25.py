@@ -40,12 +40,21 @@ RANKED_MIN = 100
 
 @dataclass(frozen=True)
 class QueryWeights:
-    """A query's terms that occur in the version, with their IDF, and the version's statistics."""
+    """A query's terms that occur in the version, with their IDF, and the version's statistics.
+    `absent_idf`: the summed IDF the query's other terms would have (no chunk contains them):
+    what a chunk misses of the query counts against it in the leg's bound (`bound`)."""
 
     terms: list[str]
     idfs: list[float]
     dfs: list[int]
     avg_length: float
+    absent_idf: float = 0.0
+
+    @property
+    def bound(self) -> float:
+        """The most any chunk could score for the whole query, BM25's saturation bound:
+        (k1 + 1) x the IDF of every query term, present or not (0 without terms)."""
+        return (analysis.K1 + 1) * math.fsum([*self.idfs, self.absent_idf])
 
     @property
     def max_df(self) -> int:
@@ -85,11 +94,13 @@ def query_weights(*, version_id: int, query: str) -> QueryWeights:
         stats = {row[0]: (int(row[1]), int(row[2])) for row in cursor.fetchall()}
     total_chunks, total_length = stats.pop("", (0, 0))
     present = [t for t in terms if stats.get(t, (0, 0))[0] > 0]
+    absent = len(terms) - len(present)
     return QueryWeights(
         terms=present,
         idfs=[idf(chunks=total_chunks, df=stats[t][0]) for t in present],
         dfs=[stats[t][0] for t in present],
         avg_length=(total_length / total_chunks) if total_chunks else 1.0,
+        absent_idf=absent * idf(chunks=total_chunks, df=0),
     )
 
 

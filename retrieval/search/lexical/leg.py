@@ -10,18 +10,17 @@ from kb.models import IndexVersion
 from retrieval.search.hits import COLUMNS
 from retrieval.search.lexical.bm25 import query_weights, ranked_rows
 from retrieval.search.lexical.tsvector import tsvector_rows
-from retrieval.search.visibility import (
-    visible_sql,
-)
+from retrieval.search.visibility import visible_sql
 
 
 def keyword_rows(
     params: dict[str, Any], version: IndexVersion, query: str, limit: int
-) -> list[tuple[Any, ...]]:
-    """BM25 over the version's postings (`bm25`); a p1 version, until it is replaced, keeps
-    its `simple` tsvector ranking (`tsvector`)."""
+) -> tuple[list[tuple[Any, ...]], float | None]:
+    """The keyword leg's rows and its bound (`Leg.bound`): BM25 over the version's postings
+    (`bm25`); a p1 version, until it is replaced, keeps its `simple` tsvector ranking
+    (`tsvector`), whose bound is unknown."""
     if not version.uses_postings:
-        return tsvector_rows(params, version, query, limit)
+        return tsvector_rows(params, version, query, limit), None
     return bm25_rows(params, version, query, limit, visible_sql)
 
 
@@ -31,14 +30,17 @@ def bm25_rows(
     query: str,
     limit: int,
     visible: Callable[..., str],
-) -> list[tuple[Any, ...]]:
+) -> tuple[list[tuple[Any, ...]], float]:
     """BM25 over the version's postings, with `visible` (`visible_sql` now, `_visible_then` for
-    history) as the visibility rule."""
-    return ranked_rows(
+    history) as the visibility rule; and the most the whole query could score
+    (`QueryWeights.bound`)."""
+    weights = query_weights(version_id=version.pk, query=query)
+    rows = ranked_rows(
         version_id=version.pk,
-        weights=query_weights(version_id=version.pk, query=query),
+        weights=weights,
         params=params,
         columns=COLUMNS,
         visible=lambda chunks: visible(iv=version.pk, params=params, chunks=chunks),
         limit=limit,
     )
+    return rows, weights.bound

@@ -49,6 +49,22 @@ def test_canon_fusion_is_the_convex_method_hand_computed() -> None:
     assert offline.convex(0.9)(q) == [1, 2, 3]
 
 
+def test_canon_fusion_reads_the_keyword_leg_the_hybrid_read_at_its_depth() -> None:
+    # The hybrid's keyword leg (keyword_hybrid) ranked B above C; the deeper read did not.
+    # c2: 0.15 * 0.8/0.9 + 0.85 * 1 = 0.9833; c3: 0.85 * 0.5 = 0.425; c1: 0.15
+    q = _question(
+        "q",
+        vector=_entries((1, "A", 0.9), (2, "B", 0.8)),
+        keyword=_entries((3, "C", 10.0), (2, "B", 5.0)),
+        keyword_hybrid=_entries((2, "B", 10.0), (3, "C", 5.0)),
+    )
+    assert list(offline.canon_fusion(SETTINGS)(q)) == [2, 3, 1]
+    # the hybrid reads depth(10) = 30 rows of each leg: a 31st vector row is not read
+    deep = [(100 + i, "X", 0.5) for i in range(30)]
+    q["vector"] = _entries((1, "A", 0.9), *deep, (5, "E", 0.95))
+    assert 5 not in offline.canon_fusion({**SETTINGS, "hybrid_depth": 30})(q)
+
+
 def test_rrf_hand_computed() -> None:
     # b: 1/61 + 1/62 (both legs); a: 1/61 (vector 1st); c: 1/62 (keyword 2nd)
     q = _question(
