@@ -9,8 +9,10 @@ its document answers the question; each question weighs the same (its answers ha
 half). The features are `retrieval.search.fusion.learned_features`, the very function search
 runs, on the dump's legs. The model is L2-regularised logistic regression fitted by Newton's
 method (numpy). The depth and the L2 weight are chosen by 5-fold cross-validation over the tuning
-questions (MRR@10 of the documents); the held-out half is never read here. `python -m
-bench.quality.offline --fusion bench/quality/fusion_fit.py:learned` then reports every split.
+questions (MRR@10 of the documents): the shallowest depth, then the strongest L2, within one
+standard error of the best (deeper legs cost latency); the held-out half is never read here.
+`python -m bench.quality.offline --fusion bench/quality/fusion_fit.py:learned` then reports every
+split.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ FOLDS = 5
 SEED = 24
 K1 = 1.2  # textkit.analysis.K1, the keyword leg's bound
 CHUNKS = [0]  # the dump's chunk count (its IDFs' N), set when the dump is read
-HYBRID_DEPTH = 30  # the depth the dumped run's hybrid read (`keyword_hybrid`)
 
 
 def idf(*, chunks: int, df: int) -> float:
@@ -49,10 +50,10 @@ def _legs(q: dict[str, Any], depth: int, chunks: int) -> tuple[list[Any], list[A
     """The question's legs cut to `depth`, its CJK share and the keyword leg's bound as
     `QueryWeights.bound` computes it (every query term, those no chunk has at df 0)."""
     vector = [(e["chunk"], e["cos"], e["cjk"]) for e in q["vector"][:depth]]
-    # At the depth the run's hybrid read, its own keyword list (Canon ranks max(4 x depth, 100)
-    # BM25 candidates exactly, so the deep list's top can differ); deeper, the deep list.
-    read = q.get("keyword_hybrid", [])
-    listed = read if len(read) >= depth or len(read) < HYBRID_DEPTH else q["keyword"]
+    # The keyword leg as a hybrid reading `depth` rows reads it (Canon ranks max(4 x depth, 100)
+    # BM25 candidates exactly, so a deeper read's top can differ): `keyword_<depth>`, or the
+    # LEG_DEPTH-deep `keyword` (`bench.quality.legs`).
+    listed = q.get(f"keyword_{depth}", q["keyword"])
     keyword = [(e["chunk"], e["bm25"], e["cjk"]) for e in listed[:depth]]
     query = q["query"]
     absent = len(query["terms"]) - len(query["present"])
@@ -124,7 +125,8 @@ def mrr(ranked: Sequence[str], answers: Sequence[str]) -> float:
     return next((1.0 / (i + 1) for i, d in enumerate(ranked[:TOP_K]) if d in answers), 0.0)
 
 
-def cross_validate(questions: list[dict[str, Any]], depth: int, l2: float) -> float:
+def cross_validate(questions: list[dict[str, Any]], depth: int, l2: float) -> list[float]:
+    """Each tuning question's reciprocal rank when its fold was held out."""
     order = sorted(questions, key=lambda q: q["id"])
     random.Random(SEED).shuffle(order)
     scores = []
@@ -135,7 +137,7 @@ def cross_validate(questions: list[dict[str, Any]], depth: int, l2: float) -> fl
         scores += [
             mrr(ranked_documents(q, depth, mean, scale, weights, bias), q["answers"]) for q in test
         ]
-    return float(np.mean(scores))
+    return scores
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,24 +151,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dump = json.loads(args.legs.read_text(encoding="utf-8"))
     CHUNKS[0] = int(dump["about"]["chunks"])
-    seen = int(dump["about"]["settings"]["hybrid_depth"])
-    if seen != HYBRID_DEPTH:
-        raise SystemExit(f"the dump's hybrid read {seen} deep, not {HYBRID_DEPTH}")
     tuning = [q for q in dump["questions"] if q["set"] == "natural" and q["split"] == "tuning"]
+    missing = [d for d in DEPTHS[:-1] if f"keyword_{d}" not in tuning[0]]
+    if missing:
+        raise SystemExit(f"the dump has no keyword leg read {missing} deep: run B8 again")
     print(f"[fit] {len(tuning)} tuning questions; {FOLDS}-fold CV over depth x L2")
-    results = {}
+    results, errors = {}, {}
     for depth in DEPTHS:
         for l2 in L2S:
-            results[(depth, l2)] = cross_validate(tuning, depth, l2)
-            print(f"  depth {depth:>3}  l2 {l2:<6g}  CV MRR@10 {results[(depth, l2)]:.4f}")
-    depth, l2 = max(results, key=lambda k: (results[k], -k[0], k[1]))
+            scores = cross_validate(tuning, depth, l2)
+            results[(depth, l2)] = float(np.mean(scores))
+            errors[(depth, l2)] = float(np.std(scores, ddof=1) / math.sqrt(len(scores)))
+            print(
+                f"  depth {depth:>3}  l2 {l2:<6g}  CV MRR@10 {results[(depth, l2)]:.4f}"
+                f" (standard error {errors[(depth, l2)]:.4f})"
+            )
+    # The one-standard-error rule: the shallowest depth (each leg's rows cost latency), then the
+    # strongest regularisation, whose CV figure is within one standard error of the best.
+    best = max(results, key=lambda k: results[k])
+    good_enough = results[best] - errors[best]
+    depth, l2 = min((k for k in results if results[k] >= good_enough), key=lambda k: (k[0], -k[1]))
+    print(f"[fit] best CV {results[best]:.4f} at depth {best[0]}, l2 {best[1]:g}; within one")
+    print(f"      standard error ({errors[best]:.4f}) the shallowest is depth {depth}, l2 {l2:g}")
     mean, scale, weights, bias = fit(tuning, depth, l2)
     model = {
         "about": (
             "Canon's learned hybrid fusion (retrieval/search/fusion.py), fitted by "
             f"`python -m bench.quality.fusion_fit` on the {len(tuning)} questions of "
             "bench/quality/natural.jsonl's tuning half (bench/quality/splits.json); depth and L2 "
-            f"chosen by {FOLDS}-fold cross-validation there (MRR@10 {results[(depth, l2)]:.4f})."
+            f"chosen by {FOLDS}-fold cross-validation there (MRR@10 {results[(depth, l2)]:.4f}; "
+            f"best {results[best]:.4f} at depth {best[0]}, within one standard error)."
         ),
         "features": list(FEATURES),
         "mean": [round(float(v), 6) for v in mean],

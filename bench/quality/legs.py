@@ -32,6 +32,8 @@ from bench.quality.ingest import Chunks, principal_for
 from textkit.text import cjk_share
 
 LEG_DEPTH = 100
+# Depths below LEG_DEPTH the learned fusion's fit may choose (its legs' rows per hybrid search).
+FIT_DEPTHS = (30, 50, 70)
 
 
 @dataclass
@@ -90,6 +92,9 @@ class Legs:
             # What the hybrid reads: its keyword leg at depth(TOP_K) ranks fewer candidates
             # exactly than a read LEG_DEPTH deep, so its order can differ from the deep list's.
             "keyword_hybrid": leg("keyword", depth(TOP_K)),
+            # The keyword leg as a hybrid reading each depth the fusion's fit tries would read
+            # it (`bench.quality.fusion_fit`); LEG_DEPTH's is `keyword`.
+            **{f"keyword_{d}": leg("keyword", d) for d in FIT_DEPTHS},
         }
         terms = analysis.query_terms(query)
         weights = query_weights(version_id=self.version_id, query=query)
