@@ -38,6 +38,7 @@ L2S = (1e-3, 1e-2, 1e-1)
 FOLDS = 5
 SEED = 24
 K1 = 1.2  # textkit.analysis.K1, the keyword leg's bound
+VECTOR_WEIGHT = 0.15  # CANON_HYBRID_VECTOR_WEIGHT's default: the passages' order in a document
 CHUNKS = [0]  # the dump's chunk count (its IDFs' N), set when the dump is read
 
 
@@ -72,7 +73,8 @@ def examples(
     features = learned_features(
         query_cjk=query_cjk, vector=vector, keyword=keyword, keyword_bound=bound
     )
-    docs = {e["chunk"]: e["doc"] for leg in ("vector", "keyword") for e in q[leg]}
+    legs = [leg for key, leg in q.items() if key == "vector" or key.startswith("keyword")]
+    docs = {e["chunk"]: e["doc"] for leg in legs for e in leg}
     ids = list(features)
     return ids, np.array([features[c] for c in ids], dtype=float), docs
 
@@ -200,16 +202,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def learned(q: dict[str, Any]) -> list[int]:
-    """For `bench.quality.offline`: the shipped model on one question's legs, as search runs it."""
-    from retrieval.search.fusion import model
+    """For `bench.quality.offline`: the shipped model on one question's legs, as search runs it
+    (each document's passages then in the fixed-weight order, `fusion._passages_by_words`)."""
+    from retrieval.search import fusion
+    from retrieval.search.hits import Hit
 
     if not CHUNKS[0]:
         CHUNKS[0] = int(json.loads(LEGS.read_text(encoding="utf-8"))["about"]["chunks"])
-    fitted = model()
-    ids, x, _ = examples(q, fitted.depth)
+    fitted = fusion.model()
+    ids, x, docs = examples(q, fitted.depth)
     scores = [fitted.score(row) for row in x.tolist()]
     order = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))
-    return [ids[i] for i in order[:TOP_K]]
+    vector, keyword, _, _ = _legs(q, fitted.depth, CHUNKS[0])
+
+    def hits(leg: list[Any]) -> list[Hit]:
+        return [Hit(cid, score, "", 0, docs[cid], "", 0, 0) for cid, score, _ in leg]
+
+    return fusion._passages_by_words(
+        [ids[i] for i in order[:TOP_K]], hits(vector), hits(keyword), VECTOR_WEIGHT
+    )
 
 
 if __name__ == "__main__":

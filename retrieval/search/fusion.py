@@ -247,7 +247,39 @@ def fuse(
             for chunk_id, value in normalised.items():
                 scores[chunk_id] += weight * value
     order = sorted(scores, key=lambda cid: (-scores[cid], ranks[cid], cid))[:top_k]
+    if method == "learned":
+        order = _passages_by_words(order, vector, keyword, vector_weight)
+        return [
+            replace(hits[cid], score=round(score, 6))
+            for cid, score in zip(order, sorted(scores.values(), reverse=True), strict=False)
+        ]
     return [replace(hits[cid], score=round(scores[cid], 6)) for cid in order]
+
+
+def _passages_by_words(
+    order: list[int], vector: Sequence[Hit], keyword: Sequence[Hit], vector_weight: float
+) -> list[int]:
+    """The learned model was fitted on which documents answer, not on which passage of a
+    document does: so each document keeps the places the model gave its chunks, and within
+    them its chunks go in the fixed-weight (`convex`) order, which puts the passage that
+    matches the question's words first. A hit's score is then the learned score of its place."""
+    documents = {h.chunk_id: h.document_key for h in (*vector, *keyword)}
+    convex: dict[int, float] = dict.fromkeys(order, 0.0)
+    for normalised, weight in (
+        (_normalised(vector), vector_weight),
+        (_normalised(keyword), 1 - vector_weight),
+    ):
+        for chunk_id, value in normalised.items():
+            if chunk_id in convex:
+                convex[chunk_id] += weight * value
+    by_document: dict[str, list[int]] = {}
+    for cid in order:
+        by_document.setdefault(documents[cid], []).append(cid)
+    queues = {
+        doc: sorted(cids, key=lambda cid: (-convex[cid], order.index(cid)))
+        for doc, cids in by_document.items()
+    }
+    return [queues[documents[cid]].pop(0) for cid in order]
 
 
 def fuse_legs(legs: list[Leg], top_k: int, *, query: str) -> list[Hit]:

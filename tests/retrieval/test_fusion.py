@@ -157,3 +157,39 @@ def test_the_shipped_model_reads_the_features_search_computes() -> None:
     assert shipped.features == fusion.FEATURES
     assert len(shipped.weights) == len(shipped.mean) == len(shipped.scale) == len(fusion.FEATURES)
     assert 10 <= shipped.depth <= 100
+
+
+def test_learned_fusion_orders_a_documents_passages_by_their_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a model that follows the vector leg alone ranks chunk 1 over chunk 2 of one document, and
+    # the other document's chunk 3 between them; the keyword leg is sure of chunk 2
+    weights = [0.0] * len(fusion.FEATURES)
+    weights[fusion.FEATURES.index("cos")] = 10.0
+    toy = fusion.FusionModel(
+        features=fusion.FEATURES,
+        mean=(0.0,) * len(fusion.FEATURES),
+        scale=(1.0,) * len(fusion.FEATURES),
+        weights=tuple(weights),
+        bias=0.0,
+        depth=30,
+    )
+    monkeypatch.setattr(fusion, "model", lambda: toy)
+    one, other, two = (
+        replace(hit(1, 0.9), document_key="policy"),
+        replace(hit(3, 0.8), document_key="other"),
+        replace(hit(2, 0.7), document_key="policy"),
+    )
+    fused = fuse(
+        vector=[one, other, two],
+        keyword=[replace(two, score=5.0)],
+        top_k=3,
+        method="learned",
+        query="vacation days",
+        keyword_bound=10.0,
+    )
+    # the document keeps the places the model gave it (first and third); within them its
+    # passage that matches the words comes first; scores stay those of the places
+    assert ids(fused) == [2, 3, 1]
+    assert [h.document_key for h in fused] == ["policy", "other", "policy"]
+    assert fused[0].score >= fused[1].score >= fused[2].score
