@@ -37,19 +37,16 @@ DEPTHS = (30, 50, 70, 100)
 L2S = (1e-3, 1e-2, 1e-1)
 FOLDS = 5
 SEED = 24
-K1 = 1.2  # textkit.analysis.K1, the keyword leg's bound
 VECTOR_WEIGHT = 0.15  # CANON_HYBRID_VECTOR_WEIGHT's default: the passages' order in a document
 CHUNKS = [0]  # the dump's chunk count (its IDFs' N), set when the dump is read
-
-
-def idf(*, chunks: int, df: int) -> float:
-    """`retrieval.search.lexical.bm25.idf`, Lucene's."""
-    return math.log(1 + (chunks - df + 0.5) / (df + 0.5))
 
 
 def _legs(q: dict[str, Any], depth: int, chunks: int) -> tuple[list[Any], list[Any], float, float]:
     """The question's legs cut to `depth`, its CJK share and the keyword leg's bound as
     `QueryWeights.bound` computes it (every query term, those no chunk has at df 0)."""
+    from retrieval.search.lexical.bm25 import idf
+    from textkit.analysis import K1
+
     vector = [(e["chunk"], e["cos"], e["cjk"]) for e in q["vector"][:depth]]
     # The keyword leg as a hybrid reading `depth` rows reads it (Canon ranks max(4 x depth, 100)
     # BM25 candidates exactly, so a deeper read's top can differ): `keyword_<depth>`, or the
