@@ -44,8 +44,7 @@ CHUNKS = [0]  # the dump's chunk count (its IDFs' N), set when the dump is read
 def _legs(q: dict[str, Any], depth: int, chunks: int) -> tuple[list[Any], list[Any], float, float]:
     """The question's legs cut to `depth`, its CJK share and the keyword leg's bound as
     `QueryWeights.bound` computes it (every query term, those no chunk has at df 0)."""
-    from retrieval.search.lexical.bm25 import idf
-    from textkit.analysis import K1
+    from retrieval.search.lexical.bm25 import QueryWeights, idf
 
     vector = [(e["chunk"], e["cos"], e["cjk"]) for e in q["vector"][:depth]]
     # The keyword leg as a hybrid reading `depth` rows reads it (Canon ranks max(4 x depth, 100)
@@ -55,9 +54,14 @@ def _legs(q: dict[str, Any], depth: int, chunks: int) -> tuple[list[Any], list[A
     keyword = [(e["chunk"], e["bm25"], e["cjk"]) for e in listed[:depth]]
     query = q["query"]
     absent = len(query["terms"]) - len(query["present"])
-    idfs = [*(p[1] for p in query["present"]), absent * idf(chunks=chunks, df=0)]
-    bound = (K1 + 1) * math.fsum(idfs) if query["terms"] else 0.0
-    return vector, keyword, float(query["cjk"]), bound
+    weights = QueryWeights(
+        terms=[p[0] for p in query["present"]],
+        idfs=[p[1] for p in query["present"]],
+        dfs=[p[2] for p in query["present"]],
+        avg_length=float(query["avg_length"]),
+        absent_idf=absent * idf(chunks=chunks, df=0),
+    )
+    return vector, keyword, float(query["cjk"]), weights.bound
 
 
 def examples(
@@ -215,9 +219,10 @@ def learned(q: dict[str, Any]) -> list[int]:
     def hits(leg: list[Any]) -> list[Hit]:
         return [Hit(cid, score, "", 0, docs[cid], "", 0, 0) for cid, score, _ in leg]
 
-    return fusion._passages_by_words(
-        [ids[i] for i in order[:TOP_K]], hits(vector), hits(keyword), VECTOR_WEIGHT
-    )
+    vector_hits, keyword_hits = hits(vector), hits(keyword)
+    by_id = {h.chunk_id: h for h in (*vector_hits, *keyword_hits)}
+    convex = fusion._convex(vector_hits, keyword_hits, VECTOR_WEIGHT)
+    return fusion._passages_by_words([ids[i] for i in order[:TOP_K]], by_id, convex)
 
 
 if __name__ == "__main__":

@@ -167,19 +167,26 @@ def learned_features(
     return features
 
 
-def _ranked(leg: Sequence[Hit]) -> list[tuple[int, float, float]]:
-    return [(h.chunk_id, h.score, cjk_share(h.text)) for h in leg]
+def _features(
+    query: str, vector: Sequence[Hit], keyword: Sequence[Hit], keyword_bound: float
+) -> dict[int, list[float]]:
+    """`learned_features` of the legs' hits, each chunk's language read once from its text."""
+    shares: dict[int, float] = {}
+    for hit in (*vector, *keyword):
+        if hit.chunk_id not in shares:
+            shares[hit.chunk_id] = cjk_share(hit.text)
+    return learned_features(
+        query_cjk=cjk_share(query),
+        vector=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in vector],
+        keyword=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in keyword],
+        keyword_bound=keyword_bound,
+    )
 
 
 def explain_learned(*, query: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, float]]:
     """Per candidate chunk: each feature's contribution to its learned score, and the score."""
     fitted = model()
-    features = learned_features(
-        query_cjk=cjk_share(query),
-        vector=_ranked(vector.hits),
-        keyword=_ranked(keyword.hits),
-        keyword_bound=keyword.bound or 0.0,
-    )
+    features = _features(query, vector.hits, keyword.hits, keyword.bound or 0.0)
     return {
         cid: {
             **dict(zip(FEATURES, fitted.contributions(x), strict=True)),
@@ -199,6 +206,20 @@ def _normalised(hits: Sequence[Hit]) -> dict[int, float]:
     if best <= 0:
         return dict.fromkeys((h.chunk_id for h in hits), 0.0)
     return {h.chunk_id: max(h.score, 0.0) / best for h in hits}
+
+
+def _convex(
+    vector: Sequence[Hit], keyword: Sequence[Hit], vector_weight: float
+) -> dict[int, float]:
+    """`w * vector / best + (1 - w) * keyword / best` of every chunk either leg listed."""
+    scores: dict[int, float] = {}
+    for normalised, weight in (
+        (_normalised(vector), vector_weight),
+        (_normalised(keyword), 1 - vector_weight),
+    ):
+        for chunk_id, value in normalised.items():
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight * value
+    return scores
 
 
 def fuse(
@@ -227,12 +248,7 @@ def fuse(
     scores: dict[int, float] = dict.fromkeys(hits, 0.0)
     if method == "learned":
         fitted = model()
-        features = learned_features(
-            query_cjk=cjk_share(query),
-            vector=_ranked(vector),
-            keyword=_ranked(keyword),
-            keyword_bound=keyword_bound or 0.0,
-        )
+        features = _features(query, vector, keyword, keyword_bound or 0.0)
         for cid, x in features.items():
             scores[cid] = 1.0 / (1.0 + math.exp(-fitted.score(x)))
     elif method == "rrf":
@@ -240,15 +256,10 @@ def fuse(
             for rank, hit in enumerate(ranked):
                 scores[hit.chunk_id] += 2 * weight / (RRF_K + rank + 1)
     else:
-        for normalised, weight in (
-            (_normalised(vector), vector_weight),
-            (_normalised(keyword), 1 - vector_weight),
-        ):
-            for chunk_id, value in normalised.items():
-                scores[chunk_id] += weight * value
+        scores.update(_convex(vector, keyword, vector_weight))
     order = sorted(scores, key=lambda cid: (-scores[cid], ranks[cid], cid))[:top_k]
     if method == "learned":
-        order = _passages_by_words(order, vector, keyword, vector_weight)
+        order = _passages_by_words(order, hits, _convex(vector, keyword, vector_weight))
         return [
             replace(hits[cid], score=round(score, 6))
             for cid, score in zip(order, sorted(scores.values(), reverse=True), strict=False)
@@ -257,29 +268,22 @@ def fuse(
 
 
 def _passages_by_words(
-    order: list[int], vector: Sequence[Hit], keyword: Sequence[Hit], vector_weight: float
+    order: list[int], hits: dict[int, Hit], convex: dict[int, float]
 ) -> list[int]:
     """The learned model was fitted on which documents answer, not on which passage of a
     document does: so each document keeps the places the model gave its chunks, and within
     them its chunks go in the fixed-weight (`convex`) order, which puts the passage that
-    matches the question's words first. A hit's score is then the learned score of its place."""
-    documents = {h.chunk_id: h.document_key for h in (*vector, *keyword)}
-    convex: dict[int, float] = dict.fromkeys(order, 0.0)
-    for normalised, weight in (
-        (_normalised(vector), vector_weight),
-        (_normalised(keyword), 1 - vector_weight),
-    ):
-        for chunk_id, value in normalised.items():
-            if chunk_id in convex:
-                convex[chunk_id] += weight * value
+    matches the question's words first. A hit's score is then the learned score of its place.
+    `convex` holds the fixed-weight score of every chunk in `order`."""
     by_document: dict[str, list[int]] = {}
     for cid in order:
-        by_document.setdefault(documents[cid], []).append(cid)
+        by_document.setdefault(hits[cid].document_key, []).append(cid)
+    places = {cid: place for place, cid in enumerate(order)}
     queues = {
-        doc: sorted(cids, key=lambda cid: (-convex[cid], order.index(cid)))
+        doc: sorted(cids, key=lambda cid: (-convex[cid], places[cid]))
         for doc, cids in by_document.items()
     }
-    return [queues[documents[cid]].pop(0) for cid in order]
+    return [queues[hits[cid].document_key].pop(0) for cid in order]
 
 
 def fuse_legs(legs: list[Leg], top_k: int, *, query: str) -> list[Hit]:
