@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -373,6 +374,50 @@ if HYBRID_FUSION not in ("learned", "convex", "rrf"):
         f"CANON_HYBRID_FUSION must be learned, convex or rrf, not {HYBRID_FUSION!r}"
     )
 HYBRID_VECTOR_WEIGHT = float(env_str("CANON_HYBRID_VECTOR_WEIGHT", "0.15"))
+# A reranker after hybrid fusion (`retrieval.search.rerank`, README "Reranking"): off while
+# CANON_RERANK_URL is empty. It scores the first RERANK_CANDIDATES fused hits; a reranker that
+# fails or is slower than RERANK_TIMEOUT_SECONDS leaves the fused order (`reranked: false`).
+RERANK_URL = env_str("CANON_RERANK_URL", "").strip().rstrip("/")
+RERANK_PROTOCOL = env_str("CANON_RERANK_PROTOCOL", "tei").strip()
+RERANK_MODEL = env_str("CANON_RERANK_MODEL", "").strip()  # sent by `cohere`
+RERANK_API_KEY = env_str("CANON_RERANK_API_KEY", "")  # never logged, like CANON_OPENAI_API_KEY
+try:
+    RERANK_TIMEOUT_SECONDS = env_float("CANON_RERANK_TIMEOUT", 2.0)
+    RERANK_CANDIDATES = env_int("CANON_RERANK_CANDIDATES", 30)
+except ValueError as exc:
+    raise ImproperlyConfigured(
+        f"CANON_RERANK_TIMEOUT must be a number of seconds and CANON_RERANK_CANDIDATES a whole "
+        f"number ({exc})"
+    ) from None
+if RERANK_PROTOCOL not in ("tei", "cohere"):
+    raise ImproperlyConfigured(
+        f"CANON_RERANK_PROTOCOL must be tei or cohere, not {RERANK_PROTOCOL!r}"
+    )
+if not 0 < RERANK_TIMEOUT_SECONDS <= 60:
+    raise ImproperlyConfigured(
+        f"CANON_RERANK_TIMEOUT must be more than 0 and at most 60 seconds, not "
+        f"{RERANK_TIMEOUT_SECONDS!r}"
+    )
+if not 1 <= RERANK_CANDIDATES <= 100:
+    raise ImproperlyConfigured(
+        f"CANON_RERANK_CANDIDATES must be between 1 and 100, not {RERANK_CANDIDATES}"
+    )
+if RERANK_URL:
+    # The URL is named in logs, errors and the breaker's name: no credentials in it, and an
+    # error here does not repeat it.
+    _rerank_url = urlsplit(RERANK_URL)
+    if "@" in _rerank_url.netloc:
+        raise ImproperlyConfigured(
+            "CANON_RERANK_URL must not carry credentials; put the key in CANON_RERANK_API_KEY"
+        )
+    if _rerank_url.scheme not in ("http", "https") or not _rerank_url.hostname:
+        raise ImproperlyConfigured(
+            "CANON_RERANK_URL must be an http or https URL such as http://tei:8080"
+        )
+    if RERANK_PROTOCOL == "cohere" and not RERANK_MODEL:
+        raise ImproperlyConfigured(
+            "CANON_RERANK_PROTOCOL=cohere needs CANON_RERANK_MODEL (e.g. rerank-v3.5)"
+        )
 # Requests per API key (or admin session user): "N/s", "N/min", "N/hour" or "N/day". Reads
 # (GET, search) and writes (uploads, deletes) are counted apart (retrieval/api/throttling.py); the
 # write budget is sized for bulk ingestion.

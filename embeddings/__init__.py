@@ -5,6 +5,9 @@
 - `openai` — any OpenAI-compatible embedding service (retries, timeouts, a shared breaker);
 - `sentence-transformers` — a local model directory (optional extra `local-models`).
 
+Beside them, `rerank` scores texts against a query for search's rerank stage (a reranking
+service over HTTP, `tei` or `cohere`), with the same errors and breaker.
+
 An IndexVersion names one provider, model and dimension; `get_provider` builds exactly that one.
 Nothing here ever falls back to another provider or model: a provider that cannot answer raises
 ProviderUnavailable and the task waits.

@@ -4,12 +4,9 @@ key never logged."""
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import os
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +34,14 @@ from embeddings.base import (
     register,
 )
 from embeddings.breaker import BreakerOpen, CircuitBreaker, Permit
+from embeddings.transport import (
+    breaker_name,
+    breaker_report,
+    http_client,
+    redact,
+    retry_after,
+    snippet,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -83,46 +88,6 @@ class HttpProviderConfig:
 
 class _TotalTimeout(Exception):
     pass
-
-
-_clients: dict[tuple[int, str], httpx.Client] = {}
-
-
-def _http_client(base_url: str) -> httpx.Client:
-    """One pooled client per process and endpoint (rebuilt after a fork)."""
-    key = (os.getpid(), base_url)
-    client = _clients.get(key)
-    if client is None:
-        client = _clients[key] = httpx.Client(
-            headers={"User-Agent": "canon-embeddings/1"}, follow_redirects=False
-        )
-    return client
-
-
-def breaker_name(provider: str, base_url: str) -> str:
-    """The breaker shared by every worker calling this endpoint."""
-    return f"{provider}:{base_url.rstrip('/')}"
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date), if present."""
-    if "retry-after-ms" in headers:
-        try:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _worth_retrying(exc: BaseException) -> bool:
@@ -243,7 +208,7 @@ class OpenAIEmbeddingProvider:
         if status in RETRYABLE_STATUS:
             message = f"HTTP {status}: {self._snippet(body)}"
             self._failed(permit, message)
-            raise ProviderUnavailable(message, retry_after=_retry_after(headers))
+            raise ProviderUnavailable(message, retry_after=retry_after(headers))
         if not 200 <= status < 300:
             self._succeeded(permit)  # it answered, so it is up; the request is what it refuses
             raise ProviderRejected(
@@ -275,7 +240,7 @@ class OpenAIEmbeddingProvider:
             pool=min(self.config.connect_timeout, limit),
         )
         deadline = time.monotonic() + limit
-        client = _http_client(self.config.base_url)
+        client = http_client(self.config.base_url)
         with client.stream("POST", self.url, json=payload, headers=headers, timeout=timeout) as r:
             chunks = []
             for chunk in r.iter_bytes():
@@ -299,18 +264,10 @@ class OpenAIEmbeddingProvider:
             return None
 
     def _succeeded(self, permit: Permit | None) -> None:
-        if permit is not None:
-            try:
-                self.breaker.success(permit)
-            except redis.RedisError as exc:
-                logger.warning("circuit breaker store unreachable: %s", exc)
+        breaker_report(self.breaker, permit)
 
     def _failed(self, permit: Permit | None, message: str) -> None:
-        if permit is not None:
-            try:
-                self.breaker.failure(permit, self._redact(message))
-            except redis.RedisError as exc:
-                logger.warning("circuit breaker store unreachable: %s", exc)
+        breaker_report(self.breaker, permit, self._redact(message))
 
     # waiting ------------------------------------------------------------------------------
 
@@ -353,22 +310,10 @@ class OpenAIEmbeddingProvider:
     # secrets ------------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
-        if self.config.api_key:
-            text = text.replace(self.config.api_key, "***")
-        return _BEARER.sub("Bearer ***", text)
+        return redact(text, self.config.api_key)
 
     def _snippet(self, body: bytes) -> str:
-        text = body[:2000].decode("utf-8", errors="replace")
-        try:
-            document = json.loads(text)
-            if isinstance(document, dict) and isinstance(document.get("error"), dict):
-                text = str(document["error"].get("message", text))
-        except json.JSONDecodeError:
-            pass
-        return self._redact(" ".join(text.split())[:300]) or "(empty body)"
-
-
-_BEARER = re.compile(r"Bearer\s+\S+")
+        return snippet(body, self.config.api_key)
 
 
 # The dimensions of OpenAI's own models (text-embedding-3-* can be shortened with

@@ -155,6 +155,32 @@ def highlighted(text: str, query: str) -> SafeString:
     return mark_safe(html)  # noqa: S308 (escaped above; only <mark> added)
 
 
+def rank_words(ranking: dict[str, Any] | None) -> str:
+    """One line on why a hit ranks where it does: its place in each leg and, for hybrid, the
+    fusion's score and the three features (or legs) that moved it most."""
+    if not ranking:
+        return ""
+    parts = []
+    for leg in ("vector", "keyword"):
+        if leg not in ranking:
+            continue
+        place = ranking[leg]
+        if place is None:
+            parts.append(f"{leg}: not listed")
+            continue
+        words = f"{leg} #{place['rank']} ({place['score']:.3g}"
+        if "share_of_bound" in place:
+            words += f", {place['share_of_bound']:.0%} of the most the query could score"
+        parts.append(words + ")")
+    fused = ranking.get("fused")
+    if fused:
+        moved = ", ".join(
+            f"{c['feature']} {c['contribution']:+.2f}" for c in fused["contributions"][:3]
+        )
+        parts.append(f"fused {fused['score']:.3f} ({moved})")
+    return " · ".join(parts)
+
+
 def _rows(
     *,
     principal: Principal,
@@ -175,6 +201,7 @@ def _rows(
             "hit": hit,
             "text": highlighted(hit.text, query),
             "why": why.get(hit.chunk_id),
+            "ranked": rank_words(result.ranking.hits.get(hit.chunk_id) if result.ranking else None),
             "document_url": (
                 reverse("admin:kb_document_change", args=[documents[hit.document_key]])
                 if hit.document_key in documents
@@ -199,7 +226,13 @@ def _side(
     try:
         if data.get("as_of"):
             result = search_as_of(
-                principal=principal, kb=kb, query=query, as_of=data["as_of"], top_k=top_k, mode=mode
+                principal=principal,
+                kb=kb,
+                query=query,
+                as_of=data["as_of"],
+                top_k=top_k,
+                mode=mode,
+                explain=True,
             )
             answered: IndexVersion | None = index_version_at(kb=kb, at=data["as_of"])
         else:
@@ -210,6 +243,7 @@ def _side(
                 top_k=top_k,
                 mode=mode,
                 index_version=version,
+                explain=True,
             )
             answered = version or kb.active_index_version
     except HistoryOutOfRange as exc:

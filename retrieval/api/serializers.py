@@ -13,6 +13,7 @@ from rest_framework import serializers
 from retrieval.documents import DocumentDetail, DocumentPage
 from retrieval.search.engine import MODES
 from retrieval.search.hits import SearchResult
+from retrieval.search.rerank import REASONS as RERANK_REASONS
 
 MAX_DOCUMENT_KEYS = 100
 MAX_METADATA_CHARS = 4096
@@ -65,6 +66,18 @@ class SearchInput(serializers.Serializer):
         required=False,
         help_text="Search what was live at this time (index admins; within the retention window).",
     )
+    explain = serializers.BooleanField(
+        default=False,
+        help_text="Also say why each hit ranks where it does: its rank and score in each leg "
+        "and, for hybrid, what the fusion made of them (`ranking`).",
+    )
+
+    rerank = serializers.BooleanField(
+        default=True,
+        help_text="Reorder a hybrid search's fused hits by the configured reranker (when one is "
+        "configured: CANON_RERANK_URL); false skips it. The answer's `reranked` says whether "
+        "it happened.",
+    )
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         _no_nul(value)
@@ -75,13 +88,14 @@ class SearchInput(serializers.Serializer):
         return value
 
 
-_FAST_SEARCH_KEYS = frozenset({"kb", "query", "top_k", "mode"})
+_FAST_SEARCH_KEYS = frozenset({"kb", "query", "top_k", "mode", "rerank"})
 # The limits the fast path applies are SearchInput's own.
 _KB_FIELD = cast(serializers.CharField, SearchInput().fields["kb"])
 _TOP_K_FIELD = cast(serializers.IntegerField, SearchInput().fields["top_k"])
 _KB_MAX = int(_KB_FIELD.max_length or 0)
 _TOP_K = (int(_TOP_K_FIELD.min_value or 0), int(_TOP_K_FIELD.max_value or 0), _TOP_K_FIELD.default)
 _MODE_DEFAULT = SearchInput().fields["mode"].default
+_RERANK_DEFAULT = SearchInput().fields["rerank"].default
 
 
 def _clean_text(value: Any, max_length: int) -> str | None:
@@ -100,8 +114,8 @@ def _clean_text(value: Any, max_length: int) -> str | None:
 
 
 def search_input_fast(data: Any) -> dict[str, Any] | None:
-    """SearchInput's validated data for the common request (`kb`, `query`, and `top_k` and
-    `mode` or their defaults, each of its plain JSON type) without building a DRF serializer,
+    """SearchInput's validated data for the common request (`kb`, `query`, and `top_k`, `mode`
+    and `rerank` or their defaults, each of its plain JSON type) without building a DRF serializer,
     which costs more than the rest of the input handling. None for anything else (another
     field, another type, any value SearchInput would refuse): SearchInput then validates it and
     words the errors. tests/retrieval/test_search_fast_path.py holds the two to the same answers."""
@@ -111,11 +125,19 @@ def search_input_fast(data: Any) -> dict[str, Any] | None:
     query = _clean_text(data.get("query"), settings.SEARCH_MAX_QUERY_CHARS)
     top_k = data.get("top_k", _TOP_K[2])
     mode = data.get("mode", _MODE_DEFAULT)
+    rerank = data.get("rerank", _RERANK_DEFAULT)
     if kb is None or query is None or type(top_k) is not int or type(mode) is not str:
         return None
-    if not _TOP_K[0] <= top_k <= _TOP_K[1] or mode not in MODES:
+    if not _TOP_K[0] <= top_k <= _TOP_K[1] or mode not in MODES or type(rerank) is not bool:
         return None
-    return {"kb": kb, "query": query, "top_k": top_k, "mode": mode}
+    return {
+        "kb": kb,
+        "query": query,
+        "top_k": top_k,
+        "mode": mode,
+        "explain": False,
+        "rerank": rerank,
+    }
 
 
 class HitOutput(serializers.Serializer):
@@ -130,6 +152,19 @@ class HitOutput(serializers.Serializer):
     heading_path = serializers.CharField(
         help_text='The headings above the chunk, outermost first, joined by " › ".'
     )
+    rerank_score = serializers.FloatField(
+        allow_null=True,
+        help_text="The reranker's score when the search was reranked (the hits are in its "
+        "order; `score` stays the fused score); null otherwise.",
+    )
+    ranking = serializers.JSONField(
+        required=False,
+        help_text="With `explain`: `vector` and `keyword` ({rank, score}, the keyword's "
+        "`share_of_bound` too; null where the leg did not list the chunk) and, for hybrid, "
+        "`fused`: the chunk's own fused score and each feature's (or leg's) contribution, the "
+        "largest first. Within one document the learned fusion orders passages by their "
+        "words, so a hit's `score` is its place's and can differ from `fused.score`.",
+    )
 
 
 class SearchOutput(serializers.Serializer):
@@ -141,7 +176,34 @@ class SearchOutput(serializers.Serializer):
         allow_null=True,
         help_text="As-of searches: documents live then whose chunks are no longer retained.",
     )
+    reranked = serializers.BooleanField(
+        source="rerank.reranked",
+        help_text="Whether the hits are in the reranker's order. False when no reranker is "
+        "configured, `rerank` was false, the search was not hybrid, or the reranker failed "
+        "(then the hits are in the fused order).",
+    )
+    rerank_reason = serializers.ChoiceField(
+        choices=RERANK_REASONS,
+        source="rerank.reason",
+        allow_null=True,
+        help_text="Why not reranked, null when reranked: not_requested (`rerank` was false), "
+        "not_configured, not_hybrid, or, the reranker having failed: circuit_open, timeout, "
+        "unavailable (unreachable, 5xx, 429), rejected (another 4xx), bad_answer.",
+    )
     hits = HitOutput(many=True)
+    ranking = serializers.JSONField(
+        required=False,
+        help_text="With `explain`: the mode, the fusion method, the query's language as the "
+        "fusion reads it and the keyword leg's bound (the most the query's terms could score).",
+    )
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if data.get("ranking") is None:  # present only when explained, as in `search_body`
+            data.pop("ranking", None)
+        else:
+            data["ranking"] = instance.ranking.as_dict()
+        return dict(data)
 
 
 _DATETIME = serializers.DateTimeField()
@@ -150,12 +212,15 @@ _DATETIME = serializers.DateTimeField()
 def search_body(result: SearchResult) -> dict[str, Any]:
     """SearchOutput's representation of `result`, built as plain dicts (SearchOutput stays the
     schema; a test holds the two equal)."""
+    ranking = result.ranking
     return {
         "kb": str(result.kb),
         "index_version": int(result.index_version),
         "took_ms": float(result.took_ms),
         "as_of": _DATETIME.to_representation(result.as_of) if result.as_of is not None else None,
         "unretained_documents": result.unretained_documents,
+        "reranked": bool(result.rerank.reranked),
+        "rerank_reason": result.rerank.reason,
         "hits": [
             {
                 "chunk_id": hit.chunk_id,
@@ -167,9 +232,12 @@ def search_body(result: SearchResult) -> dict[str, Any]:
                 "revision": hit.revision,
                 "build_id": hit.build_id,
                 "heading_path": hit.heading_path,
+                "rerank_score": hit.rerank_score,
+                **({"ranking": ranking.hits[hit.chunk_id]} if ranking else {}),
             }
             for hit in result.hits
         ],
+        **({"ranking": ranking.as_dict()} if ranking else {}),
     }
 
 

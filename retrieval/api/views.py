@@ -119,7 +119,9 @@ class SearchView(APIView):
         request=SearchInput,
         responses={200: SearchOutput, **_errors(400, 403, 404, 503)},
         description="Top chunks visible to this key. Filters narrow what the key may see; "
-        "`as_of` answers from the publication history (index admins only).",
+        "`as_of` answers from the publication history (index admins only). When a reranker is "
+        "configured, a hybrid search's fused hits are reordered by it unless `rerank` is false; "
+        "if it fails, the answer is still 200, in the fused order, with `reranked: false`.",
     )
     def post(self, request: Request) -> Response:
         principal = principal_or_401(request)
@@ -177,6 +179,8 @@ class SearchView(APIView):
                 mode=data["mode"],
                 filters=filters,
                 using=using,
+                explain=data.get("explain", False),
+                rerank=data.get("rerank", True),
             )
         else:
             if not principal.can_read_history:
@@ -191,6 +195,8 @@ class SearchView(APIView):
                     mode=data["mode"],
                     filters=filters,
                     using=using,
+                    explain=data.get("explain", False),
+                    rerank=data.get("rerank", True),
                 )
             except HistoryOutOfRange as exc:
                 raise ValidationError({"as_of": [str(exc)]}) from exc

@@ -1,5 +1,6 @@
 """Search: the query embedded, then the legs read in one snapshot that also proves the index
-version active, fused for hybrid; a swap in between starts the search again."""
+version active, fused for hybrid; a swap in between starts the search again. A hybrid search is
+then reranked when a reranker is configured (`retrieval.search.rerank`), outside the snapshot."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.fusion import depth, fuse_legs
-from retrieval.search.hits import Hit, Leg, SearchFilters, SearchResult, hits_from_rows
+from retrieval.search.fusion import depth
+from retrieval.search.hits import (
+    Hit,
+    Leg,
+    Ranking,
+    Rerank,
+    SearchFilters,
+    SearchResult,
+    hits_from_rows,
+)
 from retrieval.search.lexical.leg import keyword_rows
+from retrieval.search.ranking import explain_ranking
+from retrieval.search.rerank import rerank_plan, rerank_stage
 from retrieval.search.snapshot import (
     one_statement,
     search_snapshot,
@@ -98,6 +109,8 @@ def search(
     filters: SearchFilters | None = None,
     index_version: IndexVersion | None = None,
     using: str = DEFAULT_DB_ALIAS,
+    explain: bool = False,
+    rerank: bool = True,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
@@ -116,18 +129,26 @@ def search(
     `using`: the database the snapshot is read from (`retrieval.routing`: the API passes the
     replica when one is configured). On a replica behind a swap, the version is the one the
     replica's snapshot says is active; a knowledge base it has not replayed yet is not found.
+
+    `explain`: the result also says why each hit ranks where it does (`retrieval.search.ranking`).
+
+    `rerank`: a hybrid search's fused hits are reordered by the configured reranker (none by
+    default), after the snapshot has closed; `False` skips it. The result says what happened
+    (`SearchResult.rerank`); a reranker that fails leaves the fused order
+    (`retrieval.search.rerank`).
     """
     started = time.perf_counter()
     if index_version is not None and index_version.kb_id != kb.pk:
         raise ValueError("index_version belongs to another knowledge base")
     # The version `kb` was read with (`knowledge_base_for` selects it); after a swap, re-read.
     version = index_version or kb.active_index_version
+    plan = rerank_plan(mode=mode, requested=rerank)
     while True:
         if version is None:
             version = _active_version(kb_id=kb.pk, using=using)
         vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
-        limit = depth(top_k) if mode == "hybrid" else top_k
+        limit = plan.depth(depth(top_k) if mode == "hybrid" else top_k)
         if index_version is not None:
             params["candidate"] = True
         if mode == "vector":
@@ -135,7 +156,9 @@ def search(
             with one_statement(using):
                 rows = approximate_rows(params, version, vector, limit)
             if len(rows) >= limit:
-                return _result(kb, version, started, hits_from_rows(rows))
+                hits = hits_from_rows(rows)
+                why = _why(explain, mode, query, [Leg(hits, 1.0)], hits)
+                return _result(kb, version, started, hits, why, Rerank(reason=plan.skipped))
         with search_snapshot(using):
             ranked = _ranked_lists(
                 kb_id=kb.pk,
@@ -149,16 +172,30 @@ def search(
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None
             continue
-        return _result(
-            kb,
-            version,
-            started,
-            ranked[0].hits if len(ranked) == 1 else fuse_legs(ranked, top_k, query=query),
-        )
+        hits, reranked = rerank_stage(plan, query=query, legs=ranked, top_k=top_k)
+        why = _why(explain, mode, query, ranked, hits)
+        return _result(kb, version, started, hits, why, reranked)
+
+
+def _why(explain: bool, mode: str, query: str, legs: list[Leg], hits: list[Hit]) -> Ranking | None:
+    """Why `hits` rank where they do, when the caller asked (`explain`)."""
+    return explain_ranking(mode=mode, query=query, legs=legs, hits=hits) if explain else None
 
 
 def _result(
-    kb: KnowledgeBase, version: IndexVersion, started: float, hits: list[Hit]
+    kb: KnowledgeBase,
+    version: IndexVersion,
+    started: float,
+    hits: list[Hit],
+    ranking: Ranking | None = None,
+    rerank: Rerank | None = None,
 ) -> SearchResult:
     took_ms = (time.perf_counter() - started) * 1000
-    return SearchResult(kb=kb.slug, index_version=version.number, took_ms=took_ms, hits=hits)
+    return SearchResult(
+        kb=kb.slug,
+        index_version=version.number,
+        took_ms=took_ms,
+        hits=hits,
+        ranking=ranking,
+        rerank=rerank or Rerank(),
+    )

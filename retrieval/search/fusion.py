@@ -10,8 +10,8 @@ measurement on B8's tuning questions (`bench/quality`, docs/BENCHMARKS.md):
   strong and how flat each leg is, and the languages of the query and the chunk. So a keyword
   leg that only found a common word in the other language than the answer's stands aside, and
   a confident identifier match still wins. The parameters are `fusion_model.json`, fitted by
-  `python -m bench.quality.fusion_fit` on the tuning half only; `explain_learned` says how much
-  each feature gave a hit.
+  `python -m bench.quality.fusion_fit` on the tuning half only; `retrieval.search.ranking`
+  says how much each feature gave a hit.
 - `convex`: each leg's scores divided by the leg's best, fused as `w * vector + (1 - w) *
   keyword` (`CANON_HYBRID_VECTOR_WEIGHT`), a chunk missing from a leg scoring 0 there.
 - `rrf`: weighted reciprocal rank fusion, `sum(w_leg / (k + rank))`.
@@ -167,7 +167,7 @@ def learned_features(
     return features
 
 
-def _features(
+def candidate_features(
     query: str, vector: Sequence[Hit], keyword: Sequence[Hit], keyword_bound: float
 ) -> dict[int, list[float]]:
     """`learned_features` of the legs' hits, each chunk's language read once from its text."""
@@ -183,23 +183,10 @@ def _features(
     )
 
 
-def explain_learned(*, query: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, float]]:
-    """Per candidate chunk: each feature's contribution to its learned score, and the score."""
-    fitted = model()
-    features = _features(query, vector.hits, keyword.hits, keyword.bound or 0.0)
-    return {
-        cid: {
-            **dict(zip(FEATURES, fitted.contributions(x), strict=True)),
-            "score": fitted.score(x),
-        }
-        for cid, x in features.items()
-    }
-
-
 # --- fusing ---------------------------------------------------------------------------------
 
 
-def _normalised(hits: Sequence[Hit]) -> dict[int, float]:
+def normalised(hits: Sequence[Hit]) -> dict[int, float]:
     """Scores divided by the leg's best (the theoretical minimum, 0, stays 0): a leg whose
     hits are all about as good keeps them about equal, instead of stretching the spread."""
     best = max((h.score for h in hits), default=0.0)
@@ -213,11 +200,11 @@ def _convex(
 ) -> dict[int, float]:
     """`w * vector / best + (1 - w) * keyword / best` of every chunk either leg listed."""
     scores: dict[int, float] = {}
-    for normalised, weight in (
-        (_normalised(vector), vector_weight),
-        (_normalised(keyword), 1 - vector_weight),
+    for shares, weight in (
+        (normalised(vector), vector_weight),
+        (normalised(keyword), 1 - vector_weight),
     ):
-        for chunk_id, value in normalised.items():
+        for chunk_id, value in shares.items():
             scores[chunk_id] = scores.get(chunk_id, 0.0) + weight * value
     return scores
 
@@ -248,7 +235,7 @@ def fuse(
     scores: dict[int, float] = dict.fromkeys(hits, 0.0)
     if method == "learned":
         fitted = model()
-        features = _features(query, vector, keyword, keyword_bound or 0.0)
+        features = candidate_features(query, vector, keyword, keyword_bound or 0.0)
         for cid, x in features.items():
             scores[cid] = 1.0 / (1.0 + math.exp(-fitted.score(x)))
     elif method == "rrf":

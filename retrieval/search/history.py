@@ -13,10 +13,12 @@ from django.utils import timezone
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import Principal
-from retrieval.search.fusion import depth, fuse_legs
+from retrieval.search.fusion import depth
 from retrieval.search.hits import COLUMNS, Leg, SearchFilters, SearchResult, hits_from_rows
 from retrieval.search.lexical.leg import bm25_rows
 from retrieval.search.lexical.tsvector import first_enough, tsqueries
+from retrieval.search.ranking import explain_ranking
+from retrieval.search.rerank import rerank_plan, rerank_stage
 from retrieval.search.snapshot import (
     fetch,
     search_snapshot,
@@ -163,6 +165,8 @@ def search_as_of(
     mode: str = "hybrid",
     filters: SearchFilters | None = None,
     using: str = DEFAULT_DB_ALIAS,
+    explain: bool = False,
+    rerank: bool = True,
 ) -> SearchResult:
     """What a search would have returned at `as_of`, from the PublicationEvent history: for each
     document the build its pointer named then (in the index version active then), minus
@@ -170,7 +174,8 @@ def search_as_of(
 
     Access groups and tenant scope are today's (history does not widen them). The caller must be
     allowed to read history (checked by the caller of this function); raises HistoryOutOfRange
-    outside [now - retention window, now]. `using`: the database read, as for `search`.
+    outside [now - retention window, now]. `using`, `explain` and `rerank`: as for `search`
+    (the ranking is today's, the reranker's too; history rewinds only what was live).
     """
     now = timezone.now()
     if as_of > now:
@@ -183,7 +188,8 @@ def search_as_of(
     version = index_version_at(kb=kb, at=as_of, using=using)
     vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
     params = {**search_params(principal=principal, kb=kb, filters=filters), "as_of": as_of}
-    limit = depth(top_k) if mode == "hybrid" else top_k
+    plan = rerank_plan(mode=mode, requested=rerank)
+    limit = plan.depth(depth(top_k) if mode == "hybrid" else top_k)
     ranked: list[Leg] = []
     with search_snapshot(using):
         if vector is not None:
@@ -200,7 +206,7 @@ def search_as_of(
             )
             ranked.append(Leg(hits_from_rows(rows), None))
         unretained = _history_unretained(params, version)
-    hits = ranked[0].hits if len(ranked) == 1 else fuse_legs(ranked, top_k, query=query)
+    hits, reranked = rerank_stage(plan, query=query, legs=ranked, top_k=top_k)
     return SearchResult(
         kb=kb.slug,
         index_version=version.number,
@@ -208,4 +214,8 @@ def search_as_of(
         hits=hits,
         as_of=as_of,
         unretained_documents=unretained,
+        rerank=reranked,
+        ranking=explain_ranking(mode=mode, query=query, legs=ranked, hits=hits)
+        if explain
+        else None,
     )

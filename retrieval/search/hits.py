@@ -3,7 +3,7 @@ every hit row selects."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,36 @@ class Hit:
     revision: int
     build_id: int
     heading_path: str = ""
+    # The reranker's score when the search was reranked (`score` stays the fused score).
+    rerank_score: float | None = None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The query's side of the explanation and, by chunk id, each hit's."""
+
+    mode: str
+    method: str | None  # the fusion method, for hybrid
+    query_language: str  # "zh" or "other", as the learned fusion reads it
+    keyword_bound: float | None  # the most the query's terms could score in BM25
+    hits: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "method": self.method,
+            "query_language": self.query_language,
+            "keyword_bound": self.keyword_bound,
+        }
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """What the rerank stage did: the hits are in the reranker's order (`reranked`), or why
+    not (`reason`, a short code: `retrieval.search.rerank`)."""
+
+    reranked: bool = False
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -30,6 +60,8 @@ class SearchResult:
     as_of: datetime | None = None
     # as-of searches only: documents live then whose chunks are no longer retained
     unretained_documents: int | None = None
+    ranking: Ranking | None = None  # why each hit ranks where it does (`explain`)
+    rerank: Rerank = field(default_factory=Rerank)  # what the rerank stage did
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ active one. Never wider than the user; the candidate override is the admin's onl
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -69,6 +70,17 @@ def test_a_hit_says_why_it_is_visible(world: World) -> None:
     assert why.groups_matched == ["hr"] and "matched: hr" in why.groups
     assert "<mark>pay</mark>" in str(rows[0]["text"])
     assert f"/admin/kb/chunk/of-build/{rows[0]['hit'].build_id}/" in rows[0]["chunks_url"]
+
+
+def test_a_hit_says_why_it_ranks_where_it_does(world: World) -> None:
+    response = _search(world.client("harry"), world.kb_b, query="pay bands", mode="hybrid")
+
+    assert response.status_code == 200
+    ranked = response.context["sides"][0].rows[0]["ranked"]
+    assert ranked.startswith("vector #1 (")
+    assert "keyword #1 (" in ranked and "of the most the query could score" in ranked
+    assert re.search(r" · fused [01]\.\d{3} \(\w+ [+-]\d", ranked)
+    assert "Why this rank: vector #1" in response.content.decode()
 
 
 def test_a_user_outside_hr_never_sees_hr_text_whatever_they_ask(world: World) -> None:

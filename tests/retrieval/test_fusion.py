@@ -10,6 +10,7 @@ import pytest
 from retrieval.search import fusion
 from retrieval.search.fusion import depth, fuse
 from retrieval.search.hits import Hit, Leg
+from retrieval.search.ranking import explain_ranking
 
 
 def hit(chunk_id: int, score: float) -> Hit:
@@ -134,13 +135,26 @@ def test_learned_fusion_scores_by_the_model(monkeypatch: pytest.MonkeyPatch) -> 
     assert ids(fused) == [1, 2]
     assert fused[0].score == round(1 / (1 + math.exp(-0.6)), 6)
     assert fused[1].score == round(1 / (1 + math.exp(0.5)), 6)
-    explained = fusion.explain_learned(
+    explained = explain_ranking(
+        mode="hybrid",
         query="拼接路径",
-        vector=Leg([english, replace(chinese, score=0.5)], 1.0),
-        keyword=Leg([chinese], 8.0),
+        legs=[Leg([english, replace(chinese, score=0.5)], 1.0), Leg([chinese], 8.0)],
+        hits=fused,
     )
-    assert explained[1]["cross_x_cos"] == pytest.approx(1.6)
-    assert explained[1]["score"] == pytest.approx(0.6)
+    assert explained.method == "learned"
+    assert explained.query_language == "zh"
+    english_why = explained.hits[1]
+    assert english_why["vector"] == {"rank": 1, "score": 0.8}
+    assert english_why["keyword"] is None
+    # the largest contribution first: cross_x_cos = 2 * (1 * 0.8)
+    assert english_why["fused"]["contributions"][0] == {
+        "feature": "cross_x_cos",
+        "value": 0.8,
+        "contribution": 1.6,
+    }
+    assert english_why["fused"]["logit"] == pytest.approx(0.6)
+    assert english_why["fused"]["score"] == fused[0].score
+    assert explained.hits[2]["keyword"] == {"rank": 1, "score": 4.0, "share_of_bound": 0.5}
 
 
 def test_learned_fusion_without_a_keyword_bound_is_convex() -> None:

@@ -68,6 +68,29 @@ def test_the_schema_describes_every_operation_and_the_bearer_key() -> None:
 
 
 @pytest.mark.django_db
+def test_the_search_schema_describes_the_rerank_option_and_outcome() -> None:
+    schemas = Client().get("/api/schema/?format=json").json()["components"]["schemas"]
+
+    rerank = schemas["SearchInputRequest"]["properties"]["rerank"]
+    assert (rerank["type"], rerank["default"]) == ("boolean", True)
+    output = schemas["SearchOutput"]
+    assert output["properties"]["reranked"]["type"] == "boolean"
+    assert {"reranked", "rerank_reason"} <= set(output["required"])
+    assert set(schemas["RerankReasonEnum"]["enum"]) == {
+        "not_requested",
+        "not_configured",
+        "not_hybrid",
+        "circuit_open",
+        "timeout",
+        "unavailable",
+        "rejected",
+        "bad_answer",
+    }
+    score = schemas["HitOutput"]["properties"]["rerank_score"]
+    assert (score["type"], score["nullable"]) == ("number", True)
+
+
+@pytest.mark.django_db
 def test_the_docs_load_no_asset_from_the_internet() -> None:
     response = Client().get("/api/docs/")
 

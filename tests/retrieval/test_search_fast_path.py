@@ -4,6 +4,7 @@ and the knowledge base found by one statement with the ORM lookup's rules."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from kb.services.index_versions import knowledge_base_create
 from retrieval.api.serializers import SearchInput, SearchOutput, search_body, search_input_fast
 from retrieval.principals import KnowledgeBaseNotFound, Principal
 from retrieval.search.engine import search
-from retrieval.search.hits import Hit, SearchResult
+from retrieval.search.hits import Hit, Rerank, SearchResult
 from retrieval.search.visibility import knowledge_base_for
 
 BASE = {"kb": "handbook", "query": "cafeteria"}
@@ -27,6 +28,8 @@ COMMON = [
     {"kb": "  handbook ", "query": "\u2003cafeteria opens\t"},
     {"kb": "x" * 100, "query": "q" * 4000},
     {"kb": "7", "query": "数据库 连接池"},
+    {**BASE, "rerank": False},
+    {**BASE, "mode": "vector", "rerank": True},
 ]
 OTHERS = [
     {**BASE, "top_k": 0},
@@ -55,6 +58,10 @@ OTHERS = [
     {**BASE, "metadata": {"team": "hr"}},
     {**BASE, "as_of": "2026-01-01T00:00:00Z"},
     {**BASE, "unknown": 1},
+    {**BASE, "rerank": "false"},
+    {**BASE, "rerank": 1},
+    {**BASE, "rerank": None},
+    {**BASE, "explain": True},
     [BASE],
     "handbook",
     None,
@@ -100,6 +107,20 @@ def _result(as_of: datetime | None) -> SearchResult:
 @pytest.mark.parametrize("as_of", [None, datetime(2026, 11, 30, 12, 0, 5, 120000, tzinfo=UTC)])
 def test_the_response_is_search_outputs_byte_for_byte(as_of: datetime | None) -> None:
     result = _result(as_of)
+    renderer = JSONRenderer()
+
+    assert renderer.render(search_body(result)) == renderer.render(SearchOutput(result).data)
+
+
+@pytest.mark.parametrize(
+    "rerank", [Rerank(reranked=True), Rerank(reason="timeout"), Rerank(reason="not_configured")]
+)
+def test_the_rerank_fields_are_search_outputs_byte_for_byte(rerank: Rerank) -> None:
+    result = _result(None)
+    if rerank.reranked:
+        hits = [replace(hit, rerank_score=0.25 * i - 0.5) for i, hit in enumerate(result.hits)]
+        result = replace(result, hits=hits[::-1])
+    result = replace(result, rerank=rerank)
     renderer = JSONRenderer()
 
     assert renderer.render(search_body(result)) == renderer.render(SearchOutput(result).data)

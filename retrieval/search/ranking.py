@@ -1,0 +1,111 @@
+"""Why each hit of a search ranks where it does (the API's `explain: true`, the admin's test
+search): its place and score in each leg, and, for hybrid, what the fusion made of them.
+
+For the learned fusion that is each feature's value and its contribution to the model's logit
+(`bias + sum of contributions`; the probability is its logistic), the largest first; for
+`convex` and `rrf`, each leg's share of the fused score. A caller reads only hits it may see,
+so an explanation names nothing else: the legs' other candidates are not listed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+
+from retrieval.search import fusion
+from retrieval.search.hits import Hit, Leg, Ranking
+from textkit.text import cjk_share
+
+
+def _places(leg: Leg, *, bounded: bool) -> dict[int, dict[str, Any]]:
+    """Each hit's 1-based rank and score in one leg (and its share of the leg's bound)."""
+    places: dict[int, dict[str, Any]] = {}
+    for rank, hit in enumerate(leg.hits, start=1):
+        place: dict[str, Any] = {"rank": rank, "score": round(hit.score, 6)}
+        if bounded and leg.bound:
+            place["share_of_bound"] = round(hit.score / leg.bound, 6)
+        places[hit.chunk_id] = place
+    return places
+
+
+def _learned(query: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, Any]]:
+    model = fusion.model()
+    features = fusion.candidate_features(query, vector.hits, keyword.hits, keyword.bound or 0.0)
+    explained: dict[int, dict[str, Any]] = {}
+    for cid, x in features.items():
+        contributions = model.contributions(x)
+        logit = model.bias + math.fsum(contributions)
+        terms = sorted(
+            zip(fusion.FEATURES, x, contributions, strict=True), key=lambda t: -abs(t[2])
+        )
+        explained[cid] = {
+            "score": round(1.0 / (1.0 + math.exp(-logit)), 6),
+            "logit": round(logit, 6),
+            "bias": round(model.bias, 6),
+            "contributions": [
+                {"feature": name, "value": round(value, 6), "contribution": round(part, 6)}
+                for name, value, part in terms
+            ],
+        }
+    return explained
+
+
+def _shares(method: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, Any]]:
+    """Each leg's part of a `convex` or `rrf` fused score."""
+    weight = settings.HYBRID_VECTOR_WEIGHT
+    parts: dict[int, dict[str, float]] = {}
+    for name, leg, leg_weight in (("vector", vector, weight), ("keyword", keyword, 1 - weight)):
+        if method == "rrf":
+            values = {
+                h.chunk_id: 2 * leg_weight / (fusion.RRF_K + rank)
+                for rank, h in enumerate(leg.hits, start=1)
+            }
+        else:
+            values = {cid: leg_weight * v for cid, v in fusion.normalised(leg.hits).items()}
+        for cid, value in values.items():
+            parts.setdefault(cid, {"vector": 0.0, "keyword": 0.0})[name] = value
+    return {
+        cid: {
+            "score": round(math.fsum(legs.values()), 6),
+            "contributions": [
+                {"feature": name, "contribution": round(value, 6)} for name, value in legs.items()
+            ],
+        }
+        for cid, legs in parts.items()
+    }
+
+
+def explain_ranking(*, mode: str, query: str, legs: Sequence[Leg], hits: Sequence[Hit]) -> Ranking:
+    """The explanation of `hits`, the answer a search of `mode` made of `legs` (vector then
+    keyword for hybrid; the one leg otherwise). Pure: no I/O."""
+    bound = legs[-1].bound if mode != "vector" else None
+    method: str | None = None
+    fused: dict[int, dict[str, Any]] = {}
+    names = {"vector": ("vector",), "keyword": ("keyword",)}.get(mode, ("vector", "keyword"))
+    if mode == "hybrid":
+        vector, keyword = legs
+        method = settings.HYBRID_FUSION if keyword.bound is not None else "convex"
+        if method == "learned":
+            fused = _learned(query, vector, keyword)
+        else:
+            fused = _shares(method, vector, keyword)
+    places = {
+        name: _places(leg, bounded=name == "keyword") for name, leg in zip(names, legs, strict=True)
+    }
+    explained = {
+        hit.chunk_id: {
+            **{name: places[name].get(hit.chunk_id) for name in names},
+            **({"fused": fused.get(hit.chunk_id)} if mode == "hybrid" else {}),
+        }
+        for hit in hits
+    }
+    return Ranking(
+        mode=mode,
+        method=method,
+        query_language="zh" if cjk_share(query) >= fusion.ZH_SHARE else "other",
+        keyword_bound=round(bound, 6) if bound is not None else None,
+        hits=explained,
+    )
