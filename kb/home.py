@@ -9,13 +9,14 @@ index version, and the document not deleted (`retrieval.search.visibility.visibl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import connection
 from django.db.models import F, Q
 
 from kb import document_states
-from kb.models import Build, Document, KnowledgeBase
+from kb.models import Build, Document, IndexVersion, KnowledgeBase
+from kb.selectors.index_versions import index_version_progress, index_version_status
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,10 @@ def knowledge_base_failures(
 
 @dataclass(frozen=True)
 class VersionBuilds:
-    """How far the builds of the desired revisions got in one index version."""
+    """How far the builds of the desired revisions got in one index version; for a candidate,
+    what it is doing in words (`doing`: "building", "building its vector index", "ready to swap",
+    "stuck") and, once nothing runs for it, its status line with the way out (`status`, from
+    `kb.selectors.index_versions.index_version_status`, the row on the settings page)."""
 
     version_id: int
     number: int
@@ -108,6 +112,8 @@ class VersionBuilds:
     built: int  # built (served, or ready and waiting for approval)
     running: int  # queued or being built
     failed: int
+    doing: str = ""
+    status: str = ""
 
     @property
     def done(self) -> int:
@@ -143,13 +149,27 @@ class VersionBuilds:
             "percent": self.percent,
             "label": self.label,
             "in_progress": self.in_progress,
+            "doing": self.doing,
+            "status": self.status,
         }
+
+
+# What a candidate is doing, by `VersionStatus.kind`: never "building" unless something is.
+CANDIDATE_DOING = {
+    "building": "building",
+    "indexing": "building its vector index",
+    "ready": "ready to swap",
+    "incomplete": "stuck",
+}
 
 
 def knowledge_base_build_progress(*, kb: KnowledgeBase) -> list[VersionBuilds]:
     """Per index version that is active or a candidate (building, ready), oldest first: of the
     non-deleted documents' desired revisions, how many are built, running and failed in it. An
-    ingest moves the active version's numbers, a re-index a candidate's. One query."""
+    ingest moves the active version's numbers, a re-index a candidate's. A candidate also says
+    what it is doing, computed as its row on the settings page is (`index_version_status`): a
+    candidate nothing is being built for is ready to swap, or stuck with its way out named. One
+    query, and a few per candidate."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -172,4 +192,16 @@ def knowledge_base_build_progress(*, kb: KnowledgeBase) -> list[VersionBuilds]:
             [kb.pk],
         )
         rows = cursor.fetchall()
-    return [VersionBuilds(*row) for row in rows]
+    progress = [VersionBuilds(*row) for row in rows]
+    return [_with_status(builds, kb) if not builds.active else builds for builds in progress]
+
+
+def _with_status(builds: VersionBuilds, kb: KnowledgeBase) -> VersionBuilds:
+    version = IndexVersion.objects.get(pk=builds.version_id)
+    status = index_version_status(
+        version=version, progress=index_version_progress(version=version), kb=kb
+    )
+    doing = CANDIDATE_DOING.get(status.kind, status.kind)
+    if builds.running and status.kind != "building":
+        doing = "building"  # builds of older revisions still run: say so, as the bar moves
+    return replace(builds, doing=doing, status="" if doing == "building" else status.label)

@@ -12,14 +12,14 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.postgres.forms import SimpleArrayField
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from console.admin import bulk_actions, document_actions, upload_many
 from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
-from console.admin.scoping import TenantScopedAdmin, groups_refused, request_reader
+from console.admin.scoping import TenantScopedAdmin, groups_refused, may_read, request_reader
 from kb import document_states
 from kb.models import (
     Document,
@@ -28,6 +28,7 @@ from kb.models import (
 )
 from kb.selectors.builds import RUNNING_BUILD_STATES, build_progress, served_now
 from kb.selectors.documents import document_build_rows, document_status
+from kb.services.base import ActionRefused
 from kb.services.documents import document_create, document_update, revision_create
 from kb.uploads import (
     SKIPPED_ATTR,
@@ -37,6 +38,7 @@ from kb.uploads import (
     kept_upload_token,
     upload_accept,
 )
+from retrieval.api.uploads import key_unavailable
 
 # What the History page (Django's LogEntry) records for a save that uploaded a file.
 UPLOAD_LOG_ATTR = "_canon_upload_log"
@@ -130,14 +132,53 @@ class DocumentCreateForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        self._key_free(data)
         _accept_upload(self, "file", data, required=True)
         refused = groups_refused(self.request, data.get("access_groups") or [])
         if refused:
             self.add_error("access_groups", refused)
         return data
 
+    def _key_free(self, data: dict[str, Any]) -> None:
+        """A taken key is refused here rather than by the model's unique constraint: where the
+        user may read and write the document that holds it, they are pointed to its page (its
+        New revision field); where they may not — it is restricted to access groups they do not
+        hold, or deleted — they get one answer for both, the API's (`key_unavailable`)."""
+        kb, key = data.get("kb"), data.get("key")
+        if not kb or not key:
+            return
+        document = Document.objects.filter(kb=kb, key=key).first()
+        if document is None:
+            return
+        if document.deleted_at is None and may_read(self.request, document):
+            url = reverse("admin:kb_document_change", args=[document.pk])
+            self.add_error(
+                "key",
+                format_html(
+                    "A document with key “{}” already exists. To replace its file, upload a "
+                    'new revision on <a class="new-revision-link" href="{}#id_new_revision">'
+                    "its page</a>.",
+                    key,
+                    url,
+                ),
+            )
+            return
+        self.add_error("key", key_unavailable(key).message)
+
 
 class DocumentChangeForm(forms.ModelForm):
+    """The document page's form. It writes back only what the user changed on the page, never
+    a value the page did not show current: each editable field carries the value the page was
+    rendered with (Django's hidden initial, `initial-<field>`), and a field is edited when the
+    posted value differs from it. A field not edited keeps what is stored now (the title the
+    parse stage found after the page was opened, say); an edited field whose stored value moved
+    since the page was rendered is refused with the value it has now, and saved on the next
+    try. The save is a compare-and-set under the document lock (`document_update(seen=...)`).
+
+    Why not refresh every field live instead: the page does refresh an untouched Title (its
+    script, from the progress JSON), but a page whose script did not run, a field the user has
+    begun to edit, or a change by another person would still be written back silently."""
+
     new_revision = forms.FileField(
         required=False, help_text="Upload a new revision; the live one serves until it is ready."
     )
@@ -148,15 +189,21 @@ class DocumentChangeForm(forms.ModelForm):
         model = Document
         fields = ["title", "access_groups"]
 
+    EDITABLE = ("title", "access_groups")
     request: HttpRequest
     accepted_upload: AcceptedUpload | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _explain_groups(self)
+        for name in self.EDITABLE:
+            self.fields[name].show_hidden_initial = True
+        self.edited: dict[str, Any] = {}  # field -> the value the user gave
+        self.seen: dict[str, Any] = {}  # field -> the value the page showed
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        self._compare_with_the_page(data)
         _accept_upload(self, "new_revision", data, required=False)
         refused = groups_refused(
             self.request, data.get("access_groups") or [], kept=self.instance.access_groups
@@ -164,6 +211,52 @@ class DocumentChangeForm(forms.ModelForm):
         if refused:
             self.add_error("access_groups", refused)
         return data
+
+    def _compare_with_the_page(self, data: dict[str, Any]) -> None:
+        """Sort the editable fields into edited (posted value differs from the one the page
+        showed) and untouched (given the stored value back, so nothing writes it), and refuse
+        an edit of a field whose stored value changed since the page was rendered. A post
+        without the page's values (a script) is compared with what is stored."""
+        for name in self.EDITABLE:
+            if name not in data:
+                continue  # invalid: its own error says why
+            field = self.fields[name]
+            stored = self.initial.get(name)
+            initial_name = self[name].html_initial_name
+            seen = stored
+            if initial_name in self.data:
+                try:
+                    seen = field.to_python(self.data.get(initial_name))
+                except forms.ValidationError:
+                    seen = None
+            if _comparable(data[name]) == _comparable(seen):
+                data[name] = stored  # untouched: keep what is stored now
+                continue
+            if _comparable(seen) != _comparable(stored):
+                self.add_error(
+                    name,
+                    f"Changed since you opened this page: it is now {_shown(stored)}. "
+                    "Check your value and save again.",
+                )
+                # the next save compares with the value the page now names
+                posted = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict
+                posted[initial_name] = field.prepare_value(stored)
+                self.data = posted
+                continue
+            self.edited[name] = data[name]
+            self.seen[name] = seen
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return sorted({str(v).strip() for v in value})
+    return (value or "").strip() if isinstance(value, str) or value is None else value
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(value) if value else "empty"
+    return f"“{value}”"
 
 
 class RevisionInline(admin.TabularInline):
@@ -301,16 +394,9 @@ class DocumentAdmin(TenantScopedAdmin):
             obj.created_at = revision.document.created_at
             setattr(request, UPLOAD_LOG_ATTR, f"Added; {_upload_words(accepted, 1)}.")
             return
-        document_update(
-            document=obj,
-            title=form.cleaned_data["title"],
-            access_groups=form.cleaned_data.get("access_groups") or [],
-        )
-        changed = [
-            name.replace("_", " ")
-            for name in form.changed_data
-            if name not in ("new_revision", "kept_upload")
-        ]
+        # only what the user changed on the page, compared with what the page showed
+        document_update(document=obj, seen=form.seen, **form.edited)
+        changed = [name.replace("_", " ") for name in form.edited]
         words = [f"changed {', '.join(changed)}"] if changed else []
         accepted = form.accepted_upload
         if accepted is not None:
@@ -376,6 +462,11 @@ class DocumentAdmin(TenantScopedAdmin):
         return [
             path("upload/", wrap(upload_many.upload_many_view), name="kb_document_upload"),
             path(
+                "upload/revisions/",
+                wrap(upload_many.upload_revisions_view),
+                name="kb_document_upload_revisions",
+            ),
+            path(
                 "<path:object_id>/approve/<int:build_id>/",
                 wrap(document_actions.approve_view),
                 name="kb_document_approve",
@@ -407,6 +498,21 @@ class DocumentAdmin(TenantScopedAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Django's, with a refusal of the save (a field changed between the form's check and
+        the save's compare-and-set, `document_update`) told on the page: nothing was written."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ActionRefused as exc:
+            messages.error(request, f"Nothing was saved: {exc}")
+            return HttpResponseRedirect(request.path)
 
     def change_view(
         self,

@@ -27,6 +27,8 @@ from kb.models import (
     KnowledgeBase,
 )
 from kb.selectors.index_versions import (
+    Coverage,
+    CoverageEntry,
     VersionProgress,
     VersionStatus,
     index_version_comparison,
@@ -35,11 +37,7 @@ from kb.selectors.index_versions import (
     index_version_settings,
     index_version_status,
 )
-from kb.services.index_versions import (
-    index_version_activate,
-    index_version_coverage_gaps,
-    index_version_create,
-)
+from kb.services.index_versions import index_version_activate, index_version_create
 
 
 def _provider_choices() -> list[tuple[str, str]]:
@@ -175,24 +173,67 @@ def index_version_rows(kb: KnowledgeBase, request: HttpRequest) -> list[VersionR
     return rows
 
 
+@dataclass(frozen=True)
+class NamedCoverage:
+    """A version's `Coverage` as one reader may see it: the entries of documents they may read,
+    and how many of each list are in documents they may not (counted, never named)."""
+
+    building: list[CoverageEntry]
+    building_hidden: int  # being built, in documents the reader may not read
+    building_more: int  # being built, past the first few named (`RUNNING_NAMED`)
+    blocking: list[CoverageEntry]
+    blocking_hidden: int
+    tolerated: list[CoverageEntry]
+    tolerated_hidden: int
+
+
+def coverage_named(coverage: Coverage | None, named: Q | None) -> NamedCoverage | None:
+    if coverage is None:
+        return None
+    entries = coverage.building + coverage.blocking + coverage.tolerated
+    ids = {e.document_id for e in entries}
+    if named is not None and ids:
+        ids = set(Document.objects.filter(pk__in=ids).filter(named).values_list("pk", flat=True))
+
+    def shown(rows: list[CoverageEntry]) -> list[CoverageEntry]:
+        return [e for e in rows if e.document_id in ids]
+
+    building, blocking, tolerated = (
+        shown(coverage.building),
+        shown(coverage.blocking),
+        shown(coverage.tolerated),
+    )
+    return NamedCoverage(
+        building=building,
+        building_hidden=len(coverage.building) - len(building),
+        building_more=coverage.running - len(coverage.building),
+        blocking=blocking,
+        blocking_hidden=len(coverage.blocking) - len(blocking),
+        tolerated=tolerated,
+        tolerated_hidden=len(coverage.tolerated) - len(tolerated),
+    )
+
+
 def index_version_swap_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, version_id: str
 ) -> HttpResponse:
     """The comparison of the active version with `version_id`, and the swap's confirmation once
-    the candidate covers the knowledge base. Before that (or for a version that cannot be
-    swapped in) the page shows the comparison and the progress, and a POST is refused."""
+    the candidate serves every document the active version serves (`index_version_coverage`):
+    documents whose desired revision failed in both are named there, linked, as served by
+    neither before and after. Before that (or for a version that cannot be swapped in) the page
+    shows the comparison, the progress and what keeps the swap back, each document with its way
+    out; a POST is refused."""
     kb = _kb(model_admin, request, object_id)
     version = get_object_or_404(IndexVersion, pk=version_id, kb=kb)
     named = readable_filter(request)
     progress = index_version_progress(version=version, named=named)
     status = index_version_status(version=version, progress=progress, kb=kb)
-    gaps = index_version_coverage_gaps(version=version)
     summary = {
         "kb": kb,
         "status": status,
         "progress": progress,
         "comparison": index_version_comparison(active=kb.active_index_version, candidate=version),
-        "problems": _gaps_named(kb, gaps, named)[:50] + progress.failed[:50],
+        "coverage": coverage_named(progress.coverage, named),
     }
     if not status.swappable:
         if request.method == "POST":
@@ -234,23 +275,6 @@ def index_version_swap_view(
     )
 
 
-def _gaps_named(kb: KnowledgeBase, gaps: list[str], named: Q | None) -> list[str]:
-    """The coverage gaps ("<key>: ...") with those of documents outside `named` counted, not
-    named: a swap covers every document, but the user reads only some of them."""
-    if named is None:
-        return gaps
-    hidden = tuple(
-        f"{key}: "
-        for key in Document.objects.filter(kb=kb).exclude(named).values_list("key", flat=True)
-    )
-    shown = [gap for gap in gaps if not gap.startswith(hidden)] if hidden else gaps
-    if len(shown) < len(gaps):
-        shown.append(
-            f"{len(gaps) - len(shown)} missing in documents of access groups you do not hold"
-        )
-    return shown
-
-
 def index_version_rollback_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> HttpResponse:
@@ -273,7 +297,8 @@ def index_version_rollback_view(
         )
         return f"Index version {previous.number} is active again."
 
-    progress = index_version_progress(version=previous, named=readable_filter(request))
+    named = readable_filter(request)
+    progress = index_version_progress(version=previous, named=named)
     return confirm(
         model_admin,
         request,
@@ -285,7 +310,7 @@ def index_version_rollback_view(
             "comparison": index_version_comparison(
                 active=kb.active_index_version, candidate=previous
             ),
-            "problems": progress.failed[:50],
+            "coverage": coverage_named(progress.coverage, named),
             "rollback": True,
         },
         expected=kb.active_index_version_id,

@@ -91,12 +91,14 @@ def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, An
 
 
 def document_progress(*, document: Document) -> dict[str, Any]:
-    """Everything the document page shows about state, from one reading: the status line, the
-    build served now and every build's progress and role (`document_build_rows`). The page is
+    """Everything the document page shows about state, from one reading: the title (the parse
+    stage may put the file's own), the status line, the build served now and every build's
+    progress and role (`document_build_rows`). The page is
     rendered from it and its script refreshes every box from it (the progress JSON)."""
     rows = document_build_rows(document=document)
     served = next((p for _, p in rows if p["role_kind"] == "served"), None)
     return {
+        "title": document.title,
         "status": document_status(document=document),
         "served": ({k: served[k] for k in ("id", "revision", "index_version")} if served else None),
         "builds": [p for _, p in rows],

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Avg, Count, Q, QuerySet
 from django.db.models import F as models_F
 from django.db.models.functions import Length
@@ -47,18 +48,239 @@ def live_index_versions(*, kb_id: int) -> QuerySet[IndexVersion]:
 
 
 @dataclass(frozen=True)
+class CoverageEntry:
+    """One document a version does not serve at its desired revision: why (`cause`: "building"
+    there, "awaiting_approval" there, "waiting" for the active version's own build or approval,
+    "failed" there, or "not_built" there), which revision each version serves (None: nothing),
+    whether it keeps the swap back, in words, and the way out."""
+
+    document_id: int
+    key: str
+    title: str
+    revision: int  # the desired revision
+    cause: str
+    error: str
+    served_now: int | None  # by the active version
+    served_after: int | None  # by this version, after a swap
+    blocking: bool
+    reason: str
+    way_out: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.key}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a version would serve, document by document, against what the active one serves.
+
+    `tolerated`: documents the version does not serve at their desired revision where the
+    active version serves exactly the same (nothing, or the same earlier revision) and has no
+    build of them on its way — a file that cannot be parsed fails in every version. `blocking`:
+    documents the swap would serve worse (the active version serves them, or will once its build
+    or approval is done), or whose build here awaits approval. `running`: builds of desired
+    revisions queued or running here."""
+
+    number: int
+    active_number: int | None
+    total: int  # non-deleted documents with a desired revision
+    covered: int  # live in this version at their desired revision
+    running: int
+    blocking: list[CoverageEntry]
+    tolerated: list[CoverageEntry]
+    building: list[CoverageEntry]  # the first RUNNING_NAMED of the `running`, by key
+
+    @property
+    def swappable(self) -> bool:
+        """Covers every document the active version serves: nothing running, nothing worse."""
+        return not self.running and not self.blocking
+
+    @property
+    def gaps(self) -> list[str]:
+        """What keeps the swap back, one line per document: being built, then worse."""
+        more = self.running - len(self.building)
+        return (
+            [entry.text for entry in self.building]
+            + ([f"and {more} more documents being built"] if more > 0 else [])
+            + [entry.text for entry in self.blocking]
+        )
+
+
+RUNNING_NAMED = 50
+
+
+_DESIRED = """
+    FROM kb_document d
+    JOIN kb_revision r ON r.document_id = d.id AND r.number = d.desired_revision
+    LEFT JOIN kb_build cb ON cb.revision_id = r.id AND cb.index_version_id = %(version)s
+    LEFT JOIN kb_publication cp ON cp.document_id = d.id AND cp.index_version_id = %(version)s
+    LEFT JOIN kb_build cpb ON cpb.id = cp.build_id
+    LEFT JOIN kb_revision cr ON cr.id = cpb.revision_id
+"""
+_WHERE = "WHERE d.kb_id = %(kb)s AND d.deleted_at IS NULL AND d.desired_revision IS NOT NULL"
+_RUNNING = "cb.state IN ('pending', 'building')"
+
+
+def index_version_coverage(*, version: IndexVersion, kb: KnowledgeBase) -> Coverage:
+    """`Coverage` of `version` against `kb`'s active version, from one snapshot of what each
+    serves (the Publications search reads, `retrieval.search.visibility`). Three queries at
+    most: the counts; the documents not covered and not being built, each judged; and the first
+    RUNNING_NAMED being built, to name them. Takes no lock: the swap calls it again under its
+    locks (`kb.services.index_versions.index_version_activate`)."""
+    active_id = kb.active_index_version_id
+    active_number = (
+        IndexVersion.objects.filter(pk=active_id).values_list("number", flat=True).first()
+        if active_id
+        else None
+    )
+    params = {"version": version.pk, "active": active_id, "kb": version.kb_id}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT count(*), count(*) FILTER (WHERE cr.number = d.desired_revision),
+                       count(*) FILTER (WHERE cr.number IS DISTINCT FROM d.desired_revision
+                                          AND {_RUNNING})
+                {_DESIRED} {_WHERE}""",  # noqa: S608 (constants)
+            params,
+        )
+        total, covered, running = cursor.fetchone() or (0, 0, 0)
+        cursor.execute(
+            f"""SELECT d.id, d.key, d.title, d.desired_revision, coalesce(cb.state, 'missing'),
+                       coalesce(cb.error, ''), ar.number, cr.number, ab.state
+                {_DESIRED}
+                LEFT JOIN kb_build ab ON ab.revision_id = r.id AND ab.index_version_id = %(active)s
+                LEFT JOIN kb_publication ap
+                  ON ap.document_id = d.id AND ap.index_version_id = %(active)s
+                LEFT JOIN kb_build apb ON apb.id = ap.build_id
+                LEFT JOIN kb_revision ar ON ar.id = apb.revision_id
+                {_WHERE}
+                  AND cr.number IS DISTINCT FROM d.desired_revision
+                  AND (cb.state IS NULL OR NOT {_RUNNING})
+                ORDER BY d.key""",  # noqa: S608 (constants)
+            params,
+        )
+        rows = cursor.fetchall()
+        building = []
+        if running:
+            cursor.execute(
+                f"""SELECT d.id, d.key, d.title, d.desired_revision, ar.number, cr.number
+                    {_DESIRED}
+                    LEFT JOIN kb_publication ap
+                      ON ap.document_id = d.id AND ap.index_version_id = %(active)s
+                    LEFT JOIN kb_build apb ON apb.id = ap.build_id
+                    LEFT JOIN kb_revision ar ON ar.id = apb.revision_id
+                    {_WHERE} AND {_RUNNING} AND cr.number IS DISTINCT FROM d.desired_revision
+                    ORDER BY d.key LIMIT {RUNNING_NAMED}""",  # noqa: S608 (constants)
+                params,
+            )
+            building = [
+                CoverageEntry(
+                    document_id=document_id,
+                    key=key,
+                    title=title,
+                    revision=desired,
+                    cause="building",
+                    error="",
+                    served_now=served_now,
+                    served_after=served_after,
+                    blocking=True,
+                    reason=f"no live build yet (r{desired} is being built in v{version.number})",
+                    way_out="wait for it",
+                )
+                for document_id, key, title, desired, served_now, served_after in cursor.fetchall()
+            ]
+    entries = [_coverage_entry(row, version.number, active_number) for row in rows]
+    return Coverage(
+        number=version.number,
+        active_number=active_number,
+        total=total,
+        covered=covered,
+        running=running,
+        blocking=[e for e in entries if e.blocking],
+        tolerated=[e for e in entries if not e.blocking],
+        building=building,
+    )
+
+
+FIX_WAYS = (
+    "retry its build if the failure was temporary (a provider outage), upload a fixed revision on "
+    "its page, or delete the document if it is not needed"
+)
+NOT_BUILT_WAYS = "upload its file again as a new revision on its page, or delete the document"
+
+
+def _coverage_entry(row: tuple[Any, ...], number: int, active: int | None) -> CoverageEntry:
+    """One row of `index_version_coverage`'s second query, judged: would the swap serve this
+    document exactly as the active version serves it now?"""
+    document_id, key, title, desired, state, error, served_now, served_after, active_state = row
+    cause = {Build.State.FAILED: "failed", Build.State.READY: "awaiting_approval"}.get(
+        state, "not_built"
+    )
+    here = f"r{desired} {_CAUSE_WORDS[cause]} in v{number}"
+    there = f"v{active}" if active is not None else "no version"
+    ways = FIX_WAYS if cause == "failed" else NOT_BUILT_WAYS
+
+    def entry(blocking: bool, reason: str, way_out: str, why: str = cause) -> CoverageEntry:
+        return CoverageEntry(
+            document_id=document_id,
+            key=key,
+            title=title,
+            revision=desired,
+            cause=why,
+            error=error,
+            served_now=served_now,
+            served_after=served_after,
+            blocking=blocking,
+            reason=reason,
+            way_out=way_out,
+        )
+
+    if cause == "awaiting_approval":
+        return entry(True, here, "approve it on its page, or upload a new revision")
+    if active_state in (Build.State.PENDING, Build.State.BUILDING, Build.State.READY):
+        waiting = "awaits approval" if active_state == Build.State.READY else "is being built"
+        return entry(
+            True,
+            f"{here}, while it {waiting} in {there}",
+            f"wait until that is done in {there}",
+            "waiting",
+        )
+    if served_now == served_after:
+        if served_now is None:
+            return entry(False, f"{here}; {there} does not serve it either", ways)
+        return entry(False, f"{here}; {there} serves r{served_now}, and so will v{number}", ways)
+    if served_now is None:
+        return entry(
+            True,
+            f"{here}; {there} serves nothing of it, v{number} would serve r{served_after}",
+            ways,
+        )
+    after = "stop serving it" if served_after is None else f"serve r{served_after} instead"
+    return entry(True, f"{here}, but {there} serves r{served_now}: the swap would {after}", ways)
+
+
+_CAUSE_WORDS = {
+    "failed": "failed",
+    "awaiting_approval": "awaits approval",
+    "not_built": "was not built",
+}
+
+
+@dataclass(frozen=True)
 class VersionProgress:
     total: int
     live: int
     building: int
     failed: list[str]
     failed_count: int = 0  # every failed build, named in `failed` or not
+    # against the active version (`index_version_coverage`); None for the active one itself
+    coverage: Coverage | None = None
 
 
 def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> VersionProgress:
-    """Documents built (live in this version at their desired revision) out of all documents.
-    Failures of documents outside `named` (those the reader may not read) are counted in one
-    line, not named."""
+    """Documents built (live in this version at their desired revision) out of all documents,
+    and, for a version not active, its `Coverage`. Failures of documents outside `named` (those
+    the reader may not read) are counted in one line, not named."""
     documents = Document.objects.filter(
         kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
     )
@@ -80,12 +302,19 @@ def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> 
     if hidden:
         failed.append(f"{hidden} failed in documents of access groups you do not hold")
     building = builds.filter(state__in=[Build.State.PENDING, Build.State.BUILDING]).count()
+    kb = KnowledgeBase.objects.get(pk=version.kb_id)
+    coverage = (
+        None
+        if kb.active_index_version_id == version.pk
+        else index_version_coverage(version=version, kb=kb)
+    )
     return VersionProgress(
         total=total,
         live=live,
         building=building,
         failed=failed,
         failed_count=failed_count,
+        coverage=coverage,
     )
 
 
@@ -134,13 +363,35 @@ def index_version_settings_record(version: IndexVersion | None) -> dict[str, Any
 class VersionStatus:
     """What an index version is doing, for its row: `kind` is "active", "ready", "building",
     "indexing" (every document built, its vector index being built: `kb.ann_build`),
-    "incomplete" (nothing running, some documents failed), "retired", "collected" or "failed";
-    `swappable`: "Approve swap…" may be offered (and accepted)."""
+    "incomplete" (nothing running, and the swap would serve some document worse: the label says
+    what to do), "retired", "collected" or "failed"; `swappable`: "Approve swap…" may be offered
+    (and accepted)."""
 
     kind: str
     label: str
     swappable: bool
     retained_until: Any = None
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
+
+
+def coverage_way_out(coverage: Coverage) -> str:
+    """What keeps a version from being swapped in although nothing is being built for it, and
+    what to do, in one line: "1 failed that v1 serves: retry, fix or delete it"."""
+    there = f"v{coverage.active_number}" if coverage.active_number else "the active version"
+    counts = {
+        cause: sum(1 for e in coverage.blocking if e.cause == cause)
+        for cause in ("failed", "awaiting_approval", "waiting", "not_built")
+    }
+    words = {
+        "failed": lambda n: f"{n} failed that {there} serves: retry, fix or delete {_them(n)}",
+        "awaiting_approval": lambda n: f"{n} awaiting approval: approve {_them(n)}",
+        "waiting": lambda n: f"{n} still building or awaiting approval in {there}: wait",
+        "not_built": lambda n: f"{n} not built here: upload {_them(n)} again or delete {_them(n)}",
+    }
+    return "; ".join(words[cause](n) for cause, n in counts.items() if n)
 
 
 def index_version_status(
@@ -151,14 +402,18 @@ def index_version_status(
     Readiness is computed here, not kept in `IndexVersion.state`: nothing moves a version to
     READY, and a stored READY would go stale at the next upload (which makes the version
     incomplete again until that revision is built into it). A candidate is *ready* exactly when
-    the swap's own coverage check (`kb.services.index_versions.index_version_coverage_gaps`) finds
-    no gap: every non-deleted document is live in it at its desired revision (`progress.live ==
-    progress.total`). A retired version still inside the retention window keeps receiving builds of
-    new uploads (`live_index_versions`), so a rollback to it never serves stale text; a newer one
-    (rolled back from) may be swapped in again. A candidate whose builds are written but
-    whose vector index does not exist yet or is being built is *building index*, not ready: the
-    swap refuses it too (`kb.ann_build`)."""
-    complete = progress.live == progress.total
+    the swap's own check (`progress.coverage`, `index_version_coverage`) passes: nothing is
+    being built for it, and it serves every document as the active version does — at its
+    desired revision, or, where that failed in both (a file no version can parse), exactly what
+    the active one serves (nothing, or the same earlier revision). A retired version still inside
+    the retention window keeps receiving builds of new uploads (`live_index_versions`), so a
+    rollback to it never serves stale text; a newer one (rolled back from) may be swapped in
+    again. A candidate whose builds are written but whose vector index does not exist yet or is
+    being built is *building index*, not ready: the swap refuses it too (`kb.ann_build`). A
+    candidate with nothing running that is not ready is *incomplete*, and its label names the way
+    out (`coverage_way_out`)."""
+    coverage = progress.coverage
+    complete = coverage.swappable if coverage else progress.live == progress.total
     counts = f"{progress.live}/{progress.total} built"
     failed = f", {progress.failed_count} failed" if progress.failed_count else ""
     if version.pk == kb.active_index_version_id:
@@ -183,10 +438,18 @@ def index_version_status(
         doing = "being built" if index == "building" else "queued"
         return VersionStatus("indexing", f"building index: {counts}, vector index {doing}", False)
     if complete:
-        return VersionStatus("ready", f"ready: {counts}", True)
-    if progress.building:
+        known = len(coverage.tolerated) if coverage else 0
+        same = f" as in v{coverage.active_number}" if coverage and coverage.active_number else ""
+        return VersionStatus(
+            "ready", f"ready: {counts}" + (f"; {known} failed{same}" if known else ""), True
+        )
+    running = coverage.running if coverage else progress.building
+    if running:
         return VersionStatus("building", f"building: {counts}{failed}", False)
-    return VersionStatus("incomplete", f"incomplete: {counts}{failed}", False)
+    way_out = coverage_way_out(coverage) if coverage else ""
+    return VersionStatus(
+        "incomplete", f"incomplete: {counts}" + (f"; {way_out}" if way_out else failed), False
+    )
 
 
 def index_version_rollback_target(*, kb: KnowledgeBase) -> IndexVersion | None:

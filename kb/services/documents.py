@@ -6,7 +6,8 @@ No function here does network or file-parsing I/O inside a transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Max
@@ -146,12 +147,55 @@ def revision_create(
     return revision
 
 
-def document_update(*, document: Document, title: str, access_groups: Sequence[str]) -> Document:
-    """Edit metadata. Access-group changes take effect for search at commit."""
-    document.title = title or document.key
-    document.access_groups = sorted(set(access_groups))
-    document.save(update_fields=["title", "access_groups", "updated_at"])
+def document_update(
+    *,
+    document: Document,
+    title: str | None = None,
+    access_groups: Sequence[str] | None = None,
+    seen: Mapping[str, Any] | None = None,
+) -> Document:
+    """Edit metadata: only the fields given (None leaves a field as stored), so an edit of one
+    field never writes back another. An empty title is the key. Access-group changes take
+    effect for search at commit.
+
+    With `seen` — the values the editor's page showed, by field name — it is a compare-and-set:
+    under the document lock (`kb.locks`, the document row alone), a field given whose stored
+    value is no longer the one shown refuses the whole edit with ActionRefused, so a page left
+    open never writes over a value it did not show (the title the parse stage found meanwhile,
+    groups someone else changed). Idempotent: the same edit again writes the same values."""
+    changes: dict[str, Any] = {}
+    if title is not None:
+        changes["title"] = title or document.key
+    if access_groups is not None:
+        changes["access_groups"] = sorted(set(access_groups))
+    if not changes:
+        return document
+    with transaction.atomic():
+        current = locks.lock_document(document.pk)
+        for name, value in (seen or {}).items():
+            stored = getattr(current, name)
+            if name in changes and _comparable(stored) != _comparable(value):
+                raise ActionRefused(
+                    f"The {name.replace('_', ' ')} of {current.key} changed since you opened its "
+                    f"page (it is now {_shown(stored)}); review it and save again."
+                )
+        for name, value in changes.items():
+            setattr(current, name, value)
+            setattr(document, name, value)
+        current.save(update_fields=[*changes, "updated_at"])
     return document
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, list | tuple | set | frozenset):
+        return sorted(set(value))
+    return (value or "").strip() if isinstance(value, str | None) else value
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(value) or "none"
+    return f"“{value}”"
 
 
 def _purge_delay_seconds(kb: KnowledgeBase) -> float:

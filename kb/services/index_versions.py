@@ -16,14 +16,13 @@ from kb.ann_build import ann_index_build_soon
 from kb.models import (
     PIPELINE_VERSION,
     Build,
-    Document,
     IndexVersion,
     KnowledgeBase,
-    Publication,
     Revision,
     Tenant,
 )
 from kb.selectors.index_versions import (
+    index_version_coverage,
     index_version_rollback_target,
     index_version_settings_line,
     index_version_settings_record,
@@ -137,24 +136,21 @@ def index_version_create(
 
 
 def index_version_coverage_gaps(*, version: IndexVersion) -> list[str]:
-    """What keeps `version` from serving the whole knowledge base: every non-deleted document
-    with a desired revision needs a live, complete build of exactly that revision in it."""
-    gaps = []
-    documents = Document.objects.filter(
-        kb_id=version.kb_id, deleted_at__isnull=True, desired_revision__isnull=False
-    ).order_by("key")
-    live = {
-        p.document_id: p.build
-        for p in Publication.objects.filter(index_version=version).select_related("build__revision")
-    }
-    for document in documents:
-        build = live.get(document.pk)
-        if build is None:
-            gaps.append(f"{document.key}: no live build yet")
-        elif build.revision.number != document.desired_revision:
-            live_number, desired = build.revision.number, document.desired_revision
-            gaps.append(f"{document.key}: live r{live_number}, desired r{desired}")
-    return gaps
+    """What keeps `version` from being swapped in, one line per document ("<key>: ..."): a
+    document whose desired revision is still being built in it, or that it would serve worse
+    than the active version (`kb.selectors.index_versions.index_version_coverage`). Empty when
+    the swap may go ahead; failures the active version shares are not gaps."""
+    kb = KnowledgeBase.objects.get(pk=version.kb_id)
+    return index_version_coverage(version=version, kb=kb).gaps
+
+
+def _swap_refusal(version: IndexVersion, gaps: list[str]) -> ActionRefused:
+    return ActionRefused(
+        f"Index version {version.number} does not serve every document the active version "
+        "serves yet: "
+        + "; ".join(gaps[:20])
+        + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else "")
+    )
 
 
 @retry_conflicts
@@ -169,8 +165,24 @@ def index_version_activate(
     """Swap the knowledge base's active index version in one transaction, after the coverage
     check. The previous active version is retired (kept for rollback during retention).
 
-    Locks the knowledge base row first, so concurrent swaps serialize; with
-    `expected_active_id` the loser is refused instead of swapping twice. Raises ActionRefused.
+    The check (`kb.selectors.index_versions.index_version_coverage`): nothing is being built
+    for the version, and it serves every document the active version serves — each non-deleted
+    document at its desired revision, except where that revision failed (or was never built)
+    in both versions, so that the active one serves nothing of the document, or the same
+    earlier revision as the candidate. Those documents (`tolerated`: typically a file no parser
+    can read) are served after the swap exactly as before it, which is why the swap may go
+    ahead: the promise — search sees exactly one complete, published version of a document, or
+    none — is kept by the pointers alone. Search reads the Publication of the active version;
+    every Publication names a complete build (`build_publish`), the candidate's as much as the
+    active one's; the swap moves `active_index_version` in one commit. A document without a
+    live build in the candidate is not served after the swap, as it was not served before (or
+    is served at the same revision from the candidate's own complete build).
+
+    Locks, in the one order (`kb.locks`): the knowledge base row first, so concurrent swaps
+    serialize (with `expected_active_id` the loser is refused instead of swapping twice); then
+    the tolerated documents, by id, and the check runs again under those locks, so no switch
+    can publish one of them in the active version between the check and the commit (it waits
+    and publishes into the retired version). Raises ActionRefused.
     """
     with transaction.atomic():
         version = IndexVersion.objects.get(pk=version_id)
@@ -185,13 +197,21 @@ def index_version_activate(
             raise ActionRefused(f"Index version {version.number} failed; it cannot serve.")
         if version.state == IndexVersion.State.RETIRED and not index_version_retained(version):
             raise ActionRefused(f"Index version {version.number} is past its retention window.")
-        gaps = index_version_coverage_gaps(version=version)
-        if gaps:
-            raise ActionRefused(
-                f"Index version {version.number} does not cover the knowledge base yet: "
-                + "; ".join(gaps[:20])
-                + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else "")
-            )
+        coverage = index_version_coverage(version=version, kb=kb)
+        if coverage.gaps:
+            raise _swap_refusal(version, coverage.gaps)
+        if coverage.tolerated:
+            tolerated = sorted(entry.document_id for entry in coverage.tolerated)
+            for document_id in tolerated:
+                locks.lock_document(document_id)
+            coverage = index_version_coverage(version=version, kb=kb)
+            if coverage.gaps:
+                raise _swap_refusal(version, coverage.gaps)
+            unlocked = {e.document_id for e in coverage.tolerated} - set(tolerated)
+            if unlocked:
+                raise ActionRefused(
+                    "Documents changed while the swap was checked; review the swap again."
+                )
         if not ann_index_ready(version.pk):
             raise ActionRefused(
                 f"Index version {version.number} covers the knowledge base, but its vector index "
@@ -221,6 +241,7 @@ def index_version_activate(
                     if previous
                     else "none was active"
                 )
+                + _known_failures_words(len(coverage.tolerated))
             ),
             actor_id=actor_id(actor),
             details={
@@ -228,10 +249,20 @@ def index_version_activate(
                 "reason": reason,
                 "from": index_version_settings_record(previous),
                 "to": index_version_settings_record(version),
+                "not_served": [e.document_id for e in coverage.tolerated],
             },
         )
         version.refresh_from_db()
         return version
+
+
+def _known_failures_words(n: int) -> str:
+    if not n:
+        return ""
+    documents = (
+        "1 document whose current revision" if n == 1 else f"{n} documents whose current revision"
+    )
+    return f"; served as before: {documents} failed in both versions"
 
 
 def index_version_retained(version: IndexVersion) -> bool:

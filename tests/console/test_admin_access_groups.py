@@ -206,7 +206,7 @@ def test_knowledge_base_pages_count_every_document_but_name_only_readable_ones(
         ian, f"/admin/kb/knowledgebase/{world.kb_b.pk}/index-versions/{version.pk}/activate/"
     )
     assert "vacation: no live build yet" in swap and "salaries" not in swap
-    assert "1 missing in documents of access groups you do not hold" in swap
+    assert "1 more in documents of access groups you do not hold" in swap
     assert "2 missing" in swap  # the coverage count is the whole knowledge base's
     assert IndexVersion.objects.filter(kb=world.kb_b).count() == 2
 
