@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 from django.views.decorators.common import no_append_slash
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config import health
@@ -8,11 +9,17 @@ from config import health
 admin.site.site_header = "Canon"
 admin.site.site_title = "Canon"
 admin.site.index_title = "Knowledge bases"
+# Canon has no public site: the admin is its front page, so no "View site" link that leads
+# nowhere; the bare host goes to the admin.
+admin.site.site_url = None
 # A permission refusal in the admin is an admin page naming the permission and the role with it.
 handler403 = "console.admin.refusals.permission_denied"
+# An unknown admin address is an admin page with a way home (Django's plain page elsewhere).
+handler404 = "console.admin.refusals.page_not_found"
 
 # Errors under /api/ are JSON in both DEBUG modes: retrieval.api.errors.ApiErrorsMiddleware.
 urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("retrieval.api.urls")),
     path("api/schema/", no_append_slash(SpectacularAPIView.as_view()), name="api-schema"),

@@ -4,23 +4,38 @@ number of tasks, events or anomalies (lists are bounded)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, F, Min, Q, QuerySet, Sum
 from django.utils import timezone
 
+from kb.models import Build
 from work.jobs import JOBS, jobs_last_run
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 LIST_LIMIT = 50
+EMBEDDED_WINDOW = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """Chunks embedded for one provider and model by builds that moved in the last hour: what a
+    local model (which makes no remote call and has no circuit breaker) did, from the builds'
+    own progress (`Build.chunks_embedded`, vectors from the embedding cache included)."""
+
+    provider: str
+    model: str
+    chunks: int
+    builds: int
 
 
 @dataclass
 class Dashboard:
     """`outbox_due` and `tasks_by_status` count only work that may run now; work scheduled for
     later (a purge at the end of the retention window, a retry's back-off) is counted apart,
-    because it is not lag."""
+    because it is not lag. A build task that failed for a revision since superseded by a newer
+    one is history, counted apart too (`tasks_failed_earlier`)."""
 
     outbox_due: int
     outbox_oldest: datetime | None
@@ -37,6 +52,10 @@ class Dashboard:
     anomalies_by_kind: dict[str, int]
     last_runs: dict[str, datetime | None] = field(default_factory=dict)
     now: datetime = field(default_factory=timezone.now)
+    # failed or dead tasks of a revision no longer desired: history, not counted in
+    # `tasks_by_status` nor listed in `dead` (`kb.selectors.builds.current_failure_q`)
+    tasks_failed_earlier: int = 0
+    embedded: list[Embedded] = field(default_factory=list)
 
     @property
     def outbox_lag_seconds(self) -> float:
@@ -63,18 +82,24 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
     # A queued task whose time has not come is scheduled, not waiting (retry_wait is shown
     # with its next try in its own list).
     later = Q(status=IngestionTask.Status.QUEUED, available_at__gt=now)
+    earlier = Q(
+        status__in=[IngestionTask.Status.FAILED, IngestionTask.Status.DEAD],
+        build__isnull=False,
+    ) & ~Q(build__revision__number=F("document__desired_revision"))
     rows = (
         tasks.values_list("status")
         .annotate(
-            n=Count("id", filter=~later),
+            n=Count("id", filter=~later & ~earlier),
             scheduled=Count("id", filter=later),
             next=Min("available_at", filter=later),
+            earlier=Count("id", filter=earlier),
         )
         .order_by("status")
     )
     by_status: dict[str, int] = {}
-    scheduled, next_at = 0, None
-    for status, n, status_scheduled, status_next in rows:
+    scheduled, next_at, failed_earlier = 0, None, 0
+    for status, n, status_scheduled, status_next, status_earlier in rows:
+        failed_earlier += status_earlier
         if n:
             by_status[status] = n
         if status_scheduled:  # only the queued row has any
@@ -87,6 +112,17 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         "kb__tenant_id",
         tenant_ids,
     )
+    embedded = [
+        Embedded(provider, model, chunks, builds)
+        for provider, model, chunks, builds in _scoped(
+            Build.objects.filter(updated_at__gte=now - EMBEDDED_WINDOW, chunks_embedded__gt=0),
+            "kb__tenant_id",
+            tenant_ids,
+        )
+        .values_list("index_version__provider", "index_version__model")
+        .annotate(chunks=Sum("chunks_embedded"), builds=Count("id"))
+        .order_by("index_version__provider", "index_version__model")
+    ]
     try:
         last_runs = jobs_last_run()
     except Exception:  # the cache is down; the rest of the page still says what it knows
@@ -102,13 +138,15 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         tasks_next=next_at,
         running=list(listed.filter(status="running").order_by("lease_expires_at")[:LIST_LIMIT]),
         waiting=list(listed.filter(status="retry_wait")[:LIST_LIMIT]),
-        dead=list(listed.filter(status__in=["dead", "failed"])[:LIST_LIMIT]),
+        dead=list(listed.filter(status__in=["dead", "failed"]).exclude(earlier)[:LIST_LIMIT]),
         anomalies=list(anomalies.order_by("-detected_at")[:LIST_LIMIT]),
         anomalies_by_kind=dict(
             anomalies.values_list("kind").annotate(n=Count("id")).order_by("kind")
         ),
         last_runs=last_runs,
         now=now,
+        tasks_failed_earlier=failed_earlier,
+        embedded=embedded,
     )
 
 

@@ -183,3 +183,68 @@ NOMINAL_LENGTH = 100.0
 def impact(tf: int, length: int) -> float:
     """A term's BM25 weight in a chunk without its IDF, under the nominal average length."""
     return tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / NOMINAL_LENGTH))
+
+
+# --- highlighting ------------------------------------------------------------------------------
+
+
+def marked_spans(text: str, query: str) -> list[tuple[int, int]]:
+    """The (start, end) character ranges of `text` to mark for `query`, in order and disjoint: a
+    word is marked when its term (the analysis above: folded, stop words dropped, stemmed) is one
+    of the query's terms, so "bands" marks "Band" and "the" marks nothing. An identifier is
+    marked whole when the query names it, else the parts whose terms match; a Chinese run is cut
+    into words as a query is (a one-character query term marks that character); other CJK runs
+    mark their matching bigrams."""
+    wanted = set(query_terms(query))
+    if not wanted:
+        return []
+    spans: list[tuple[int, int]] = []
+    for match in _TOKEN_RE.finditer(text):
+        start = match.start()
+        if match.group(2):
+            token = match.group(2)
+            if _fold(token) in wanted:
+                spans.append((start, match.end()))
+                continue
+            for part in _PART_RE.finditer(token):
+                if any(term in wanted for term in _word_terms(_fold(part.group(0)))):
+                    spans.append((start + part.start(), start + part.end()))
+            continue
+        spans.extend(_cjk_spans(match.group(1), start, wanted))
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def _cjk_spans(run: str, offset: int, wanted: set[str]) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    han_terms = [term for term in wanted if _HAN_RUN_RE.fullmatch(term)]
+    for piece in _HAN_SPLIT_RE.finditer(run):
+        at = offset + piece.start()
+        if piece.group(1):
+            for word in _jieba().lcut(piece.group(1)):
+                if word in wanted:
+                    spans.append((at, at + len(word)))
+                else:
+                    # a document is indexed by the shorter words inside a long one and by every
+                    # character: a query term inside this word matched it
+                    for term in han_terms:
+                        spans.extend(
+                            (at + m.start(), at + m.end()) for m in re.finditer(term, word)
+                        )
+                at += len(word)
+            continue
+        text = piece.group(2)
+        folded = _fold(text)
+        if len(folded) != len(text):
+            continue  # folding changed the length: positions would not line up
+        if len(text) == 1 and folded in wanted:
+            spans.append((at, at + 1))
+        spans.extend(
+            (at + i, at + i + 2) for i in range(len(text) - 1) if folded[i : i + 2] in wanted
+        )
+    return spans

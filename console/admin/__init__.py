@@ -2,6 +2,14 @@
 registers every model admin; `scoping` holds what every admin shares (tenant and access-group
 scoping, `TenantScopedAdmin`)."""
 
-from console.admin import api_keys, chunks, consistency, documents, knowledge_bases, records
+from console.admin import (
+    api_keys,
+    chunks,
+    consistency,
+    documents,
+    knowledge_bases,
+    records,
+    users,
+)
 
-__all__ = ["api_keys", "chunks", "consistency", "documents", "knowledge_bases", "records"]
+__all__ = ["api_keys", "chunks", "consistency", "documents", "knowledge_bases", "records", "users"]

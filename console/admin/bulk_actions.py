@@ -23,6 +23,7 @@ from django.template.response import TemplateResponse
 
 from console.admin.confirmation import ReasonForm, confirm_label, require
 from kb import document_states
+from kb.diff import ChunkDiff, chunk_diff
 from kb.document_states import utc_text
 from kb.models import Build, Document, Publication
 from kb.services.base import ActionRefused
@@ -34,18 +35,24 @@ from kb.services.publication import build_approve
 BULK_MAX = 500
 # How many names a result message lists before "and N more".
 NAMES_IN_MESSAGE = 20
+# How many changed, added or removed chunks each document's diff shows on bulk approve.
+BULK_DIFF_ROWS = 8
 EACH_DOCUMENT_HISTORY = "Why? Kept in each document's history."
 
 
 @dataclass(frozen=True)
 class Item:
     """One change the action will make: on `document`, to `build` (approve, retry), with the
-    build served when the plan was shown (`expected`, approve's compare-and-set token)."""
+    build served when the plan was shown (`expected`, approve's compare-and-set token);
+    `search_changes`: whether search answers differently once it is done (deleting a document
+    nothing is served of does not change search); `diff`: approve's chunk diff."""
 
     document: Document
     change: str
     build: Build | None = None
     expected: int | None = None
+    search_changes: bool = True
+    diff: ChunkDiff | None = None
 
     @property
     def token(self) -> str:
@@ -58,6 +65,15 @@ class Item:
 class Plan:
     items: list[Item] = field(default_factory=list)
     skipped: list[tuple[Document, str]] = field(default_factory=list)
+
+    @property
+    def changing(self) -> int:
+        """How many documents change (retry may rebuild one document in several versions)."""
+        return len({item.document.pk for item in self.items})
+
+    @property
+    def search_changes(self) -> bool:
+        return any(item.search_changes for item in self.items)
 
 
 @dataclass(frozen=True)
@@ -110,7 +126,10 @@ def _approve_plan(documents: list[Document]) -> Plan:
             plan.skipped.append((document, f"nothing awaits approval ({_serving(live)})"))
         else:
             change = f"r{candidate.revision.number} goes live ({_serving(live)} now)"
-            plan.items.append(Item(document, change, candidate, live.pk if live else None))
+            diff = chunk_diff(candidate=candidate, live=live, max_rows=BULK_DIFF_ROWS)
+            plan.items.append(
+                Item(document, change, candidate, live.pk if live else None, diff=diff)
+            )
     return plan
 
 
@@ -179,6 +198,13 @@ def _delete_plan(documents: list[Document]) -> Plan:
             continue
         until = utc_text(document_states.restorable_until(document=document))
         live = served.get(document.pk)
+        if live is None:
+            change = (
+                "marked deleted; nothing of it is served, so search does not change; "
+                f"restorable until {until}"
+            )
+            plan.items.append(Item(document, change, search_changes=False))
+            continue
         change = f"search stops returning it ({_serving(live)} now); restorable until {until}"
         plan.items.append(Item(document, change))
     return plan
@@ -204,8 +230,11 @@ def _restore_plan(documents: list[Document]) -> Plan:
             )
         else:
             kept = served.get(document.pk)
-            then = f"search serves r{kept.revision.number} again" if kept else "nothing to serve"
-            plan.items.append(Item(document, then))
+            if kept is None:
+                then = "restored; nothing of it to serve, so search does not change"
+                plan.items.append(Item(document, then, search_changes=False))
+            else:
+                plan.items.append(Item(document, f"search serves r{kept.revision.number} again"))
     return plan
 
 
@@ -323,7 +352,9 @@ def run_bulk_action(
         return None
     documents = list(queryset.select_related("kb").order_by("kb__slug", "key"))
     plan = action.plan(documents)
-    title = f"{action.verb} {count} selected document{'s' if count != 1 else ''}"
+    # the title and the button count what changes; the skipped ones are listed with why
+    changing = plan.changing
+    title = f"{action.verb} {changing} document{'s' if changing != 1 else ''}"
     context = {
         **model_admin.admin_site.each_context(request),
         "title": title,
@@ -331,8 +362,10 @@ def run_bulk_action(
         "action": action,
         "plan": plan,
         "selected": documents,
+        "selected_count": count,
         "form": form,
-        "danger": action.danger,
+        # a dangerous action looks dangerous only when search would change
+        "danger": action.danger and plan.search_changes,
         "back": request.get_full_path(),
         "opts": model_admin.model._meta,
         "summary": {},

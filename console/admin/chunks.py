@@ -65,7 +65,7 @@ class ChunkAdmin(ReadOnlyAdmin):
     tenant_path = "kb__tenant_id"
     document_path = "document"
     list_display = [
-        "ordinal",
+        "number",
         "document",
         "build_link",
         "heading_path",
@@ -73,7 +73,7 @@ class ChunkAdmin(ReadOnlyAdmin):
         "characters",
         "preview",
     ]
-    list_display_links = ["ordinal"]
+    list_display_links = ["number"]
     list_filter = ["kb", BuildFilter, DocumentFilter]
     search_fields = ["text"]
     list_select_related = ["document", "build__revision", "index_version"]
@@ -84,7 +84,7 @@ class ChunkAdmin(ReadOnlyAdmin):
         "document",
         "build",
         "index_version",
-        "ordinal",
+        "number",
         "heading_path",
         "token_count",
         "characters",
@@ -114,6 +114,12 @@ class ChunkAdmin(ReadOnlyAdmin):
             chunk.index_version.number,
             chunk.build_id,
         )
+
+    @admin.display(description="chunk", ordering="ordinal")
+    def number(self, chunk: Chunk) -> int:
+        """Chunks are counted from 1 on every page (diffs, test search, a build's chunks); the
+        stored ordinal and the API count from 0."""
+        return chunk.ordinal + 1
 
     @admin.display(description="characters")
     def characters(self, chunk: Chunk) -> int:

@@ -8,9 +8,11 @@ one, another tenant's and a document behind access groups the user does not hold
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from console.admin.confirmation import confirm, require
@@ -23,7 +25,7 @@ from kb.models import (
     Document,
 )
 from kb.selectors.builds import served_now
-from kb.selectors.documents import document_progress
+from kb.selectors.documents import document_build_rows, document_history, document_progress
 from kb.services.documents import build_retry, document_delete, document_restore
 from kb.services.publication import build_approve, document_rollback
 
@@ -282,9 +284,42 @@ def restore_view(
     )
 
 
+HISTORY_ROWS = 50
+
+
+def document_boxes(request: HttpRequest, document: Document) -> dict[str, Any]:
+    """What the document page's Builds and History boxes are rendered from, with the user's
+    actions: the page and its progress JSON use this one function, so what the page shows live
+    is what a reload would show."""
+    user = request.user
+    return {
+        "original": document,
+        # each build's progress and role, as the progress JSON refreshes them
+        "builds": document_build_rows(document=document),
+        "history": document_history(document=document, limit=HISTORY_ROWS),
+        "can_approve": user.has_perm("kb.approve_build"),
+        "can_rollback": user.has_perm("kb.rollback_document"),
+        "can_retry": user.has_perm("kb.retry_build"),
+        "can_delete": user.has_perm("kb.soft_delete_document"),
+        "can_restore": user.has_perm("kb.restore_document"),
+    }
+
+
 def progress_view(
     model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
 ) -> JsonResponse:
+    """The document page's live state: status line, what is served, every build's progress and
+    role (one reading), and the Builds and History boxes as the page renders them."""
     document = _document(model_admin, request, object_id)
-    # status line, what is served, and every build's progress and role: one reading
-    return JsonResponse(document_progress(document=document))
+    boxes = document_boxes(request, document)
+    return JsonResponse(
+        {
+            **document_progress(document=document),
+            "builds_html": render_to_string(
+                "admin/kb/document/_build_rows.html", boxes, request=request
+            ),
+            "history_html": render_to_string(
+                "admin/kb/document/_history_rows.html", boxes, request=request
+            ),
+        }
+    )

@@ -45,5 +45,9 @@ class KnowledgeBaseFilter(ScopedRelatedFieldListFilter):
     """The scoped knowledge-base filter, shown with a single choice too (Django hides a filter
     with fewer than two), so a user with one knowledge base still sees which one they are in."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.title = "knowledge base"  # the field's own name would say "By kb"
+
     def has_output(self) -> bool:
         return len(self.lookup_choices) >= 1

@@ -64,6 +64,11 @@ class IndexVersionForm(forms.Form):
         help_text="What the version's vector index holds. halfvec halves the index (the memory "
         "search needs at scale) for a small loss of recall; see docs/BENCHMARKS.md (B11).",
     )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        required=False,
+        help_text=KNOWLEDGE_BASE_TIMELINE,
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -140,6 +145,7 @@ def index_version_create_view(
         "title": f"New index version for {kb}",
         "form": form,
         "kb": kb,
+        "back": _kb_url(kb),
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, "admin/kb/knowledgebase/index_version_form.html", context)

@@ -22,7 +22,7 @@ from console.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
 from console.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
 from kb import document_states, home, timeline
 from kb.access import Reader
-from kb.models import KnowledgeBase
+from kb.models import IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import index_version_settings
 
 HOME_TIMELINE = 10  # entries on the home page; the timeline page has the rest
@@ -56,11 +56,25 @@ def home_summary(request: HttpRequest, kb: KnowledgeBase, *, timeline_size: int)
         "failed_hidden": failed_total - len(failures),
         "progress": home.knowledge_base_build_progress(kb=kb),
         "active_version": version,
-        "version_settings": index_version_settings(version) if version else [],
+        "version_settings": _settings_for(request, version),
         "timeline": page,
         "show_versions": kb.index_versions.count() > 1,
         "links": _links(request, kb),
     }
+
+
+# Settings only an index admin acts on: shown to content managers they are noise ("pipeline
+# p2", "vector storage vector").
+INDEX_ADMIN_SETTINGS = ("pipeline", "vector storage")
+
+
+def _settings_for(request: HttpRequest, version: IndexVersion | None) -> list[tuple[str, str]]:
+    if version is None:
+        return []
+    rows = index_version_settings(version)
+    if request.user.has_perm("kb.manage_index_versions"):
+        return rows
+    return [(label, value) for label, value in rows if label not in INDEX_ADMIN_SETTINGS]
 
 
 def _links(request: HttpRequest, kb: KnowledgeBase) -> dict[str, str]:

@@ -53,6 +53,27 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def construct_change_message(
+        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
+    ) -> Any:
+        """A settings change says each field's value before and after ("Changed require
+        approval: off → on."), for the History page and the knowledge base's timeline."""
+        if add or not form.changed_data:
+            return super().construct_change_message(request, form, formsets, add)
+
+        def shown(value: Any) -> str:
+            if isinstance(value, bool):
+                return "on" if value else "off"
+            text = "—" if value in (None, "") else str(value)
+            return text if len(text) <= 60 else f"{text[:57]}…"
+
+        changes = [
+            f"{form.fields[name].label or name.replace('_', ' ')}".lower()
+            + f": {shown(form.initial.get(name))} → {shown(form.cleaned_data.get(name))}"
+            for name in form.changed_data
+        ]
+        return f"Changed {'; '.join(changes)}."
+
     @admin.display(description="home")
     def home(self, kb: KnowledgeBase) -> str:
         url = reverse("admin:kb_knowledgebase_home", args=[kb.pk])

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
+from console.admin.users import TenantMembershipForm
 from kb.models import (
     Build,
     IndexVersion,
@@ -192,7 +193,15 @@ class TenantAdmin(TenantScopedAdmin):
 
 @admin.register(TenantMembership)
 class TenantMembershipAdmin(admin.ModelAdmin):
+    """Also inline on each user's page (`console.admin.users`), where it is usually set."""
+
     list_display = ["user", "tenant", "access_groups"]
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        kwargs["form"] = TenantMembershipForm
+        return super().get_form(request, obj, change, **kwargs)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser

@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -40,6 +40,20 @@ def permission_name(perm: str) -> str:
     return name or perm
 
 
+def back_url(request: HttpRequest) -> str:
+    """Where "Go back" leads: the referring page on this site, else the admin's front page."""
+    referer = request.META.get("HTTP_REFERER", "")
+    return (
+        referer
+        if referer
+        and referer != request.build_absolute_uri()
+        and url_has_allowed_host_and_scheme(
+            referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        )
+        else reverse("admin:index")
+    )
+
+
 def refusal_context(request: HttpRequest, exception: Exception | None) -> dict[str, Any]:
     """What the refusal page says: the missing permission, the roles that grant it, the user's
     own roles, and where to go back to."""
@@ -51,16 +65,7 @@ def refusal_context(request: HttpRequest, exception: Exception | None) -> dict[s
         if user.is_authenticated
         else []
     )
-    referer = request.META.get("HTTP_REFERER", "")
-    back = (
-        referer
-        if referer
-        and referer != request.build_absolute_uri()
-        and url_has_allowed_host_and_scheme(
-            referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-        )
-        else reverse("admin:index")
-    )
+    back = back_url(request)
     return {
         "perm": perm,
         "perm_name": permission_name(perm) if perm else "",
@@ -82,4 +87,20 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
         **refusal_context(request, exception),
     }
     response = TemplateResponse(request, "admin/403.html", context, status=403)
+    return response.render()
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: under /admin/, for a signed-in user, an admin page (status 404) with the
+    admin's header and a way home; Django's default elsewhere (the API answers JSON itself)."""
+    admin_prefix = reverse("admin:index")
+    if not request.path.startswith(admin_prefix) or not request.user.is_authenticated:
+        return defaults.page_not_found(request, exception or Http404())
+    context = {
+        **admin.site.each_context(request),
+        "title": "Page not found",
+        "path": request.path,
+        "back": "" if back_url(request) == admin_prefix else back_url(request),
+    }
+    response = TemplateResponse(request, "admin/404.html", context, status=404)
     return response.render()

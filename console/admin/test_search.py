@@ -10,7 +10,6 @@ tenant and knowledge base are the page's, found through the scoped lookup.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +25,14 @@ from django.utils.safestring import SafeString, mark_safe
 from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
 from kb.models import IndexVersion, KnowledgeBase
-from kb.selectors.index_versions import index_version_comparison
+from kb.selectors.index_versions import index_version_comparison, live_index_versions
 from retrieval.principals import Principal
 from retrieval.search.engine import MODES, search
 from retrieval.search.explain import hits_visibility
 from retrieval.search.history import HistoryOutOfRange, index_version_at, search_as_of
 from retrieval.search.hits import SearchResult
+from textkit.analysis import marked_spans
 
-CANDIDATE_STATES = (IndexVersion.State.BUILDING, IndexVersion.State.READY)
 MAX_TOP_K = 50
 
 
@@ -79,7 +78,8 @@ class TestSearchForm(forms.Form):
         coerce=int,
         empty_value=None,
         label="Compare with",
-        help_text="Run the same query against a candidate index version, beside the active one.",
+        help_text="Run the same query against another index version beside the active one: a "
+        "candidate, or a retired one kept for rollback.",
     )
 
     def __init__(
@@ -94,7 +94,7 @@ class TestSearchForm(forms.Form):
         compare = self.fields["compare"]
         assert isinstance(compare, forms.TypedChoiceField)
         compare.choices = [("", "— nothing —")] + [
-            (v.pk, f"v{v.number} ({v.state}: {v.provider}/{v.model}, {v.dimensions}d)")
+            (v.pk, f"v{v.number} ({_compare_state(v)}: {v.provider}/{v.model}, {v.dimensions}d)")
             for v in candidates
         ]
 
@@ -103,6 +103,12 @@ class TestSearchForm(forms.Form):
         if data.get("as_of") and data.get("compare"):
             raise forms.ValidationError("Compare searches now: leave 'as of' empty to compare.")
         return data
+
+
+def _compare_state(version: IndexVersion) -> str:
+    if version.state == IndexVersion.State.RETIRED:
+        return "retired, kept for rollback"
+    return str(version.state)
 
 
 @dataclass(frozen=True)
@@ -145,14 +151,16 @@ def _principal(
 
 
 def highlighted(text: str, query: str) -> SafeString:
-    """`text`, escaped, with the query's words (two characters or more) marked."""
-    words = sorted({w for w in re.findall(r"\w{2,}", query.lower())}, key=len, reverse=True)
-    html = str(escape(text))
-    if words:
-        alternatives = "|".join(re.escape(escape(w)) for w in words)
-        pattern = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
-        html = pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", html)
-    return mark_safe(html)  # noqa: S308 (escaped above; only <mark> added)
+    """`text`, escaped, with the words the keyword index matches for `query` marked: the same
+    analysis (`textkit.analysis.marked_spans`: stems, stop words, CJK words), so a mark means
+    the keyword leg counted that word."""
+    parts: list[str] = []
+    at = 0
+    for start, end in marked_spans(text, query):
+        parts.append(f"{escape(text[at:start])}<mark>{escape(text[start:end])}</mark>")
+        at = end
+    parts.append(str(escape(text[at:])))
+    return mark_safe("".join(parts))  # noqa: S308 (escaped above; only <mark> added)
 
 
 def rank_words(ranking: dict[str, Any] | None) -> str:
@@ -262,7 +270,12 @@ def test_search_view(
         raise PermissionDenied("You need the permissions to view knowledge bases and documents.")
     reader = kb_reader(request, kb)
     groups = _kb_groups(kb) if reader.all_groups else sorted(reader.access_groups)
-    candidates = list(kb.index_versions.filter(state__in=CANDIDATE_STATES).order_by("-number"))
+    # candidates, and retired versions still kept for rollback (a swap back, or a version
+    # rollback, may be tried first): every version still built for, but the active one
+    candidates = sorted(
+        (v for v in live_index_versions(kb_id=kb.pk) if v.pk != kb.active_index_version_id),
+        key=lambda v: -v.number,
+    )
     form = TestSearchForm(
         request.GET if "query" in request.GET else None, groups=groups, candidates=candidates
     )
@@ -279,7 +292,11 @@ def test_search_view(
         if candidate is not None:
             sides.append(
                 _side(
-                    title="Candidate",
+                    title=(
+                        "Retired, kept for rollback"
+                        if candidate.state == IndexVersion.State.RETIRED
+                        else "Candidate"
+                    ),
                     principal=principal,
                     kb=kb,
                     data=data,
@@ -296,6 +313,11 @@ def test_search_view(
         "form": form,
         "sides": sides,
         "comparison": comparison,
+        "compare_title": (
+            "retired, kept for rollback"
+            if comparison and comparison.candidate.version.state == IndexVersion.State.RETIRED
+            else "candidate"
+        ),
         "shared": _shared(sides),
         "home_url": reverse("admin:kb_knowledgebase_home", args=[kb.pk]),
         "opts": model_admin.model._meta,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from kb.models import (
@@ -56,6 +56,34 @@ EMBED_PERCENT = 80
 
 
 RUNNING_BUILD_STATES = (Build.State.PENDING, Build.State.BUILDING)
+# The progress label of a build that never got a chunk count, by state.
+NOT_CHUNKED: dict[str, str] = {
+    Build.State.FAILED: "— (failed before chunking)",
+    Build.State.SUPERSEDED: "— (not chunked)",
+}
+
+
+def current_failure_q(prefix: str = "") -> Q:
+    """Failed builds that are a current problem, as a filter on Build (`prefix` for a relation:
+    "build__"): those of the document's desired revision. A failure of a revision that is no
+    longer the desired one (a newer revision was uploaded, or the document was rolled back) is
+    history: it is shown in the document's builds as such, never counted as a failure, and
+    offers no Retry (`build_retry` refuses it). The same rule as the *failed* state
+    (`kb.document_states`)."""
+    return Q(
+        **{
+            f"{prefix}state": Build.State.FAILED,
+            f"{prefix}revision__number": F(f"{prefix}document__desired_revision"),
+        }
+    )
+
+
+def failure_is_current(build: Build) -> bool:
+    """`current_failure_q` for one build (its `revision` and `document` loaded)."""
+    return (
+        build.state == Build.State.FAILED
+        and build.revision.number == build.document.desired_revision
+    )
 
 
 def build_progress_of(*, build: Build) -> dict[str, object]:
@@ -88,7 +116,8 @@ def build_progress_of(*, build: Build) -> dict[str, object]:
         weighted = EMBED_PERCENT * embedded + (100 - EMBED_PERCENT) * written
         percent = max(0, min(100, weighted // expected))
     if expected is None:
-        label = stage if build.state in RUNNING_BUILD_STATES else "?"
+        # never chunked (it failed while parsing, say): no figures to show, and the word why
+        label = stage if build.state in RUNNING_BUILD_STATES else NOT_CHUNKED.get(build.state, "—")
     elif stage == "embedding":
         label = f"embedding {embedded}/{expected}"
     elif build.state in RUNNING_BUILD_STATES:
@@ -137,6 +166,7 @@ ROLE_KINDS = (
     "building",  # queued, parsing, embedding or writing
     "awaiting_approval",
     "failed",
+    "failed_earlier",  # a failure of a revision no longer desired: history, no Retry
     "superseded",
 )
 
@@ -178,6 +208,12 @@ def build_role_of(*, build: Build, pointed: bool | None = None, now: Any = None)
     if build.state == Build.State.READY:
         return BuildRole("awaiting_approval", "awaiting approval")
     if build.state == Build.State.FAILED:
+        if not failure_is_current(build):
+            desired = build.document.desired_revision
+            return BuildRole(
+                "failed_earlier",
+                f"failed earlier; r{desired} is the current revision" if desired else "failed",
+            )
         return BuildRole("failed", f"failed: {build.error}" if build.error else "failed")
     if build.collected_at is not None:
         return BuildRole("superseded", "superseded (chunks collected)")

@@ -3,6 +3,8 @@ builds with what each is for."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -21,6 +23,7 @@ from kb.selectors.builds import (
     builds_with_roles,
     live_build,
 )
+from work.models import AuditEvent
 
 
 def knowledge_bases_for_tenant(*, tenant_id: int) -> QuerySet[KnowledgeBase]:
@@ -83,7 +86,12 @@ def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, An
     for build in builds:
         role = build_role_of(build=build, now=now)
         progress = build_progress_of(build=build)
-        chunks = "" if role.kind == "building" else f"{progress['label']} chunks"
+        if role.kind == "building":
+            chunks = ""
+        elif progress["expected"] is None:
+            chunks = str(progress["label"])  # "— (failed before chunking)": no figures
+        else:
+            chunks = f"{progress['label']} chunks"
         rows.append(
             (build, {**progress, "role": role.label, "role_kind": role.kind, "chunks": chunks})
         )
@@ -103,3 +111,48 @@ def document_progress(*, document: Document) -> dict[str, Any]:
         "served": ({k: served[k] for k in ("id", "revision", "index_version")} if served else None),
         "builds": [p for _, p in rows],
     }
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One line of a document's History: a pointer change (publish, approve, rollback, delete,
+    restore) or a retry, with who (None: the pipeline) and why."""
+
+    created_at: datetime
+    action: str
+    revision_number: int | None
+    actor: Any
+    reason: str
+
+
+def document_history(*, document: Document, limit: int = 50) -> list[HistoryRow]:
+    """The document's History, newest first: its PublicationEvents and the retries of its builds
+    (`build_retry`'s audit events, with the reason the confirmation page asked for). Two
+    queries, and one for the retried builds' revisions."""
+    events = [
+        HistoryRow(
+            e.created_at,
+            e.action,
+            e.revision_number or (e.build.revision.number if e.build else None),
+            e.actor,
+            e.reason,
+        )
+        for e in document.events.select_related("actor", "build__revision").order_by("-id")[:limit]
+    ]
+    builds = dict(Build.objects.filter(document=document).values_list("pk", "revision__number"))
+    retries = [
+        HistoryRow(
+            a.detected_at,
+            "retry",
+            builds.get(a.subject_id or 0),
+            a.actor,
+            str((a.details or {}).get("reason", "")),
+        )
+        for a in AuditEvent.objects.filter(
+            kind="build_retry", subject_type="build", subject_id__in=list(builds)
+        )
+        .select_related("actor")
+        .order_by("-id")[:limit]
+    ]
+    rows = sorted(events + retries, key=lambda row: row.created_at, reverse=True)
+    return rows[:limit]

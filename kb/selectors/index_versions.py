@@ -22,7 +22,7 @@ from kb.models import (
     KnowledgeBase,
     Publication,
 )
-from kb.selectors.builds import RUNNING_BUILD_STATES, retained_until
+from kb.selectors.builds import RUNNING_BUILD_STATES, current_failure_q, retained_until
 
 LIVE_INDEX_VERSION_STATES = (
     IndexVersion.State.BUILDING,
@@ -291,7 +291,7 @@ def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> 
         build__revision__number=models_F("document__desired_revision"),
     ).count()
     builds = Build.objects.filter(index_version=version, document__in=documents)
-    failures = builds.filter(state=Build.State.FAILED)
+    failures = builds.filter(current_failure_q())  # an older revision's failure is history
     shown = failures if named is None else failures.filter(document__in=documents.filter(named))
     failed = [
         f"{b.document.key} r{b.revision.number}: {b.error}"
@@ -506,7 +506,7 @@ def index_version_figures(*, version: IndexVersion) -> VersionFigures:
         index_version=version, build_id__in=pointed.values("build_id")
     ).aggregate(n=Count("id"), chars=Avg(Length("text")), tokens=Avg("token_count"))
     builds = Build.objects.filter(index_version=version, document__in=documents).aggregate(
-        failed=Count("id", filter=Q(state=Build.State.FAILED)),
+        failed=Count("id", filter=current_failure_q()),
         building=Count("id", filter=Q(state__in=RUNNING_BUILD_STATES)),
     )
     return VersionFigures(

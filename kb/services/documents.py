@@ -341,11 +341,22 @@ def document_purge(*, document_id: int, lease: Lease) -> int:
 def build_retry(*, build_id: int, actor: Actor = None, reason: str = "") -> IngestionTask:
     """Run a failed build again (after a provider outage, a parser fix, …): the build goes back
     to pending and its task to queued with a fresh attempt budget; `reason` is kept in the audit
-    event. Raises ActionRefused."""
+    event. Only a build of the desired revision retries (`kb.selectors.builds.current_failure_q`:
+    an older revision's failure is history). Raises ActionRefused."""
     with transaction.atomic():
+        # the lock order: the document (its desired revision is read), then the build
+        document = locks.lock_document(
+            Build.objects.values_list("document_id", flat=True).get(pk=build_id)
+        )
         build = locks.lock_build(build_id)
         if build.state != Build.State.FAILED:
             raise ActionRefused(f"Build {build.pk} is {build.state}; only failed builds retry.")
+        desired = document.desired_revision
+        if build.revision.number != desired:
+            raise ActionRefused(
+                f"Build {build.pk} is of revision {build.revision.number}, no longer the current "
+                f"one (r{desired}): its failure is history, there is nothing to retry."
+            )
         task = locks.lock_task(build.tasks.order_by("-id").values_list("id", flat=True)[0])
         assert task is not None  # deleted only with its build, which this transaction holds
         build.state = Build.State.PENDING

@@ -76,12 +76,14 @@ def index_version_create(
     chunk_overlap: int,
     actor: Actor = None,
     vector_storage: str = "vector",
+    reason: str = "",
 ) -> IndexVersion:
     """A new embedding space / pipeline for a knowledge base. It starts *building*: every
     non-deleted document's desired revision is built into it as a candidate while the active
     version keeps serving. Its chunks are written with no HNSW index; the index is built once
     they all are (`kb.ann_build`), and only then can it be swapped in. `vector_storage`
-    ("vector" or "halfvec") is what that index holds (`kb.ann`)."""
+    ("vector" or "halfvec") is what that index holds (`kb.ann`). `reason` is kept in the audit
+    event, the knowledge base's timeline's "why"."""
     if vector_storage not in STORAGES:
         raise ActionRefused(f"Unknown vector storage {vector_storage!r}: one of {STORAGES}.")
     with transaction.atomic():
@@ -128,7 +130,10 @@ def index_version_create(
                 f"{index_version_settings_line(version)}"
             ),
             actor_id=actor_id(actor),
-            details={"settings": index_version_settings_record(version)},
+            details={
+                "settings": index_version_settings_record(version),
+                **({"reason": reason} if reason else {}),
+            },
         )
     # Due at once only if there is nothing to build; else after the last build (kb.ann_build).
     transaction.on_commit(lambda: ann_index_build_soon(version_id=version.pk))

@@ -142,7 +142,7 @@ def test_the_knowledge_base_filter_is_shown_with_a_single_knowledge_base(
 ) -> None:
     response = _client(queues.carol).get(LIST)
     specs = {spec.title: spec for spec in response.context["cl"].filter_specs}
-    assert specs["kb"].has_output() and specs["status"].has_output()
+    assert specs["knowledge base"].has_output() and specs["status"].has_output()
     assert str(queues.kb) in response.content.decode()
 
 

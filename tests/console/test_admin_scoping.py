@@ -135,7 +135,7 @@ def test_the_document_list_offers_only_the_users_knowledge_bases(world: World) -
     """Issue 14 item 6, as reported: the "By kb" filter listed every tenant's knowledge bases."""
     response = world.client("carol").get("/admin/kb/document/")
     changelist = response.context["cl"]
-    (by_kb,) = [s for s in changelist.filter_specs if s.title == "kb"]
+    (by_kb,) = [s for s in changelist.filter_specs if s.title == "knowledge base"]
     choices = [str(c["display"]) for c in by_kb.choices(changelist)]
     assert choices[0] == "All" and sorted(choices[1:]) == ["beta/handbook", "beta/policies"]
     assert MARK_A not in response.content.decode()

@@ -101,7 +101,7 @@ def test_the_timeline_lists_uploads_pointer_changes_versions_and_settings_newest
         "upload",
     ]
     by_kind = {e.kind: e for e in entries}
-    assert by_kind["settings_changed"].detail == "Changed Retention days."
+    assert by_kind["settings_changed"].detail == "Changed retention days: 30 → 14."
     assert by_kind["settings_changed"].actor == "root"
     assert (by_kind["approve"].actor, by_kind["approve"].reason) == ("root", "policy update")
     assert by_kind["approve"].revision == 2 and by_kind["approve"].document_key == "travel"
