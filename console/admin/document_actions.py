@@ -311,10 +311,14 @@ def progress_view(
     """The document page's live state: status line, what is served, every build's progress and
     role (one reading), and the Builds and History boxes as the page renders them."""
     document = _document(model_admin, request, object_id)
+    # Progress first, the boxes after: the page stops polling once the progress says nothing is
+    # building, so the boxes must be at least as new as it (a publish committing between two
+    # reads the other way round left History saying "Nothing published yet").
+    progress = document_progress(document=document)
     boxes = document_boxes(request, document)
     return JsonResponse(
         {
-            **document_progress(document=document),
+            **progress,
             "builds_html": render_to_string(
                 "admin/kb/document/_build_rows.html", boxes, request=request
             ),
