@@ -77,7 +77,12 @@ class IndexVersion(models.Model):
         RETIRED = "retired"
         FAILED = "failed"
 
-    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="index_versions")
+    kb = models.ForeignKey(
+        KnowledgeBase,
+        verbose_name="knowledge base",
+        on_delete=models.PROTECT,
+        related_name="index_versions",
+    )
     number = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
     provider = models.CharField(max_length=50, default="hash")
@@ -128,7 +133,12 @@ class Document(models.Model):
     """A stable identity. `desired_revision` is the CAS target of the switch: only a build of
     that revision may become live, so late events for older revisions can never win."""
 
-    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="documents")
+    kb = models.ForeignKey(
+        KnowledgeBase,
+        verbose_name="knowledge base",
+        on_delete=models.PROTECT,
+        related_name="documents",
+    )
     key = models.CharField(max_length=255)
     title = models.CharField(max_length=500)
     access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
@@ -192,7 +202,9 @@ class Build(models.Model):
         SUPERSEDED = "superseded"
         FAILED = "failed"
 
-    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    kb = models.ForeignKey(
+        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+    )
     document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="builds")
     revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="builds")
     index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="builds")
@@ -233,7 +245,9 @@ class Chunk(models.Model):
     """One piece of a build. `embedding` is an untyped vector so each index version may have its
     own dimensions; the per-version HNSW index casts it to vector(D)."""
 
-    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    kb = models.ForeignKey(
+        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+    )
     build = models.ForeignKey(Build, on_delete=models.CASCADE, related_name="chunks")
     document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="+")
     index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="+")
@@ -272,7 +286,9 @@ class Chunk(models.Model):
 class Publication(models.Model):
     """The live pointer: (document, index version) -> build. The only thing search trusts."""
 
-    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    kb = models.ForeignKey(
+        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+    )
     document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="publications")
     index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="+")
     build = models.ForeignKey(Build, on_delete=models.PROTECT, related_name="+")
@@ -303,7 +319,9 @@ class PublicationEvent(models.Model):
         DELETE = "delete"
         RESTORE = "restore"
 
-    kb = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="+")
+    kb = models.ForeignKey(
+        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+    )
     document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="events")
     index_version = models.ForeignKey(
         IndexVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

@@ -34,7 +34,12 @@ class IngestionTask(models.Model):
     OPEN_STATUSES = (Status.QUEUED, Status.RUNNING, Status.RETRY_WAIT)
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    kb = models.ForeignKey("kb.KnowledgeBase", on_delete=models.PROTECT, related_name="+")
+    kb = models.ForeignKey(
+        "kb.KnowledgeBase",
+        verbose_name="knowledge base",
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
     document = models.ForeignKey(
         "kb.Document", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
@@ -107,7 +112,12 @@ class AuditEvent(models.Model):
 
     kind = models.CharField(max_length=64)
     kb = models.ForeignKey(
-        "kb.KnowledgeBase", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "kb.KnowledgeBase",
+        verbose_name="knowledge base",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     subject_type = models.CharField(max_length=64)
     subject_id = models.BigIntegerField(null=True, blank=True)

@@ -64,7 +64,10 @@ def document_status(*, document: Document) -> str:
             .first()
         )
         if pending is not None:
-            state = {"ready": awaiting_approval_words()}.get(pending.state, pending.state)
+            # The glossary's words (docs/ADMIN_GUIDE.md), not the model's state names.
+            state = {"pending": "queued", "ready": awaiting_approval_words()}.get(
+                pending.state, pending.state
+            )
             detail = (
                 f": {pending.error}"
                 if pending.state == Build.State.FAILED and pending.error

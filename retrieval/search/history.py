@@ -180,9 +180,11 @@ def search_as_of(
     now = timezone.now()
     if as_of > now:
         raise HistoryOutOfRange("as_of is in the future.")
-    if as_of < now - timedelta(days=kb.retention_days):
+    earliest = now - timedelta(days=kb.retention_days)
+    if as_of < earliest:
         raise HistoryOutOfRange(
-            f"as_of is older than the retention window of {kb.retention_days} days."
+            f"as_of is older than the retention window of {kb.retention_days} days: "
+            f"the earliest time that can be searched is {earliest:%Y-%m-%dT%H:%M:%SZ} (UTC)."
         )
     started = time.perf_counter()
     version = index_version_at(kb=kb, at=as_of, using=using)

@@ -99,7 +99,7 @@ def test_after_a_new_revision_the_page_serves_what_search_returns(
     assert served_builds(data) == {first.pk} == served_by_search(kb, "train tickets")
     assert data["served"] == {"id": first.pk, "revision": 1, "index_version": 1}
     assert {b["id"]: b["role"] for b in data["builds"]}[second.pk] == "queued"
-    assert data["status"] == "live r1 · r2 pending"
+    assert data["status"] == "live r1 · r2 queued"
 
     # when it is built, r2 is served, on the page and by search
     run_pending()

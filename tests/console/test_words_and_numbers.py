@@ -47,6 +47,15 @@ def test_words_a_content_manager_reads(kb: KnowledgeBase, admin_user: User) -> N
     page = carol.get(f"/admin/kb/document/{build.document_id}/change/").content.decode()
     assert "Knowledge base:" in page and "Kb:" not in page
     assert f'href="/admin/kb/knowledgebase/{kb.pk}/home/"' in page
+    chunk = build.chunks.get()
+    for url in (
+        f"/admin/kb/build/{build.pk}/change/",
+        f"/admin/kb/chunk/{chunk.pk}/change/",
+        "/admin/kb/build/",
+        "/admin/kb/chunk/",
+    ):
+        shown = client_of(admin_user).get(url).content.decode()
+        assert "Knowledge base" in shown and not re.search(r">\s*Kb\b", shown), url
 
     carol_home = carol.get(f"/admin/kb/knowledgebase/{kb.pk}/home/").content.decode()
     assert "setting-pipeline" not in carol_home and "setting-vector-storage" not in carol_home

@@ -95,7 +95,7 @@ def test_what_is_served_and_index_versions_in_a_real_browser(
     worker.stop()
     browser.find_element(By.ID, "id_new_revision").send_keys(str(second))
     carol.click("input[name=_continue]")
-    carol.wait_for_text("r2 pending")
+    carol.wait_for_text("r2 queued")
     queued = Build.objects.get(document=document, revision__number=2).pk
     assert revision_box_roles(browser)[queued] == roles_on_page(browser)[queued] == "queued"
     assert served_on_page(browser) == searched_builds(kb, "travel", "train tickets")

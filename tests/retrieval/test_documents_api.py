@@ -133,7 +133,7 @@ def test_detail_shows_the_live_revision_and_the_build_on_its_way(
     assert body["live_build_id"] == live.pk
     assert body["desired_revision"] == 2
     assert [(b["revision"], b["state"]) for b in body["running_builds"]] == [(2, "pending")]
-    assert body["status"] == "live r1 · r2 pending"
+    assert body["status"] == "live r1 · r2 queued"
 
 
 def test_a_document_of_another_access_group_is_not_found(client: Client, kb: KnowledgeBase) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -155,3 +155,20 @@ def test_as_of_outside_the_retention_window_is_a_400(
 
     assert response.status_code == 400
     assert words in response.json()["detail"]["as_of"][0]
+
+
+def test_the_retention_refusal_names_the_earliest_time_that_can_be_searched(
+    kb: KnowledgeBase, historian: Client
+) -> None:
+    before = timezone.now() - timedelta(days=kb.retention_days)
+    response = search(
+        historian,
+        {"kb": "handbook", "query": "x", "as_of": (before - timedelta(days=1)).isoformat()},
+    )
+    after = timezone.now() - timedelta(days=kb.retention_days)
+
+    message = response.json()["detail"]["as_of"][0]
+    named = datetime.strptime(message.split("searched is ")[1][:20], "%Y-%m-%dT%H:%M:%SZ")
+    named = named.replace(tzinfo=UTC)
+    assert before.replace(microsecond=0) <= named <= after
+    assert message.endswith("(UTC).")
