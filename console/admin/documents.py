@@ -39,6 +39,7 @@ from kb.uploads import (
     upload_accept,
 )
 from retrieval.api.uploads import key_unavailable
+from textkit.extract import accepted_extensions, accepted_kinds
 
 # What the History page (Django's LogEntry) records for a save that uploaded a file.
 UPLOAD_LOG_ATTR = "_canon_upload_log"
@@ -113,7 +114,11 @@ def _explain_groups(form: Any) -> None:
 
 
 class DocumentCreateForm(forms.ModelForm):
-    file = forms.FileField(required=False, help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    file = forms.FileField(
+        required=False,
+        help_text=f"{accepted_kinds()}.",
+        widget=forms.ClearableFileInput(attrs={"accept": ",".join(accepted_extensions())}),
+    )
     kept_upload = forms.CharField(required=False, widget=forms.HiddenInput)
     access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
 

@@ -36,6 +36,7 @@ from kb.uploads import (
     upload_accept,
 )
 from retrieval.api.uploads import key_unavailable
+from textkit.extract import accepted_extensions, accepted_kinds
 
 
 class UploadManyForm(forms.Form):
@@ -151,6 +152,8 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
         **model_admin.admin_site.each_context(request),
         "title": "Upload files",
         "form": form,
+        "accepted_kinds": accepted_kinds(),
+        "accept": ",".join(accepted_extensions()),
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, "admin/kb/document/upload_many.html", context)

@@ -1,7 +1,8 @@
 """Turning uploaded files into titled, structured text: one module per format.
 
-Every format module offers `MEDIA_TYPES` and `extract(path, *, max_chars) -> Extracted`;
-`extract` here picks the module, then applies what holds for every format: text normalised
+Every format module offers what `registry` describes (`MEDIA_TYPES`, `EXTENSIONS`, `LABEL`,
+`extract(path, *, max_chars) -> Extracted`); `extract` here picks the module, then applies
+what holds for every format: text normalised
 (`textkit.text.normalize_text`, code keeping its indentation), table-of-contents lines and
 the spaces between CJK characters removed from prose, empty blocks dropped, the length limit,
 and a one-line title of at most 500 characters.
@@ -14,10 +15,9 @@ raise `OSError`, which is not the document's fault.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable
 from pathlib import Path
 
-from textkit.extract import cleanup, docx, html, markdown, pdf, plain
+from textkit.extract import cleanup
 from textkit.extract.base import (
     APPLICATION_DOCX,
     APPLICATION_PDF,
@@ -26,19 +26,28 @@ from textkit.extract.base import (
     DEFAULT_MAX_CHARS,
     HEADING,
     MAX_TITLE_CHARS,
+    PAGE,
     PARAGRAPH,
-    SUPPORTED_MEDIA_TYPES,
+    ROW,
+    SLIDE,
     TABLE,
     TEXT_HTML,
     TEXT_MARKDOWN,
     TEXT_PLAIN,
     Block,
     Extracted,
+    Location,
     ParseError,
     UnsupportedMediaType,
     too_long,
 )
 from textkit.extract.detect import SNIFF_BYTES, detect_media_type
+from textkit.extract.registry import (
+    EXTRACTORS,
+    SUPPORTED_MEDIA_TYPES,
+    accepted_extensions,
+    accepted_kinds,
+)
 from textkit.text import normalize_text
 
 __all__ = [
@@ -47,8 +56,12 @@ __all__ = [
     "BLOCK_KINDS",
     "CODE",
     "DEFAULT_MAX_CHARS",
+    "EXTRACTORS",
     "HEADING",
+    "PAGE",
     "PARAGRAPH",
+    "ROW",
+    "SLIDE",
     "SNIFF_BYTES",
     "SUPPORTED_MEDIA_TYPES",
     "TABLE",
@@ -57,19 +70,14 @@ __all__ = [
     "TEXT_PLAIN",
     "Block",
     "Extracted",
+    "Location",
     "ParseError",
     "UnsupportedMediaType",
+    "accepted_extensions",
+    "accepted_kinds",
     "detect_media_type",
     "extract",
 ]
-
-Extractor = Callable[..., Extracted]
-
-EXTRACTORS: dict[str, Extractor] = {
-    media_type: module.extract
-    for module in (plain, markdown, html, pdf, docx)
-    for media_type in module.MEDIA_TYPES
-}
 
 
 def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> Extracted:
@@ -90,7 +98,7 @@ def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) 
         text = _finish_block(block)
         if not text:
             continue
-        blocks.append(Block(block.kind, text, level=block.level))
+        blocks.append(Block(block.kind, text, level=block.level, location=block.location))
         length += len(text) + 2
         if length > max_chars:
             raise too_long(max_chars)

@@ -8,33 +8,45 @@ with a DTD (entity bombs, external entities) are refused.
 from __future__ import annotations
 
 import re
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
-from xml.parsers import expat
+from typing import Any
 
 import docx
 from docx.opc.exceptions import PackageNotFoundError
 from docx.oxml.ns import qn
 from lxml import etree
 
-from textkit.extract.base import HEADING, PARAGRAPH, TABLE, Block, Extracted, ParseError
+from textkit.extract import archive
+from textkit.extract.base import (
+    HEADING,
+    OLE_MAGIC,
+    PARAGRAPH,
+    TABLE,
+    ZIP_MAGIC,
+    Block,
+    Extracted,
+    ParseError,
+    UnsupportedMediaType,
+)
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",)
+EXTENSIONS = {".docx": MEDIA_TYPES[0]}
+LABEL = "Word (.docx)"
 
-# Zip-bomb limits, checked against the archive directory before anything is inflated. zipfile
-# never inflates an entry past its declared size, so the declared sizes can be trusted.
-MAX_DOCX_ENTRIES = 2000
-MAX_DOCX_UNCOMPRESSED_BYTES = 200 * 1024 * 1024
-MAX_DOCX_COMPRESSION_RATIO = 100
-# Entries smaller than this cannot do harm, so their compression ratio is not judged.
-_RATIO_CHECK_MIN_BYTES = 1024 * 1024
 
-# What zipfile raises for a damaged archive: bad headers or CRC, truncated or corrupt deflate
-# data, unsupported compression methods, nonsense offsets.
-_ZIP_DAMAGE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError)
+def check_head(head: bytes, media_type: str) -> None:
+    if head.startswith(ZIP_MAGIC):
+        return
+    if head.startswith(OLE_MAGIC):
+        raise UnsupportedMediaType(
+            "The file is an old-style Word (.doc) file or a password-protected document; "
+            "save it as an unprotected .docx and upload that."
+        )
+    raise UnsupportedMediaType(
+        "The file is named like a Word (.docx) document, but its content is not one."
+    )
+
 
 # Built-in style names (python-docx reports them in English whatever the user's language).
 _HEADING_STYLE_RE = re.compile(r"heading ([1-6])", re.IGNORECASE)
@@ -54,7 +66,13 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
                 "The file is an Office document, but not a Word (.docx) document."
             ) from exc
         raise ParseError("The Word document is damaged and cannot be read.") from exc
-    except (*_ZIP_DAMAGE_ERRORS, KeyError, etree.LxmlError, RuntimeError, AttributeError) as exc:
+    except (
+        *archive.ZIP_DAMAGE_ERRORS,
+        KeyError,
+        etree.LxmlError,
+        RuntimeError,
+        AttributeError,
+    ) as exc:
         raise ParseError("The Word document is damaged and cannot be read.") from exc
     blocks = list(_docx_blocks(document.element.body, headings))
     if not title:
@@ -76,85 +94,7 @@ def _heading_levels(document: Any) -> dict[str, int]:
 
 def _check_docx_archive(path: Path) -> None:
     """Refuse zip bombs, encrypted archives and XML with a DTD before python-docx sees the file."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            entries = [info for info in archive.infolist() if not info.is_dir()]
-            _check_docx_sizes(entries)
-            if "[Content_Types].xml" not in {info.filename for info in entries}:
-                raise ParseError("The file is a ZIP archive, but not a Word (.docx) document.")
-            if any(info.flag_bits & 0x1 for info in entries):
-                raise ParseError("The Word document is encrypted; upload an unencrypted copy.")
-            for info in entries:
-                with archive.open(info) as part:
-                    _check_xml_part(info.filename, part)
-    except _ZIP_DAMAGE_ERRORS as exc:
-        raise ParseError("The file is not a valid Word (.docx) document.") from exc
-
-
-def _check_docx_sizes(entries: list[zipfile.ZipInfo]) -> None:
-    if len(entries) > MAX_DOCX_ENTRIES:
-        raise ParseError(
-            f"The Word document has {len(entries):,} parts, more than the limit of "
-            f"{MAX_DOCX_ENTRIES:,}; it may be a zip bomb."
-        )
-    total = sum(info.file_size for info in entries)
-    if total > MAX_DOCX_UNCOMPRESSED_BYTES:
-        raise ParseError(
-            f"The Word document expands to {total / 1024 / 1024:,.0f} MB, more than the limit "
-            f"of {MAX_DOCX_UNCOMPRESSED_BYTES / 1024 / 1024:,.0f} MB; it may be a zip bomb."
-        )
-    for info in entries:
-        if (
-            info.file_size >= _RATIO_CHECK_MIN_BYTES
-            and info.file_size > MAX_DOCX_COMPRESSION_RATIO * max(info.compress_size, 1)
-        ):
-            raise ParseError(
-                f'The Word document part "{info.filename}" is compressed more than '
-                f"{MAX_DOCX_COMPRESSION_RATIO}:1; it may be a zip bomb."
-            )
-
-
-class _DoctypeFound(Exception):
-    pass
-
-
-class _RootElementReached(Exception):
-    pass
-
-
-def _check_xml_part(name: str, part: IO[bytes]) -> None:
-    """Refuse an XML part with a document type declaration: that is where entity bombs (billion
-    laughs) and external entities (XXE) live. Parsing stops at the root element, since a DOCTYPE
-    can only come before it. Parts that are not XML (images) are skipped."""
-    chunk = part.read(64 * 1024)
-    if not chunk.lstrip(b"\xef\xbb\xbf\xfe\xff\x00 \t\r\n").startswith(b"<"):
-        return
-    parser = expat.ParserCreate()
-    parser.StartDoctypeDeclHandler = _raise_doctype_found
-    parser.StartElementHandler = _raise_root_element_reached
-    try:
-        while chunk:
-            parser.Parse(chunk, False)
-            chunk = part.read(64 * 1024)
-        parser.Parse(b"", True)
-    except _RootElementReached:
-        return
-    except _DoctypeFound:
-        raise ParseError(
-            f'The Word document part "{name}" declares a DTD or entities, which is not allowed; '
-            "it may be malicious."
-        ) from None
-    except expat.ExpatError as exc:
-        raise ParseError(f'The Word document part "{name}" is not well-formed XML.') from exc
-    raise ParseError(f'The Word document part "{name}" is not well-formed XML.')
-
-
-def _raise_doctype_found(*_args: object) -> None:
-    raise _DoctypeFound
-
-
-def _raise_root_element_reached(*_args: object) -> None:
-    raise _RootElementReached
+    archive.check_office_archive(path, what="Word document", label="Word (.docx) document")
 
 
 _W_P = qn("w:p")

@@ -6,6 +6,8 @@ import codecs
 
 import charset_normalizer
 
+from textkit.extract.base import MAGIC_NUMBERS, UnsupportedMediaType
+
 # UTF-32 marks first: the UTF-32-LE mark begins with the UTF-16-LE one.
 BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -65,3 +67,12 @@ def _detect_encoding(data: bytes) -> str | None:
         if match.encoding == "cp1252" and match.chaos <= best.chaos:
             return "cp1252"
     return str(best.encoding)
+
+
+def refuse_binary(head: bytes, label: str) -> None:
+    """Raise UnsupportedMediaType when a file named as text (`label`: "plain text") starts like
+    binary data: a NUL byte outside a UTF-16/32 file, or another format's magic number."""
+    if any(head.startswith(bom) for bom, _ in BOMS):
+        return
+    if b"\x00" in head or head.startswith(MAGIC_NUMBERS):
+        raise UnsupportedMediaType(f"The file is named like {label}, but it contains binary data.")

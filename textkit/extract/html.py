@@ -23,9 +23,16 @@ from bs4.dammit import EncodingDetector
 from lxml import etree
 
 from textkit.extract.base import CODE, HEADING, PARAGRAPH, TABLE, Block, Extracted
-from textkit.extract.encoding import decode
+from textkit.extract.encoding import decode, refuse_binary
 
 MEDIA_TYPES = ("text/html",)
+EXTENSIONS = {".htm": "text/html", ".html": "text/html"}
+LABEL = "HTML"
+
+
+def check_head(head: bytes, media_type: str) -> None:
+    refuse_binary(head, "HTML text")
+
 
 _SKIPPED_TAGS = frozenset(
     {"script", "style", "noscript", "template", "button", "select", "nav", "footer"}

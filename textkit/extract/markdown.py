@@ -11,10 +11,17 @@ import re
 from pathlib import Path
 
 from textkit.extract.base import CODE, HEADING, Block, Extracted
-from textkit.extract.encoding import decode
+from textkit.extract.encoding import decode, refuse_binary
 from textkit.extract.plain import paragraph_blocks
 
 MEDIA_TYPES = ("text/markdown",)
+EXTENSIONS = {".md": "text/markdown", ".markdown": "text/markdown"}
+LABEL = "Markdown"
+
+
+def check_head(head: bytes, media_type: str) -> None:
+    refuse_binary(head, "Markdown text")
+
 
 _MD_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _MD_ATX_HEADING_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+([^\n]*))?")

@@ -26,10 +26,30 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 
 from textkit.extract import cleanup
-from textkit.extract.base import HEADING, PARAGRAPH, Block, Extracted, ParseError, too_long
+from textkit.extract.base import (
+    HEADING,
+    PAGE,
+    PARAGRAPH,
+    PDF_MAGIC,
+    Block,
+    Extracted,
+    Location,
+    ParseError,
+    UnsupportedMediaType,
+    merged_location,
+    too_long,
+)
 from textkit.extract.plain import MAX_TITLE_LINE
 
 MEDIA_TYPES = ("application/pdf",)
+EXTENSIONS = {".pdf": "application/pdf"}
+LABEL = "PDF"
+
+
+def check_head(head: bytes, media_type: str) -> None:
+    if not head.startswith(PDF_MAGIC):
+        raise UnsupportedMediaType("The file is named like a PDF, but its content is not a PDF.")
+
 
 _PDFIUM_LOCK = threading.Lock()
 _SOFT_HYPHEN_BREAK_RE = re.compile("\x02[ \t]*\n")
@@ -115,19 +135,27 @@ def _outline(document: pypdfium2.PdfDocument) -> Outline:
 
 
 def _blocks(pages: list[list[str]], outline: Outline) -> list[Block]:
+    """Every block knows its page (1-based); a paragraph that runs on from one page to the next
+    is one block of both pages."""
     blocks: list[Block] = []
     for index, lines in enumerate(cleanup.drop_page_furniture(pages)):
+        page = Location(PAGE, index + 1, index + 1)
         lines = cleanup.drop_dot_leaders("\n".join(lines)).split("\n")
         segments = _split_at_headings(lines, outline.get(index, []))
         for position, segment in enumerate(segments):
             if isinstance(segment, Block):
-                blocks.append(segment)
+                blocks.append(Block(HEADING, segment.text, level=segment.level, location=page))
                 continue
             paragraphs = cleanup.join_layout_lines(segment)
+            first_location: Location | None = page
             if position == 0 and paragraphs and _continues(blocks, paragraphs[0]):
                 last = blocks.pop()
                 paragraphs[0] = cleanup.join_lines(last.text, paragraphs[0])
-            blocks.extend(Block(PARAGRAPH, paragraph) for paragraph in paragraphs)
+                first_location = merged_location([last.location, page])
+            blocks.extend(
+                Block(PARAGRAPH, paragraph, location=first_location if i == 0 else page)
+                for i, paragraph in enumerate(paragraphs)
+            )
     return blocks
 
 

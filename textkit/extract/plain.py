@@ -6,9 +6,16 @@ import re
 from pathlib import Path
 
 from textkit.extract.base import PARAGRAPH, Block, Extracted
-from textkit.extract.encoding import decode
+from textkit.extract.encoding import decode, refuse_binary
 
 MEDIA_TYPES = ("text/plain",)
+EXTENSIONS = {".txt": "text/plain", ".text": "text/plain"}
+LABEL = "plain text"
+
+
+def check_head(head: bytes, media_type: str) -> None:
+    refuse_binary(head, "plain text")
+
 
 # A first line longer than this is prose, not a title.
 MAX_TITLE_LINE = 120

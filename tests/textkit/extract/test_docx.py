@@ -17,10 +17,10 @@ from textkit.extract import (
     HEADING,
     PARAGRAPH,
     ParseError,
+    archive,
     detect_media_type,
     extract,
 )
-from textkit.extract import docx as docx_extractor
 
 
 def make_docx(path: Path) -> Path:
@@ -106,7 +106,7 @@ class TestDocx:
             parse_file(path, APPLICATION_DOCX)
 
     def test_too_many_entries_is_a_zip_bomb(self, tmp_path: Path) -> None:
-        extra = {f"word/media/part{i}.bin": b"x" for i in range(docx_extractor.MAX_DOCX_ENTRIES)}
+        extra = {f"word/media/part{i}.bin": b"x" for i in range(archive.MAX_ENTRIES)}
         path = rewrite_zip(make_docx(tmp_path / "r.docx"), tmp_path / "many.docx", extra)
         with pytest.raises(ParseError, match="more than the limit of 2,000; it may be a zip bomb"):
             parse_file(path, APPLICATION_DOCX)
@@ -121,7 +121,7 @@ class TestDocx:
     def test_large_total_size_is_a_zip_bomb(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(docx_extractor, "MAX_DOCX_UNCOMPRESSED_BYTES", 1024 * 1024)
+        monkeypatch.setattr(archive, "MAX_UNCOMPRESSED_BYTES", 1024 * 1024)
         noise = {"word/media/noise.bin": os.urandom(2 * 1024 * 1024)}
         path = rewrite_zip(make_docx(tmp_path / "r.docx"), tmp_path / "big.docx", noise)
         with pytest.raises(ParseError, match="more than the limit of 1 MB; it may be a zip bomb"):

@@ -1,0 +1,126 @@
+"""Checks for formats that are ZIP archives of XML parts (Office Open XML, OpenDocument, EPUB),
+made before any library inflates or parses them: zip bombs (too many entries, too many bytes
+inflated, a ratio no real document has), encrypted archives, names that climb out of the
+archive, and XML parts with a DTD (entity bombs, external entities) are refused with a sentence
+naming the kind of file.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import IO
+from xml.parsers import expat
+
+from textkit.extract.base import ParseError
+
+# Zip-bomb limits, checked against the archive directory before anything is inflated. zipfile
+# never inflates an entry past its declared size, so the declared sizes can be trusted.
+MAX_ENTRIES = 2000
+MAX_UNCOMPRESSED_BYTES = 200 * 1024 * 1024
+MAX_COMPRESSION_RATIO = 100
+# Entries smaller than this cannot do harm, so their compression ratio is not judged.
+_RATIO_CHECK_MIN_BYTES = 1024 * 1024
+
+# What zipfile raises for a damaged archive: bad headers or CRC, truncated or corrupt deflate
+# data, unsupported compression methods, nonsense offsets.
+ZIP_DAMAGE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError)
+
+
+def check_office_archive(
+    path: Path, *, what: str, label: str, required: str = "[Content_Types].xml"
+) -> None:
+    """Refuse what cannot be a harmless `label` ("Word (.docx) document"): a damaged archive,
+    one without the `required` entry, a zip bomb, an encrypted one, an entry whose name climbs
+    out of the archive, and XML parts with a DTD. `what` names the file in messages ("Word
+    document"). Reads every XML part's prologue, inflating at most the declared sizes."""
+    try:
+        with zipfile.ZipFile(path) as opened:
+            entries = [info for info in opened.infolist() if not info.is_dir()]
+            _check_sizes(entries, what)
+            if required not in {info.filename for info in entries}:
+                raise ParseError(f"The file is a ZIP archive, but not a {label}.")
+            if any(info.flag_bits & 0x1 for info in entries):
+                raise ParseError(f"The {what} is encrypted; upload an unencrypted copy.")
+            for info in entries:
+                if _climbs_out(info.filename):
+                    raise ParseError(
+                        f'The {what} holds a part named "{info.filename}" that points outside '
+                        "the file; it may be malicious."
+                    )
+                with opened.open(info) as part:
+                    check_xml_part(info.filename, part, what=what)
+    except ZIP_DAMAGE_ERRORS as exc:
+        raise ParseError(f"The file is not a valid {label}.") from exc
+
+
+def _climbs_out(name: str) -> bool:
+    path = PurePosixPath(name.replace("\\", "/"))
+    return path.is_absolute() or ".." in path.parts or ":" in (path.parts[0] if path.parts else "")
+
+
+def _check_sizes(entries: list[zipfile.ZipInfo], what: str) -> None:
+    if len(entries) > MAX_ENTRIES:
+        raise ParseError(
+            f"The {what} has {len(entries):,} parts, more than the limit of "
+            f"{MAX_ENTRIES:,}; it may be a zip bomb."
+        )
+    total = sum(info.file_size for info in entries)
+    if total > MAX_UNCOMPRESSED_BYTES:
+        raise ParseError(
+            f"The {what} expands to {total / 1024 / 1024:,.0f} MB, more than the limit "
+            f"of {MAX_UNCOMPRESSED_BYTES / 1024 / 1024:,.0f} MB; it may be a zip bomb."
+        )
+    for info in entries:
+        if (
+            info.file_size >= _RATIO_CHECK_MIN_BYTES
+            and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1)
+        ):
+            raise ParseError(
+                f'The {what} part "{info.filename}" is compressed more than '
+                f"{MAX_COMPRESSION_RATIO}:1; it may be a zip bomb."
+            )
+
+
+class _DoctypeFound(Exception):
+    pass
+
+
+class _RootElementReached(Exception):
+    pass
+
+
+def check_xml_part(name: str, part: IO[bytes], *, what: str) -> None:
+    """Refuse an XML part with a document type declaration: that is where entity bombs (billion
+    laughs) and external entities (XXE) live. Parsing stops at the root element, since a DOCTYPE
+    can only come before it. Parts that are not XML (images) are skipped."""
+    chunk = part.read(64 * 1024)
+    if not chunk.lstrip(b"\xef\xbb\xbf\xfe\xff\x00 \t\r\n").startswith(b"<"):
+        return
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = _raise_doctype_found
+    parser.StartElementHandler = _raise_root_element_reached
+    try:
+        while chunk:
+            parser.Parse(chunk, False)
+            chunk = part.read(64 * 1024)
+        parser.Parse(b"", True)
+    except _RootElementReached:
+        return
+    except _DoctypeFound:
+        raise ParseError(
+            f'The {what} part "{name}" declares a DTD or entities, which is not allowed; '
+            "it may be malicious."
+        ) from None
+    except expat.ExpatError as exc:
+        raise ParseError(f'The {what} part "{name}" is not well-formed XML.') from exc
+    raise ParseError(f'The {what} part "{name}" is not well-formed XML.')
+
+
+def _raise_doctype_found(*_args: object) -> None:
+    raise _DoctypeFound
+
+
+def _raise_root_element_reached(*_args: object) -> None:
+    raise _RootElementReached

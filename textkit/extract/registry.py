@@ -1,0 +1,49 @@
+"""Which formats Canon reads. Every format is one module of this package offering:
+
+- `MEDIA_TYPES`: the media types its `extract(path, *, max_chars) -> Extracted` reads;
+- `EXTENSIONS`: file-name endings (lower case, with the dot) and the media type each means;
+- `LABEL`: how a person names the kind ("Word (.docx)"), for the list of accepted kinds;
+- optionally `check_head(head, media_type)`: raise UnsupportedMediaType when the file's first
+  bytes contradict its name.
+
+A new format is a new module added to `FORMATS`; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+from textkit.extract import docx, html, markdown, pdf, plain
+from textkit.extract.base import Extracted
+
+# In the order the list of accepted kinds names them.
+FORMATS: tuple[ModuleType, ...] = (pdf, docx, html, markdown, plain)
+
+Extractor = Callable[..., Extracted]
+HeadCheck = Callable[[bytes, str], None]
+
+EXTRACTORS: dict[str, Extractor] = {
+    media_type: module.extract for module in FORMATS for media_type in module.MEDIA_TYPES
+}
+EXTENSIONS: dict[str, str] = {
+    suffix: media_type for module in FORMATS for suffix, media_type in module.EXTENSIONS.items()
+}
+HEAD_CHECKS: dict[str, HeadCheck] = {
+    media_type: module.check_head
+    for module in FORMATS
+    if hasattr(module, "check_head")
+    for media_type in module.MEDIA_TYPES
+}
+SUPPORTED_MEDIA_TYPES = frozenset(EXTRACTORS)
+
+
+def accepted_kinds() -> str:
+    """ "PDF, Word (.docx), HTML, Markdown or plain text": for messages and upload pages."""
+    labels = [module.LABEL for module in FORMATS]
+    return ", ".join(labels[:-1]) + " or " + labels[-1]
+
+
+def accepted_extensions() -> list[str]:
+    """Every accepted file-name ending, sorted (".csv", ".docx", ...): for `accept=`."""
+    return sorted(EXTENSIONS)
