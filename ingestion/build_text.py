@@ -31,8 +31,8 @@ class ParsedText:
 
 def build_parsed_text(*, build: Build) -> ParsedText | None:
     """The extraction the parse stage stored for `build`, or None when there is none (not
-    parsed yet, or the derived file is gone: a rebuild parses again). Two reads: the parse
-    StageResult of the build's tasks, the derived file."""
+    parsed yet, or the derived file is gone or unreadable: a rebuild parses again). Two reads:
+    the parse StageResult of the build's tasks, the derived file."""
     output = (
         StageResult.objects.filter(
             task__build_id=build.pk,
@@ -44,9 +44,12 @@ def build_parsed_text(*, build: Build) -> ParsedText | None:
         .first()
     )
     path = (output or {}).get("text_path")
-    if not path or storage.file_problem(path) is not None:
+    if not path:
         return None
-    content = storage.read_text(path)
+    try:
+        content = storage.read_text(path)
+    except storage.StorageError:  # gone, damaged, or the store unreachable: the page says so
+        return None
     try:
         extracted = extractors.Extracted.from_json(content)
     except ValueError:  # stored before the parse stage kept headings: the plain text
@@ -75,13 +78,27 @@ class ChunkSpan:
     def size(self) -> int:
         return len(self.chunk.text)
 
+    @property
+    def where(self) -> str:
+        """The pages, slides or rows the chunk stands on ("page 3"), "" when unknown."""
+        location = self.chunk.location
+        return extractors.Location.from_json(location).label() if location else ""
+
 
 def chunk_spans(chunks: list[Chunk], text: str | None) -> list[ChunkSpan]:
-    """Where each chunk (in ordinal order) lies in the parsed `text`."""
+    """Where each chunk (in ordinal order) lies in the parsed `text`: the range the chunker
+    recorded (`Chunk.char_start`), or for chunks written before it did, where its text is found
+    after the previous one's start."""
     spans: list[ChunkSpan] = []
     search_from = 0
     previous_end: int | None = None
     for chunk in chunks:
+        if text is not None and chunk.char_start is not None and chunk.char_end is not None:
+            start, end = chunk.char_start, chunk.char_end
+            overlap = max(0, previous_end - start) if previous_end is not None else 0
+            spans.append(ChunkSpan(chunk, start, end, overlap))
+            search_from, previous_end = start + 1, end
+            continue
         start = text.find(chunk.text, search_from) if text is not None and chunk.text else -1
         if start < 0:
             spans.append(ChunkSpan(chunk, None, None, 0))

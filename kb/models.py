@@ -263,6 +263,13 @@ class Chunk(models.Model):
     lexical_length = models.PositiveIntegerField(null=True, blank=True)
     # The headings above the chunk, outermost first, joined by " › " ("11. Indexes › 11.8 ...").
     heading_path = models.TextField(blank=True, default="", db_default="")
+    # For citations (textkit.chunker.ChunkPiece): the chunk's range of the build's extracted text
+    # and the pages, slides or rows it stands on ({"unit", "first", "last"[, "part"]}, as
+    # textkit.extract.Location.to_json); null for chunks written before they were kept and for
+    # formats without pages.
+    char_start = models.PositiveIntegerField(null=True, blank=True)
+    char_end = models.PositiveIntegerField(null=True, blank=True)
+    location = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

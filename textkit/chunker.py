@@ -41,7 +41,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from textkit.extract.base import HEADING, PARAGRAPH, Block
+from textkit.extract.base import HEADING, PARAGRAPH, Block, Location, merged_location
 from textkit.text import token_count
 
 MIN_CHUNK_SIZE = 50
@@ -74,13 +74,21 @@ Span = tuple[int, int]
 @dataclass(frozen=True)
 class ChunkPiece:
     """One chunk: its position, its text, the sha256 hex and approximate token count of what is
-    embedded (`embedding_input`), and the headings above it (" › "-joined, "" for none)."""
+    embedded (`embedding_input`), and the headings above it (" › "-joined, "" for none).
+
+    For citations: `char_start`/`char_end` are the range of the document's extracted text
+    (`Extracted.text()`, blocks joined by blank lines) from the chunk's first character to its
+    last (a chunk that gathered small sections spans the headings between them), and `location`
+    the pages, slides or rows its blocks stand on (None when the format has none)."""
 
     ordinal: int
     text: str
     content_hash: str
     token_count: int
     heading_path: str = ""
+    char_start: int = 0
+    char_end: int = 0
+    location: Location | None = None
 
 
 def embedding_input(heading_path: str, text: str) -> str:
@@ -95,47 +103,93 @@ def chunk_text(text: str, *, size: int, overlap: int) -> list[ChunkPiece]:
     return chunk_blocks([Block(PARAGRAPH, text)], size=size, overlap=overlap)
 
 
+@dataclass(frozen=True)
+class _Part:
+    """A non-heading block inside its section: where its text starts in the section's text and
+    in the document's, and its location."""
+
+    section_start: int
+    document_start: int
+    length: int
+    location: Location | None
+
+
+@dataclass(frozen=True)
+class _Section:
+    path: list[str]
+    text: str
+    parts: list[_Part]
+
+    def where(self, start: int, end: int) -> _Where:
+        """The document range and locations of the section's text[start:end]."""
+        inside = [
+            part
+            for part in self.parts
+            if part.section_start < end and start < part.section_start + part.length
+        ]
+        first, last = inside[0], inside[-1]
+        return _Where(
+            first.document_start + start - first.section_start,
+            last.document_start + end - last.section_start,
+            [part.location for part in inside],
+        )
+
+
+@dataclass(frozen=True)
+class _Where:
+    start: int
+    end: int
+    locations: list[Location | None]
+
+    def __add__(self, other: _Where) -> _Where:
+        return _Where(
+            min(self.start, other.start),
+            max(self.end, other.end),
+            self.locations + other.locations,
+        )
+
+
+# A chunk on its way: (heading path, text, where it comes from).
+_Draft = tuple[list[str], str, _Where]
+
+
 def chunk_blocks(blocks: list[Block], *, size: int, overlap: int) -> list[ChunkPiece]:
     """Chunk a document's blocks (see the module docstring); the arguments as `chunk_text`."""
     _check_arguments(size, overlap)
     fragment = size // _FRAGMENT_FRACTION
-    chunks: list[tuple[list[str], str]] = []
+    chunks: list[_Draft] = []
     # Small sections that fitted nowhere yet, for the next chunk (or to make one together).
-    waiting: list[tuple[list[str], str]] = []
-    for path, text in _sections(blocks):
+    waiting: list[_Draft] = []
+    for section in _sections(blocks):
+        path, text = section.path, section.text
         spans = _section_spans(text, size, overlap)
         if not spans:
             continue
         if len(spans) == 1 and spans[0][1] - spans[0][0] < fragment:
-            small = text[spans[0][0] : spans[0][1]]
-            if not waiting and chunks and len(chunks[-1][1]) + len(small) <= size + fragment:
-                previous_path, previous_text = chunks[-1]
-                chunks[-1] = (previous_path, _joined(previous_text, previous_path, path, small))
+            small: _Draft = (path, text[spans[0][0] : spans[0][1]], section.where(*spans[0]))
+            if not waiting and chunks and len(chunks[-1][1]) + len(small[1]) <= size + fragment:
+                chunks[-1] = _joined(chunks[-1], small)
                 continue
-            waiting.append((path, small))
-            if sum(len(part) for _, part in waiting) >= fragment:
+            waiting.append(small)
+            if sum(len(part) for _, part, _ in waiting) >= fragment:
                 chunks.append(_together(waiting))
                 waiting = []
             continue
-        section_chunks = [(path, text[start:end]) for start, end in spans]
+        section_chunks = [
+            (path, text[start:end], section.where(start, end)) for start, end in spans
+        ]
         if waiting:
-            first_path, first_text = section_chunks[0]
-            section_chunks[0] = (first_path, _prefixed(waiting, first_path, first_text))
+            section_chunks[0] = _prefixed(waiting, section_chunks[0])
             waiting = []
         chunks.extend(section_chunks)
     if waiting:
         if chunks:
-            previous_path, previous_text = chunks[-1]
-            together_path, together_text = _together(waiting)
-            chunks[-1] = (
-                previous_path,
-                _joined(previous_text, previous_path, together_path, together_text),
-            )
+            chunks[-1] = _joined(chunks[-1], _together(waiting))
         else:
             # Nothing but small sections: together they are the document.
             chunks.append(_together(waiting))
     pieces: list[ChunkPiece] = []
-    for path, chunk in chunks:
+    for path, chunk, where in chunks:
         heading_path = HEADING_SEPARATOR.join(path)
         embedded = embedding_input(heading_path, chunk)
         pieces.append(
@@ -145,28 +199,44 @@ def chunk_blocks(blocks: list[Block], *, size: int, overlap: int) -> list[ChunkP
                 content_hash=hashlib.sha256(embedded.encode()).hexdigest(),
                 token_count=token_count(embedded),
                 heading_path=heading_path,
+                char_start=where.start,
+                char_end=where.end,
+                location=merged_location(where.locations),
             )
         )
     return pieces
 
 
-def _sections(blocks: list[Block]) -> list[tuple[list[str], str]]:
-    """(heading path, text) of every run of non-heading blocks under the same headings."""
-    sections: list[tuple[list[str], str]] = []
+def _sections(blocks: list[Block]) -> list[_Section]:
+    """Every run of non-heading blocks under the same headings, with their heading path. The
+    document offsets count as `Extracted.text()` does: every block, then a blank line."""
+    sections: list[_Section] = []
     headings: list[tuple[int, str]] = []
     texts: list[str] = []
+    parts: list[_Part] = []
+    offset = 0
+    section_length = 0
+
+    def close() -> None:
+        sections.append(_Section([title for _, title in headings], "\n\n".join(texts), parts))
+
     for block in blocks:
         if block.kind == HEADING:
             if texts:
-                sections.append(([title for _, title in headings], "\n\n".join(texts)))
-                texts = []
+                close()
+                texts, parts, section_length = [], [], 0
             while headings and headings[-1][0] >= block.level:
                 headings.pop()
             headings.append((block.level, block.text))
         elif block.text.strip():
+            if texts:
+                section_length += 2
+            parts.append(_Part(section_length, offset, len(block.text), block.location))
             texts.append(block.text)
+            section_length += len(block.text)
+        offset += len(block.text) + 2
     if texts:
-        sections.append(([title for _, title in headings], "\n\n".join(texts)))
+        close()
     return sections
 
 
@@ -178,24 +248,34 @@ def _below(path: list[str], other: list[str]) -> list[str]:
     return path[shared:]
 
 
-def _joined(text: str, path: list[str], small_path: list[str], small: str) -> str:
-    """`text` followed by a small section, its own headings written as lines."""
-    return "\n\n".join([text, *_below(small_path, path), small])
+def _joined(draft: _Draft, small: _Draft) -> _Draft:
+    """A chunk followed by a small section, its own headings written as lines."""
+    path, text, where = draft
+    small_path, small_text, small_where = small
+    return path, "\n\n".join([text, *_below(small_path, path), small_text]), where + small_where
 
 
-def _prefixed(smalls: list[tuple[list[str], str]], path: list[str], text: str) -> str:
-    """Small sections, their own headings written as lines, before `text`."""
-    parts = [part for small_path, small in smalls for part in (*_below(small_path, path), small)]
-    return "\n\n".join([*parts, text])
+def _prefixed(smalls: list[_Draft], draft: _Draft) -> _Draft:
+    """Small sections, their own headings written as lines, before a chunk."""
+    path, text, where = draft
+    parts = [part for small_path, small, _ in smalls for part in (*_below(small_path, path), small)]
+    for _, _, small_where in smalls:
+        where = small_where + where
+    return path, "\n\n".join([*parts, text]), where
 
 
-def _together(smalls: list[tuple[list[str], str]]) -> tuple[list[str], str]:
+def _together(smalls: list[_Draft]) -> _Draft:
     """Small sections as one chunk under the headings they share, the others written as lines."""
     shared = smalls[0][0]
-    for small_path, _ in smalls[1:]:
+    for small_path, _, _ in smalls[1:]:
         shared = shared[: len(shared) - len(_below(shared, small_path))]
-    parts = [part for small_path, small in smalls for part in (*_below(small_path, shared), small)]
-    return shared, "\n\n".join(parts)
+    parts = [
+        part for small_path, small, _ in smalls for part in (*_below(small_path, shared), small)
+    ]
+    where = smalls[0][2]
+    for _, _, small_where in smalls[1:]:
+        where = where + small_where
+    return shared, "\n\n".join(parts), where
 
 
 def _check_arguments(size: int, overlap: int) -> None:

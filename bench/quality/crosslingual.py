@@ -313,7 +313,7 @@ class Index:
                 ),
                 limit=limit,
             )
-        return [(int(r[0]), str(r[3]), float(r[8])) for r in rows], weights.bound
+        return [(int(r[0]), str(r[3]), float(r[-1])) for r in rows], weights.bound
 
 
 # --- the dictionary (b) -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from ingestion import build_text
 from kb.models import Build, Chunk
 from kb.selectors.builds import build_progress_of
+from textkit import extract as extractors
 
 CHUNKS_PER_PAGE = 100
 
@@ -86,6 +87,8 @@ class ChunkAdmin(ReadOnlyAdmin):
         "index_version",
         "number",
         "heading_path",
+        "where",
+        "characters_of_extracted_text",
         "token_count",
         "characters",
         "content_hash",
@@ -124,6 +127,17 @@ class ChunkAdmin(ReadOnlyAdmin):
     @admin.display(description="characters")
     def characters(self, chunk: Chunk) -> int:
         return len(chunk.text)
+
+    @admin.display(description="where in the file")
+    def where(self, chunk: Chunk) -> str:
+        """The pages, slides or rows the chunk stands on, as the file's viewer counts them."""
+        return extractors.Location.from_json(chunk.location).label() if chunk.location else "—"
+
+    @admin.display(description="range of the extracted text")
+    def characters_of_extracted_text(self, chunk: Chunk) -> str:
+        if chunk.char_start is None or chunk.char_end is None:
+            return "—"
+        return f"characters {chunk.char_start:,}\u2013{chunk.char_end:,}"
 
     @admin.display(description="text")
     def preview(self, chunk: Chunk) -> str:

@@ -33,6 +33,9 @@ def chunk(text_path: str, version: IndexVersion) -> JsonDict:
                 "heading_path": p.heading_path,
                 "content_hash": p.content_hash,
                 "token_count": p.token_count,
+                "char_start": p.char_start,
+                "char_end": p.char_end,
+                "location": p.location.to_json() if p.location else None,
             }
             for p in pieces
         ],

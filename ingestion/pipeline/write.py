@@ -18,6 +18,7 @@ function of the pipeline version, so a changed analyser must come with a new
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 from django.conf import settings
@@ -131,15 +132,16 @@ def _batch_write(
             """
             INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
                                   chunk_key, text, heading_path, content_hash, token_count,
-                                  embedding, lexical, lexical_length, created_at)
+                                  embedding, lexical, lexical_length, char_start, char_end,
+                                  location, created_at)
             SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.heading_path,
                    x.content_hash, x.token_count, ec.embedding,
                    CASE WHEN %s THEN to_tsvector('simple', x.lexical) END, x.lexical_length,
-                   now()
+                   x.char_start, x.char_end, x.location::jsonb, now()
             FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
-                        %s::text[], %s::int[])
+                        %s::text[], %s::int[], %s::int[], %s::int[], %s::text[])
                  AS x(ordinal, chunk_key, text, heading_path, content_hash, token_count,
-                      lexical, lexical_length)
+                      lexical, lexical_length, char_start, char_end, location)
             LEFT JOIN ingestion_embeddingcache ec
                    ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
             ON CONFLICT (build_id, ordinal) DO UPDATE
@@ -147,7 +149,9 @@ def _batch_write(
                    heading_path = EXCLUDED.heading_path,
                    content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
                    embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical,
-                   lexical_length = EXCLUDED.lexical_length
+                   lexical_length = EXCLUDED.lexical_length,
+                   char_start = EXCLUDED.char_start, char_end = EXCLUDED.char_end,
+                   location = EXCLUDED.location
             RETURNING id, ordinal, xmax = 0 AS inserted
             """,
             [
@@ -173,6 +177,10 @@ def _batch_write(
                 [p["token_count"] for p in batch],
                 [None if postings else text.lexical_document(p["text"]) for p in batch],
                 [length for _, length in analysed] if analysed else [None] * len(batch),
+                # Chunk results stored before positions were kept have none.
+                [p.get("char_start") for p in batch],
+                [p.get("char_end") for p in batch],
+                [json.dumps(p["location"]) if p.get("location") else None for p in batch],
                 model_key,
                 version.dimensions,
             ],

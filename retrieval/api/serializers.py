@@ -152,6 +152,21 @@ class HitOutput(serializers.Serializer):
     heading_path = serializers.CharField(
         help_text='The headings above the chunk, outermost first, joined by " › ".'
     )
+    location = serializers.JSONField(
+        allow_null=True,
+        help_text="Where the chunk stands in its file, for a citation a person can check: "
+        '{"unit": "page" | "slide" | "row", "first", "last"[, "part": the sheet]}, counted '
+        "from 1 as the file's viewer counts; null for formats without pages.",
+    )
+    char_start = serializers.IntegerField(
+        allow_null=True,
+        help_text="The chunk's first character in the text its build extracted from the file "
+        "(the admin's chunks page of the build shows it); null for chunks written before "
+        "positions were kept.",
+    )
+    char_end = serializers.IntegerField(
+        allow_null=True, help_text="One past the chunk's last character in that text."
+    )
     rerank_score = serializers.FloatField(
         allow_null=True,
         help_text="The reranker's score when the search was reranked (the hits are in its "
@@ -232,6 +247,9 @@ def search_body(result: SearchResult) -> dict[str, Any]:
                 "revision": hit.revision,
                 "build_id": hit.build_id,
                 "heading_path": hit.heading_path,
+                "location": hit.location,
+                "char_start": hit.char_start,
+                "char_end": hit.char_end,
                 "rerank_score": hit.rerank_score,
                 **({"ranking": ranking.hits[hit.chunk_id]} if ranking else {}),
             }

@@ -3,6 +3,7 @@ every hit row selects."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,11 @@ class Hit:
     revision: int
     build_id: int
     heading_path: str = ""
+    # For citations: the chunk's range of its build's extracted text, and its pages, slides or
+    # rows ({"unit", "first", "last"[, "part"]}); None where not known.
+    char_start: int | None = None
+    char_end: int | None = None
+    location: dict[str, Any] | None = None
     # The reranker's score when the search was reranked (`score` stays the fused score).
     rerank_score: float | None = None
 
@@ -73,7 +79,10 @@ class SearchFilters:
     metadata: dict[str, Any] | None = None  # subset match on Document.metadata (jsonb @>)
 
 
-COLUMNS = "c.id, c.text, c.ordinal, d.key, d.title, r.number, c.build_id, c.heading_path"
+COLUMNS = (
+    "c.id, c.text, c.ordinal, d.key, d.title, r.number, c.build_id, c.heading_path,"
+    " c.char_start, c.char_end, c.location"
+)
 
 
 def hits_from_rows(rows: list[tuple[Any, ...]]) -> list[Hit]:
@@ -87,7 +96,11 @@ def hits_from_rows(rows: list[tuple[Any, ...]]) -> list[Hit]:
             revision=r[5],
             build_id=r[6],
             heading_path=r[7],
-            score=float(r[8]),
+            char_start=r[8],
+            char_end=r[9],
+            # Django's psycopg connection leaves jsonb as text.
+            location=json.loads(r[10]) if isinstance(r[10], str) else r[10],
+            score=float(r[11]),
         )
         for r in rows
     ]

@@ -156,3 +156,33 @@ def test_the_build_list_and_the_document_page_link_each_build_to_its_chunks(
 
     for page in (builds, document):
         assert f'href="/admin/kb/chunk/of-build/{build.pk}/"' in page
+
+
+def test_a_pdf_builds_chunks_say_which_pages_they_stand_on(
+    kb: KnowledgeBase, admin_user: User
+) -> None:
+    from tests.textkit.extract.pdf_fixtures import make_pdf
+
+    line = "Visitors sign in at the front desk and wear a badge at all times."
+    revision = document_create(
+        kb=kb,
+        key="visitors",
+        title="Visitors",
+        stored=storage.store_bytes(make_pdf([[line] * 3, [line.replace("badge", "lanyard")] * 3])),
+        media_type="application/pdf",
+        original_name="visitors.pdf",
+    )
+    built = run_build(revision)
+    client = Client()
+    client.force_login(admin_user)
+
+    chunks = list(Chunk.objects.filter(build=built).order_by("ordinal"))
+    assert chunks[0].location == {"unit": "page", "first": 1, "last": 1}
+    assert chunks[-1].location == {"unit": "page", "first": len(chunks), "last": 2}
+    page = client.get(f"/admin/kb/chunk/of-build/{built.pk}/").content.decode()
+    assert '<td class="canon-where">page 1</td>' in page
+    assert '<td class="canon-where">page 2</td>' in page or len(chunks) == 1
+    first = chunks[0]
+    detail = client.get(f"/admin/kb/chunk/{first.pk}/change/").content.decode()
+    assert "page 1" in detail
+    assert f"characters 0\u2013{first.char_end}" in detail and first.char_end == len(first.text)

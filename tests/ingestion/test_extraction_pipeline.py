@@ -122,3 +122,13 @@ def test_an_unparseable_file_fails_the_build_with_a_readable_message(kb: Knowled
     build = Build.objects.get(revision=revision)
     assert build.state == Build.State.FAILED
     assert "damaged or truncated" in build.error
+
+
+def test_a_chapter_page_of_title_and_contents_goes_live(kb: KnowledgeBase) -> None:
+    """Issue 27: such pages failed with "The document produced no text to index"."""
+    from tests.textkit.extract.test_html_contents_pages import CHAPTER
+
+    revision = upload_html(kb, key="ch07", title="", html=CHAPTER)
+    assert task_execute(task_id=build_task(revision).pk, worker_id="w") == "published"
+    texts = " ".join(Chunk.objects.filter(build__revision=revision).values_list("text", flat=True))
+    assert "Restoring a single mailbox" in texts

@@ -57,6 +57,8 @@ def test_the_content_hash_and_tokens_are_those_of_the_embedded_input() -> None:
         content_hash=hashlib.sha256(embedded.encode()).hexdigest(),
         token_count=token_count(embedded),
         heading_path="Guide › Setup",
+        char_start=len("Guide\n\nSetup\n\n"),
+        char_end=len("Guide\n\nSetup\n\n") + len(LONG),
     )
     # The same text under another heading is another embedding.
     [other] = chunk_blocks([h(1, "Guide"), h(2, "Upgrade"), p(LONG)], size=400, overlap=0)

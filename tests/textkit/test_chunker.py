@@ -56,6 +56,8 @@ def test_short_text_is_one_chunk_with_hash_and_tokens() -> None:
         text="Hello world. 你好。",
         content_hash=hashlib.sha256("Hello world. 你好。".encode()).hexdigest(),
         token_count=4,
+        char_start=2,  # the text's own leading spaces come before it
+        char_end=18,
     )
 
 

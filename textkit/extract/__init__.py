@@ -104,6 +104,10 @@ def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) 
             raise too_long(max_chars)
     if not blocks:
         raise ParseError("The document contains no text.")
+    if all(block.kind == HEADING for block in blocks):
+        # A page of nothing but headings (a part's title page) says what it says in them:
+        # as headings they would only label chunks that do not exist.
+        blocks = [Block(PARAGRAPH, block.text, location=block.location) for block in blocks]
     return Extracted(title=_finish_title(raw.title), blocks=blocks)
 
 

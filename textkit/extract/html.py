@@ -105,6 +105,8 @@ _BOILERPLATE_TOKEN_RE = re.compile(
     r"|menu|menu-wrapper|skip-?links?|headerlink|toc|table-of-contents|pagination|prev-next"
     r"|cookie.*|banner|share|social|rst-footer-buttons|wy-nav-side|edit-this-page",
 )
+# Class or id tokens of a table of contents: set aside while parsing (see `result`).
+_CONTENTS_TOKENS = frozenset({"toc", "table-of-contents", "localtoc", "chapter-toc"})
 _DISPLAY_NONE_RE = re.compile(r"display\s*:\s*none")
 _SPACE_RE = re.compile(r"[ \t\n\r\f]+")
 # A line made only of link-bar words ("Prev Up Home Next", "« Previous | Next »").
@@ -121,7 +123,12 @@ _SITE_SUFFIX_RE = re.compile(
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
-    data = path.read_bytes()
+    return extract_markup(path.read_bytes())
+
+
+def extract_markup(data: bytes) -> Extracted:
+    """The title and blocks of HTML or XHTML bytes: what `extract` does with a file's content,
+    for formats that hold HTML inside (EPUB chapters, an e-mail's HTML body)."""
     declared = EncodingDetector.find_declared_encoding(data, is_html=True)
     markup = decode(data, declared).replace("\x00", "")
     if not markup.strip():
@@ -183,7 +190,10 @@ class _HtmlTarget:
 
     def __init__(self) -> None:
         self.writer = _TextWriter()
-        self.blocks: list[tuple[Block, bool]] = []
+        # Each block, whether it is inside the main content, and whether inside a table of
+        # contents (kept aside: it is the content only of a page that has nothing else).
+        self.blocks: list[tuple[Block, bool, bool]] = []
+        self.contents_at: int | None = None
         self.title: list[str] = []
         self.depth = 0
         self.skipped_depth = 0
@@ -203,7 +213,11 @@ class _HtmlTarget:
         if tag == "title":
             self.title_depth += 1
             return
-        if self._is_boilerplate(tag, attrib):
+        if _is_contents(attrib):
+            if self.contents_at is None:
+                self._flush()
+                self.contents_at = self.depth
+        elif self._is_boilerplate(tag, attrib):
             self.skipped_depth = 1
             return
         if self.main_at is None and self._is_main(tag, attrib):
@@ -252,6 +266,9 @@ class _HtmlTarget:
         if depth == self.main_at:
             self._flush()
             self.main_at = None
+        if depth == self.contents_at:
+            self._flush()
+            self.contents_at = None
 
     def data(self, value: str) -> None:
         if self.skipped_depth:
@@ -291,32 +308,48 @@ class _HtmlTarget:
         kind, level = (self.block_kind, self.block_level) if self.block_at else (PARAGRAPH, 0)
         self.writer = _TextWriter()
         self.block_at, self.block_kind, self.block_level = None, PARAGRAPH, 0
-        in_main = self.main_at is not None
+        in_main, contents = self.main_at is not None, self.contents_at is not None
         if not text.strip():
             return
         if kind == HEADING:
-            self.blocks.append((Block(HEADING, " ".join(text.split()), level=level), in_main))
+            heading = Block(HEADING, " ".join(text.split()), level=level)
+            self.blocks.append((heading, in_main, contents))
         elif kind in (CODE, TABLE):
-            self.blocks.append((Block(kind, text), in_main))
+            self.blocks.append((Block(kind, text), in_main, contents))
         else:
             for paragraph in re.split(r"\n\s*\n", text):
                 kept = "\n".join(
                     line for line in paragraph.split("\n") if not _LINK_BAR_RE.fullmatch(line)
                 )
                 if kept.strip():
-                    self.blocks.append((Block(PARAGRAPH, kept), in_main))
+                    self.blocks.append((Block(PARAGRAPH, kept), in_main, contents))
 
     def result(self) -> Extracted:
         self._flush()
-        blocks = [block for block, _ in self.blocks]
-        if any(in_main for _, in_main in self.blocks):
-            blocks = [block for block, in_main in self.blocks if in_main]
+        found = self.blocks
+        if any(in_main for _, in_main, _ in found):
+            found = [item for item in found if item[1]]
+        blocks = [block for block, _, contents in found if not contents]
+        if all(block.kind == HEADING for block in blocks):
+            # A chapter page whose body is its title and a table of contents: the contents
+            # are what it says, so they are its text rather than navigation to drop.
+            blocks = [_as_text(block) if contents else block for block, _, contents in found]
         title = " ".join("".join(self.title).split())
         first_h1 = next((b.text for b in blocks if b.kind == HEADING and b.level == 1), "")
         if not blocks and title:
             # A page with a title and nothing else is still a document.
             blocks = [Block(PARAGRAPH, title)]
         return Extracted(title=page_title(title, first_h1), blocks=blocks)
+
+
+def _is_contents(attrib: Mapping[str, str]) -> bool:
+    tokens = f"{attrib.get('class', '')} {attrib.get('id', '')}".lower().split()
+    return any(token in _CONTENTS_TOKENS for token in tokens)
+
+
+def _as_text(block: Block) -> Block:
+    """A table of contents' entry as a paragraph: its headings are links, not sections."""
+    return Block(PARAGRAPH, block.text) if block.kind == HEADING else block
 
 
 def _html_break(tag: str) -> str:

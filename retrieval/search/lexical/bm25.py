@@ -141,7 +141,10 @@ def candidates_query(*, version_id: int) -> str:
 
 
 # The chunk columns the visibility rule and the hits read (`retrieval.search.hits`).
-_CHUNK_COLUMNS = "id, text, ordinal, build_id, heading_path, kb_id, index_version_id, document_id"
+_CHUNK_COLUMNS = (
+    "id, text, ordinal, build_id, heading_path, char_start, char_end, location, kb_id,"
+    " index_version_id, document_id"
+)
 
 
 def ranking_query(*, columns: str, visible: Callable[[str], str]) -> str:
