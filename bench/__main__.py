@@ -26,6 +26,7 @@ BENCHES = {
     "B11M": ("bench.b11_generated", []),  # 1M generated vectors; ~1 h here, only with --only
     "B12": ("bench.b12_replica", []),  # a standby of the server, copied and stopped by it
     "B13": ("bench.b13_reconcile", []),  # 1M generated chunks (canon_reconcile); ~15 min here
+    "B15": ("bench.b15_filters", ["--chunks"]),  # B9's database (canon_keyword), filters added
 }
 
 

@@ -118,10 +118,14 @@ def _slug(n_docs: int) -> str:
 def _reusable(n_docs: int) -> bool:
     from kb.models import PIPELINE_VERSION, Build, Chunk, KnowledgeBase, Publication
 
-    kbs = list(KnowledgeBase.objects.select_related("active_index_version"))
-    if len(kbs) != 1 or kbs[0].slug != _slug(n_docs) or kbs[0].active_index_version is None:
+    # B15 adds a small knowledge base of its own beside this one.
+    kb = (
+        KnowledgeBase.objects.select_related("active_index_version")
+        .filter(slug=_slug(n_docs))
+        .first()
+    )
+    if kb is None or kb.active_index_version is None:
         return False
-    kb = kbs[0]
     version = kb.active_index_version
     assert version is not None
     if version.pipeline_version != PIPELINE_VERSION:

@@ -96,7 +96,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Outermost: every error under /api/ is JSON, with DEBUG on or off (retrieval/api/errors.py).
+    # Outermost: the errors of /api/dify/ and /api/openai/ in those APIs' shapes
+    # (retrieval/compat/middleware.py), after the next one made every error under /api/ JSON.
+    "retrieval.compat.middleware.CompatErrorsMiddleware",
+    # Every error under /api/ is JSON, with DEBUG on or off (retrieval/api/errors.py).
     "retrieval.api.errors.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT (collectstatic), compressed and cached forever by hash.
@@ -159,6 +162,8 @@ DB_IDLE_IN_TRANSACTION_SECONDS = env_int("CANON_DB_IDLE_IN_TRANSACTION_SECONDS",
 # Session settings, not a SET in each search's transaction: a vector search is then one
 # statement and one round trip (retrieval/search/vector.py).
 SEARCH_MAX_TOP_K = 100
+# How many knowledge bases one search may read (`kb` as a list).
+SEARCH_MAX_KBS = 10
 SEARCH_EF = 100
 SEARCH_MAX_SCAN_TUPLES = max(env_int("CANON_SEARCH_MAX_SCAN_TUPLES", 4000), 20 * SEARCH_MAX_TOP_K)
 # Canon's go first, so `options` given in DATABASE_URL (`?options=...`) still win.
@@ -223,6 +228,15 @@ STORAGES = {
 
 # --- uploads and storage -------------------------------------------------------------------
 STORAGE_ROOT = Path(env_str("CANON_STORAGE_ROOT", str(BASE_DIR / ".data" / "storage")))
+# Stored files in an S3-compatible bucket instead (kb/storage/s3.py): s3://bucket/prefix. The
+# endpoint, region and credentials come from boto3's own environment (AWS_ENDPOINT_URL,
+# AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or an instance role); empty: the
+# directory CANON_STORAGE_ROOT (docs/PRODUCTION.md, "Stored files in a bucket").
+STORAGE_URL = env_str("CANON_STORAGE_URL", "")
+S3_ADDRESSING_STYLE = env_str("CANON_S3_ADDRESSING_STYLE", "auto")  # path for MinIO and moto
+S3_CONNECT_TIMEOUT_SECONDS = env_float("CANON_S3_CONNECT_TIMEOUT_SECONDS", 3.0)
+S3_READ_TIMEOUT_SECONDS = env_float("CANON_S3_READ_TIMEOUT_SECONDS", 30.0)
+S3_MAX_ATTEMPTS = env_int("CANON_S3_MAX_ATTEMPTS", 3)
 # Where canon_backup / canon_restore look first for pg_dump and pg_restore (docs/BACKUP.md).
 PG_BIN_DIR = env_str("CANON_PG_BIN_DIR", "")
 UPLOAD_MAX_BYTES = env_int("CANON_UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
@@ -248,6 +262,15 @@ CHUNK_SIZE = env_int("CANON_CHUNK_SIZE", 800)  # characters
 CHUNK_OVERLAP = env_int("CANON_CHUNK_OVERLAP", 100)  # characters
 CHUNK_WRITE_BATCH = env_int("CANON_CHUNK_WRITE_BATCH", 200)
 PARSE_MAX_CHARS = env_int("CANON_PARSE_MAX_CHARS", 20_000_000)
+# OCR of images and of PDF pages without a text layer (textkit.extract.ocr), in the worker's parse
+# stage: onnxruntime threads per worker child (children x threads <= cores, as for embedding),
+# pages and seconds per document (past either the build fails, saying which), pixels per image
+# (larger is refused before decoding) and the confidence below which a recognised line is dropped.
+OCR_THREADS = max(1, env_int("CANON_OCR_THREADS", 1))
+OCR_MAX_PAGES = env_int("CANON_OCR_MAX_PAGES", 100)
+OCR_MAX_SECONDS = env_float("CANON_OCR_MAX_SECONDS", 600.0)
+OCR_MAX_PIXELS = env_int("CANON_OCR_MAX_PIXELS", 50_000_000)
+OCR_MIN_CONFIDENCE = env_float("CANON_OCR_MIN_CONFIDENCE", 0.5)
 # Seconds from a delete to physical cleanup; unset means the knowledge base's retention window.
 DELETE_PURGE_DELAY_SECONDS = (
     env_float("CANON_DELETE_PURGE_DELAY_SECONDS", 0.0)
@@ -475,5 +498,9 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # boto's INFO and DEBUG lines name where credentials came from and carry signed headers
+        **{name: {"level": "WARNING"} for name in ("boto3", "botocore", "s3transfer", "urllib3")},
+    },
 }

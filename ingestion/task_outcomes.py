@@ -63,11 +63,15 @@ def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
 
 
 PROVIDER_UNAVAILABLE = "provider_unavailable"
+STORAGE_UNAVAILABLE = "storage_unavailable"
 
 
-def task_wait_for_provider(*, lease: Lease, until: datetime, message: str) -> None:
+def task_wait_for_provider(
+    *, lease: Lease, until: datetime, message: str, code: str = PROVIDER_UNAVAILABLE
+) -> None:
     """The embedding provider is unavailable (its circuit breaker is open, or every attempt within
-    the budget failed): wait in `retry_wait` until `until` with reason `provider_unavailable`.
+    the budget failed), or the file store is (`code` STORAGE_UNAVAILABLE): wait in `retry_wait`
+    until `until` with reason `code`.
 
     The provider's outage is not the task's fault, so the attempt the claim counted is given back:
     waiting never brings a task closer to `dead`, and its build keeps building. Fenced like
@@ -76,7 +80,7 @@ def task_wait_for_provider(*, lease: Lease, until: datetime, message: str) -> No
     with transaction.atomic():
         task = _lock_build_then_task(lease)
         task.attempt = max(task.attempt - 1, 0)
-        task.last_error_code = PROVIDER_UNAVAILABLE
+        task.last_error_code = code
         task.last_error = message[:4000]
         task.save(update_fields=["attempt", "last_error_code", "last_error"])
         delay = max(0.0, (until - timezone.now()).total_seconds())

@@ -67,6 +67,41 @@ class KnowledgeBase(models.Model):
         return f"{self.tenant.slug}/{self.slug}"
 
 
+class MetadataField(models.Model):
+    """A metadata field a knowledge base declares: its documents' values of it are checked and
+    normalised to its type on every write (`kb.metadata`), and search filters compare them by
+    it. A knowledge base that declares none accepts any metadata (what it did before fields)."""
+
+    class Type(models.TextChoices):
+        STRING = "string"
+        NUMBER = "number"
+        DATE = "date"
+        BOOLEAN = "boolean"
+        STRING_LIST = "string_list", "list of strings"
+
+    kb = models.ForeignKey(
+        KnowledgeBase,
+        verbose_name="knowledge base",
+        on_delete=models.CASCADE,
+        related_name="metadata_fields",
+    )
+    name = models.CharField(
+        max_length=64,
+        help_text="Lower-case letters, digits and _ (e.g. department, valid_until).",
+    )
+    type = models.CharField(max_length=16, choices=Type.choices, default=Type.STRING)
+    description = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "name"], name="metadata_field_unique_name")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_type_display()})"
+
+
 class IndexVersion(models.Model):
     """One embedding space and pipeline configuration of a knowledge base."""
 
@@ -151,7 +186,11 @@ class Document(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["kb", "key"], name="doc_unique_key_per_kb")]
-        indexes = [models.Index(fields=["kb", "id"], name="doc_kb_id")]
+        indexes = [
+            models.Index(fields=["kb", "id"], name="doc_kb_id"),
+            # Filters on metadata (retrieval.filters): containment for equality and lists.
+            GinIndex(fields=["metadata"], name="doc_metadata_gin", opclasses=["jsonb_path_ops"]),
+        ]
         permissions = [
             ("approve_build", "Can approve a ready build"),
             ("rollback_document", "Can roll a document back to an earlier build"),
@@ -214,6 +253,14 @@ class Build(models.Model):
     # How many of the build's chunks have a vector (cached or embedded so far), set by the embed
     # stage after each batch; the admin's progress counts it before any chunk is written.
     chunks_embedded = models.PositiveIntegerField(default=0, db_default=0)
+    # What the parse stage is doing, while it runs long ("OCR page 12/40"), set by it (fenced);
+    # the admin's progress shows it until the build has its chunk count.
+    parse_progress = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # The parse stage's extracted text this build was chunked from (a derived file, never
+    # rewritten): its chunks' char_start/char_end count into `Extracted.text()` of it. Set by
+    # the pipeline after the parse stage (fenced); "" for a build not parsed yet. Citations and
+    # search context read it back (`retrieval.extracted`).
+    text_path = models.CharField(max_length=300, blank=True, default="", db_default="")
     dimensions = models.PositiveIntegerField()
     manifest_sha256 = models.CharField(max_length=64, blank=True)
     # Set by the write stage once the written chunks were checked against the expected count,

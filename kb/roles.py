@@ -15,6 +15,9 @@ INDEX_ADMINS = "Index admins"
 CONTENT_MANAGER_PERMISSIONS = [
     ("kb", "view_knowledgebase"),
     ("kb", "view_indexversion"),
+    # the fields a knowledge base declares: content managers see them and set documents'
+    # values (change_document); index admins declare, retype and delete them
+    ("kb", "view_metadatafield"),
     ("kb", "add_document"),
     ("kb", "change_document"),
     ("kb", "view_document"),
@@ -29,6 +32,9 @@ CONTENT_MANAGER_PERMISSIONS = [
 INDEX_ADMIN_PERMISSIONS = [
     *CONTENT_MANAGER_PERMISSIONS,
     ("kb", "change_knowledgebase"),
+    ("kb", "add_metadatafield"),
+    ("kb", "change_metadatafield"),
+    ("kb", "delete_metadatafield"),
     ("kb", "approve_build"),
     ("kb", "rollback_document"),
     ("kb", "manage_index_versions"),
@@ -42,17 +48,20 @@ INDEX_ADMIN_PERMISSIONS = [
 ROLES = {CONTENT_MANAGERS: CONTENT_MANAGER_PERMISSIONS, INDEX_ADMINS: INDEX_ADMIN_PERMISSIONS}
 
 
-def ensure_roles(group_model: Any, permission_model: Any) -> None:
+def ensure_roles(group_model: Any, permission_model: Any, *, skip_missing: bool = False) -> None:
     """Create or update the groups (idempotent). Takes the models so a migration can pass its
-    historical ones; the permissions must exist already."""
+    historical ones; the permissions must exist already, unless `skip_missing` (a migration
+    that runs before a model of a later one exists: that later migration calls this again,
+    e.g. kb.0020 for MetadataField)."""
     for name, codes in ROLES.items():
         group, _ = group_model.objects.get_or_create(name=name)
-        group.permissions.set(
-            [
-                permission_model.objects.get(content_type__app_label=app, codename=codename)
-                for app, codename in codes
-            ]
-        )
+        permissions = [
+            permission_model.objects.filter(content_type__app_label=app, codename=codename).first()
+            if skip_missing
+            else permission_model.objects.get(content_type__app_label=app, codename=codename)
+            for app, codename in codes
+        ]
+        group.permissions.set([p for p in permissions if p is not None])
 
 
 def roles_with(perm: str) -> list[str]:

@@ -10,6 +10,7 @@ stored, under a content-addressed name; the client's file name is kept as metada
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from kb import storage
 from textkit import extract as parsers
+from work import faults
+
+logger = logging.getLogger(__name__)
+
+STORE_UNAVAILABLE = (
+    "The file store is unavailable, so the file was not saved and nothing changed. "
+    "Try again in a minute."
+)
 
 SKIPPED_ATTR = "_canon_oversized_uploads"  # their form fields
 SKIPPED_NAMES_ATTR = "_canon_oversized_upload_names"
@@ -82,7 +91,8 @@ def oversized_messages(request: HttpRequest) -> list[str]:
 
 class UploadRejected(ValueError):
     """Why an upload was refused, in words for the uploader; `code` and `status` say which check
-    refused it, for the API (413 too large, 415 unsupported type, 400 otherwise)."""
+    refused it, for the API (413 too large, 415 unsupported type, 503 file store unavailable,
+    400 otherwise)."""
 
     def __init__(self, message: str, *, code: str = "invalid_file", status: int = 400) -> None:
         super().__init__(message)
@@ -110,7 +120,8 @@ def clean_filename(name: str) -> str:
 
 
 def upload_accept(upload: UploadedFile) -> AcceptedUpload:
-    """Validate and store one uploaded file. Raises UploadRejected with a readable message."""
+    """Validate and store one uploaded file. Raises UploadRejected with a readable message;
+    status 503 when the file store cannot be reached (nothing stored, nothing committed)."""
     name = clean_filename(upload.name or "")
     size = upload.size or 0
     if size > settings.UPLOAD_MAX_BYTES:
@@ -134,6 +145,11 @@ def upload_accept(upload: UploadedFile) -> AcceptedUpload:
         stored = storage.store_chunks(upload.chunks(), max_bytes=settings.UPLOAD_MAX_BYTES)
     except storage.UploadTooLarge as exc:
         raise UploadRejected(f"{name}: {exc}.", code="file_too_large", status=413) from exc
+    except storage.StorageError as exc:
+        # Before any transaction: nothing is committed. The store's address stays in the log.
+        logger.warning("upload not stored: %s", exc)
+        raise UploadRejected(STORE_UNAVAILABLE, code="storage_unavailable", status=503) from None
+    faults.after_store()  # crash tests: stored, never committed (an orphan to collect)
     return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)
 
 
@@ -179,9 +195,12 @@ def kept_upload(request: HttpRequest, token: str) -> AcceptedUpload | None:
         return None
     if stored.path != f"sources/{stored.sha256[:2]}/{stored.sha256[2:4]}/{stored.sha256}":
         return None
-    if storage.file_problem(stored.path, size=stored.size) or not storage.stored_file_keep(
-        stored.path
-    ):
+    try:
+        if storage.file_problem(stored.path, size=stored.size) or not storage.stored_file_keep(
+            stored.path
+        ):
+            return None
+    except storage.StorageError:  # the uploader chooses the file again
         return None
     return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)
 

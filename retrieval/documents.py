@@ -34,6 +34,12 @@ def _readable_documents(principal: Principal) -> QuerySet[Document]:
     return documents
 
 
+def readable_documents(*, principal: Principal) -> QuerySet[Document]:
+    """Every document the principal may read, deleted ones included (the compatibility
+    endpoints count a vector store's files with it: `retrieval.compat.vector_stores`)."""
+    return _readable_documents(principal)
+
+
 def _with_live_revision(documents: QuerySet[Document]) -> QuerySet[Document]:
     live = Publication.objects.filter(
         document=OuterRef("pk"), index_version_id=OuterRef("kb__active_index_version_id")

@@ -42,6 +42,39 @@ def _storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     }
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """One moto S3 server for the session (tests/s3server.py)."""
+    from tests.s3server import S3Server
+
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_storage(s3_server: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Store this test's files in a new bucket of the moto server: the settings of this process
+    and the environment its worker and command subprocesses inherit. Returns that environment."""
+    env = s3_server.environment(s3_server.new_bucket())
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings.STORAGE_URL = env["CANON_STORAGE_URL"]
+    settings.S3_ADDRESSING_STYLE = "path"
+    settings.S3_CONNECT_TIMEOUT_SECONDS = 1.0
+    settings.S3_READ_TIMEOUT_SECONDS = 5.0
+    settings.S3_MAX_ATTEMPTS = 2
+    return env
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage_backend(request: pytest.FixtureRequest) -> str:
+    """Run a test on both storage backends: the directory and a moto bucket."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_storage")
+    return str(request.param)
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings: Any) -> None:
     """Users made in tests get cheap password hashes (tests/helpers.py)."""

@@ -137,10 +137,11 @@ def test_debug_stays_a_developers_explicit_choice(make_run_env: dict[str, str]) 
 # --- the service files ------------------------------------------------------------------------
 
 
-def test_the_procfile_runs_web_worker_and_beat_from_the_virtualenv() -> None:
+def test_the_procfile_runs_web_worker_beat_and_mcp_from_the_virtualenv() -> None:
     commands = devstack.procfile_commands()
 
-    assert set(commands) == {"web", "worker", "beat"}
+    assert set(commands) == {"web", "worker", "beat", "mcp"}
+    assert commands["mcp"] == ["python", "manage.py", "canon_mcp"]
     assert commands["web"][:3] == ["gunicorn", "--config", "config/gunicorn.conf.py"]
     assert commands["worker"][:4] == ["celery", "-A", "config", "worker"]
     assert commands["beat"][:4] == ["celery", "-A", "config", "beat"]

@@ -8,6 +8,7 @@ connection) and then resume it with SIGCONT.
 Before acting, a switch writes a marker file to CANON_FAULT_MARKER_DIR (when set) so the test can
 assert that the fault really happened at that point.
 
+    CANON_FAULT_AFTER_STORE=1           die after an upload's file was stored, before its commit
     CANON_FAULT_AFTER_OUTBOX_COMMIT=1   die after an upload committed, before any send
     CANON_FAULT_AFTER_CHUNK_BATCH=N     die after chunk batch N (1-based) committed
     CANON_FAULT_CHUNK_BATCH_DELAY=S     sleep S seconds after each chunk batch (a slow disk)
@@ -54,6 +55,11 @@ def pause_point(point: str) -> None:
     if _enabled("PAUSE_AT") == point:
         _mark(f"paused_{point}")
         os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def after_store() -> None:
+    if _enabled("AFTER_STORE"):
+        _die("after_store")
 
 
 def after_outbox_commit() -> None:

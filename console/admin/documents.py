@@ -17,10 +17,17 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from console.admin import bulk_actions, document_actions, upload_many
+from console.admin import (
+    bulk_actions,
+    bulk_metadata,
+    document_actions,
+    document_metadata,
+    upload_many,
+)
 from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
 from console.admin.scoping import TenantScopedAdmin, groups_refused, may_read, request_reader
 from kb import document_states
+from kb.metadata import MetadataInvalid, normalise_metadata
 from kb.models import (
     Document,
     KnowledgeBase,
@@ -121,6 +128,12 @@ class DocumentCreateForm(forms.ModelForm):
     )
     kept_upload = forms.CharField(required=False, widget=forms.HiddenInput)
     access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+    metadata = document_metadata.JsonObjectField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "class": "vLargeTextField"}),
+        help_text='Optional: a JSON object, e.g. {"department": "hr", "year": 2024}, checked '
+        "against the metadata fields the knowledge base declares.",
+    )
 
     class Meta:
         model = Document
@@ -139,6 +152,11 @@ class DocumentCreateForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         self._key_free(data)
+        if data.get("kb") and data.get("metadata"):
+            try:
+                normalise_metadata(data["kb"], data["metadata"])
+            except MetadataInvalid as exc:
+                self.add_error("metadata", str(exc))
         _accept_upload(self, "file", data, required=True)
         refused = groups_refused(self.request, data.get("access_groups") or [])
         if refused:
@@ -202,7 +220,11 @@ class DocumentChangeForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _explain_groups(self)
-        for name in self.EDITABLE:
+        # the metadata inputs (`document_metadata`) follow the same rule as title and groups
+        self.metadata_names = document_metadata.add_form_fields(self, self.instance.kb)
+        self.initial.update(document_metadata.initial_values(self, self.instance.metadata))
+        self.editable = (*self.EDITABLE, *self.metadata_names)
+        for name in self.editable:
             self.fields[name].show_hidden_initial = True
         self.edited: dict[str, Any] = {}  # field -> the value the user gave
         self.seen: dict[str, Any] = {}  # field -> the value the page showed
@@ -210,6 +232,7 @@ class DocumentChangeForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         self._compare_with_the_page(data)
+        self._metadata_edited()
         _accept_upload(self, "new_revision", data, required=False)
         refused = groups_refused(
             self.request, data.get("access_groups") or [], kept=self.instance.access_groups
@@ -223,7 +246,7 @@ class DocumentChangeForm(forms.ModelForm):
         showed) and untouched (given the stored value back, so nothing writes it), and refuse
         an edit of a field whose stored value changed since the page was rendered. A post
         without the page's values (a script) is compared with what is stored."""
-        for name in self.EDITABLE:
+        for name in self.editable:
             if name not in data:
                 continue  # invalid: its own error says why
             field = self.fields[name]
@@ -251,6 +274,43 @@ class DocumentChangeForm(forms.ModelForm):
                 continue
             self.edited[name] = data[name]
             self.seen[name] = seen
+
+    def _metadata_edited(self) -> None:
+        """The metadata to write when the user edited one of its inputs: the stored metadata
+        with the edited fields replaced (an emptied input removes its field), compared and set
+        as a whole by `document_update` against the stored value this form read, so a field
+        the user did not touch keeps what is stored even if it changed after the page was
+        shown. Keys the knowledge base does not declare are dropped once it declares any (the
+        fieldset says so). A value that does not fit is an error on its input."""
+        edits = {n: self.edited.pop(n) for n in list(self.edited) if n in self.metadata_names}
+        for name in edits:
+            self.seen.pop(name, None)
+        # a post that carries none of the metadata inputs (a script, a form of an older page)
+        # does not edit metadata: it would otherwise read as "every field emptied"
+        carried = any(
+            self[n].html_name in self.data or self[n].html_initial_name in self.data
+            for n in self.metadata_names
+        )
+        if not edits or not carried:
+            return
+        stored = dict(self.instance.metadata or {})
+        if document_metadata.JSON_FIELD in edits:
+            metadata = edits[document_metadata.JSON_FIELD] or {}
+        else:
+            declared = {n[len(document_metadata.PREFIX) :] for n in self.metadata_names}
+            metadata = {k: v for k, v in stored.items() if k in declared}
+            for name, value in edits.items():
+                key = name[len(document_metadata.PREFIX) :]
+                metadata.pop(key, None)
+                if document_metadata.stored_value(value) is not None:
+                    metadata[key] = document_metadata.stored_value(value)
+        try:
+            normalise_metadata(self.instance.kb, metadata)
+        except MetadataInvalid as exc:
+            document_metadata.misfit_error(self, exc)
+            return
+        self.edited["metadata"] = metadata
+        self.seen["metadata"] = stored
 
 
 def _comparable(value: Any) -> Any:
@@ -318,7 +378,7 @@ class DocumentAdmin(TenantScopedAdmin):
     show_facets = admin.ShowFacets.NEVER  # the status filter counts in its own labels
     search_fields = ["key", "title"]
     inlines = [RevisionInline]
-    actions = bulk_actions.admin_actions()
+    actions = [*bulk_actions.admin_actions(), bulk_metadata.set_metadata]
     readonly_fields = [
         "knowledge_base",
         "key",
@@ -341,7 +401,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
-            return ["kb", "key", "title", "access_groups", "file", "kept_upload"]
+            return ["kb", "key", "title", "access_groups", "metadata", "file", "kept_upload"]
         return [
             "knowledge_base",
             "key",
@@ -354,6 +414,23 @@ class DocumentAdmin(TenantScopedAdmin):
             "new_revision",
             "kept_upload",
         ]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The document's fields, then (on its page) its metadata: one input per field its
+        knowledge base declares, or a JSON textarea (`document_metadata`)."""
+        fieldsets: list[Any] = list(super().get_fieldsets(request, obj))
+        if obj is not None:
+            fieldsets.append(
+                (
+                    "Metadata",
+                    {
+                        "fields": document_metadata.field_names(obj.kb),
+                        "description": document_metadata.fieldset_words(obj),
+                        "classes": ["canon-metadata"],
+                    },
+                )
+            )
+        return fieldsets
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [] if obj is None else self.readonly_fields
@@ -415,6 +492,7 @@ class DocumentAdmin(TenantScopedAdmin):
                 key=form.cleaned_data["key"],
                 title=form.cleaned_data["title"] or "",
                 access_groups=form.cleaned_data.get("access_groups") or [],
+                metadata=form.cleaned_data.get("metadata") or None,
                 stored=accepted.stored,
                 media_type=accepted.media_type,
                 original_name=accepted.original_name,
@@ -540,7 +618,7 @@ class DocumentAdmin(TenantScopedAdmin):
         the save's compare-and-set, `document_update`) told on the page: nothing was written."""
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except ActionRefused as exc:
+        except (ActionRefused, MetadataInvalid) as exc:
             messages.error(request, f"Nothing was saved: {exc}")
             return HttpResponseRedirect(request.path)
 

@@ -24,6 +24,7 @@ from kb import document_states, home, timeline
 from kb.access import Reader
 from kb.models import IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import index_version_settings
+from kb.selectors.metadata import metadata_summary
 
 HOME_TIMELINE = 10  # entries on the home page; the timeline page has the rest
 
@@ -111,6 +112,9 @@ def home_view(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: s
         "opts": model_admin.model._meta,
         "can_search": request.user.has_perm("kb.view_document"),
         "can_change": model_admin.has_change_permission(request, kb),
+        # values and counts of the documents this user may read only (`kb.selectors.metadata`)
+        "metadata": metadata_summary(kb=kb, reader=kb_reader(request, kb)),
+        "can_declare_fields": request.user.has_perm("kb.add_metadatafield"),
     }
     return TemplateResponse(request, "admin/kb/knowledgebase/home.html", context)
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from console.admin import index_versions, kb_home, test_search
+from console.admin import index_versions, kb_home, metadata_fields, test_search
 from console.admin.scoping import TenantScopedAdmin
+from kb.metadata import MetadataInvalid
 from kb.models import (
     KnowledgeBase,
+    MetadataField,
 )
 from kb.selectors.index_versions import index_version_rollback_target
 from kb.services.index_versions import knowledge_base_create
@@ -32,6 +34,20 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         "active_index_version",
     ]
     readonly_fields = ["active_index_version"]
+    inlines = [metadata_fields.MetadataFieldInline]
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> Any:
+        if obj is None:
+            return []  # fields are declared once the knowledge base exists
+        if request.method == "POST" and "metadata_fields-TOTAL_FORMS" not in request.POST:
+            return []  # a post of the settings alone (a script, an older page) leaves fields be
+        return self.inlines
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is MetadataField:
+            metadata_fields.formset_save(request, form.instance, formset)
+            return
+        super().save_formset(request, form, formset, change)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return (
@@ -58,7 +74,12 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
     ) -> Any:
         """A settings change says each field's value before and after ("Changed require
         approval: off → on."), for the History page and the knowledge base's timeline."""
-        if add or not form.changed_data:
+        fields = [
+            line
+            for formset in formsets or []
+            for line in getattr(formset, metadata_fields.CHANGE_LINES_ATTR, [])
+        ]
+        if add or not (form.changed_data or fields):
             return super().construct_change_message(request, form, formsets, add)
 
         def shown(value: Any) -> str:
@@ -72,7 +93,9 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             + f": {shown(form.initial.get(name))} → {shown(form.cleaned_data.get(name))}"
             for name in form.changed_data
         ]
-        return f"Changed {'; '.join(changes)}."
+        words = [f"changed {'; '.join(changes)}"] if changes else []
+        text = "; ".join([*words, *fields])
+        return f"{text[:1].upper()}{text[1:]}."
 
     @admin.display(description="home")
     def home(self, kb: KnowledgeBase) -> str:
@@ -98,6 +121,11 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 "<path:object_id>/search/",
                 wrap(test_search.test_search_view),
                 name="kb_knowledgebase_search",
+            ),
+            path(
+                "<path:object_id>/metadata-fields/<int:field_id>/delete/",
+                wrap(metadata_fields.field_delete_view),
+                name="kb_metadatafield_delete",
             ),
             path(
                 "<path:object_id>/index-versions/new/",
@@ -132,4 +160,9 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
                 can_manage_versions=request.user.has_perm("kb.manage_index_versions"),
                 rollback_target=index_version_rollback_target(kb=kb),
             )
-        return super().change_view(request, object_id, form_url, extra)
+        try:
+            return super().change_view(request, object_id, form_url, extra)
+        except MetadataInvalid as exc:
+            # a document's value stopped fitting between the form's check and the save
+            messages.error(request, f"Nothing was saved: {exc}")
+            return HttpResponseRedirect(request.path)

@@ -3,14 +3,20 @@ as a derived file, and the title the file gave."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
 
 from ingestion.pipeline.stages import JsonDict, TerminalError
 from kb import storage
-from kb.models import Document, Revision
+from kb.models import Build, Document, Revision
 from textkit import extract as extractors
+from textkit.extract import ocr
+from textkit.extract import progress as extract_progress
 from work import faults
 from work.leases import Lease, fenced
 
@@ -18,21 +24,21 @@ from work.leases import Lease, fenced
 def parse(revision: Revision) -> JsonDict:
     """Extract the file into derived storage as `Extracted.to_json` (title, headings, blocks).
     A source file that is missing or not the uploaded bytes fails the build, terminally (a
-    retry cannot help until someone restores the file), with a reason a person can act on."""
-    problem = storage.file_problem(
-        revision.storage_path, size=revision.size, sha256=revision.sha256
-    )
-    if problem:
+    retry cannot help until someone restores the file), with a reason a person can act on. A
+    store that cannot be reached raises StorageUnavailable: the task waits (`run`)."""
+    media_type = revision.media_type
+    try:
+        # the file itself, or a copy downloaded from the bucket, checked against its SHA-256
+        with storage.local_copy(
+            revision.storage_path, sha256=revision.sha256, size=revision.size
+        ) as path:
+            faults.poison(path.read_bytes()[:1_000_000])
+            extracted = extractors.extract(path, media_type, max_chars=settings.PARSE_MAX_CHARS)
+    except storage.StoredFileProblem as exc:
         raise TerminalError(
             "stored_file_missing",
-            f"stored file {problem}: {revision.sha256}; restore storage from backup",
-        )
-    storage_path, media_type = revision.storage_path, revision.media_type
-    faults.poison(storage.absolute_path(storage_path).read_bytes()[:1_000_000])
-    try:
-        extracted = extractors.extract(
-            storage.absolute_path(storage_path), media_type, max_chars=settings.PARSE_MAX_CHARS
-        )
+            f"stored file {exc.problem}: {revision.sha256}; restore storage from backup",
+        ) from None
     except extractors.ParseError as exc:
         raise TerminalError("unparseable", str(exc)) from exc
     stored = storage.store_bytes(extracted.to_json(), kind="derived")
@@ -56,3 +62,34 @@ def record_title(*, revision: Revision, title: str, lease: Lease) -> None:
             Document.objects.filter(pk=revision.document_id, title=F("key")).exclude(
                 title=title
             ).update(title=title, updated_at=Now())
+
+
+# The parse stage writes its progress to the build at most this often.
+PROGRESS_INTERVAL_SECONDS = 1.0
+
+
+@contextmanager
+def parse_context(*, build_id: int, lease: Lease) -> Iterator[None]:
+    """Around the parse stage of one build: OCR's threads and limits from the settings, and
+    what a long extraction reports ("OCR page 12/40") written to `Build.parse_progress` for the
+    admin's bar, fenced (a worker that lost its lease stops there), at most once a second."""
+    last = -PROGRESS_INTERVAL_SECONDS
+
+    def record(label: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < PROGRESS_INTERVAL_SECONDS:
+            return
+        last = now
+        with fenced(lease):
+            Build.objects.filter(pk=build_id).update(parse_progress=label[:64])
+
+    options = ocr.OcrOptions(
+        threads=settings.OCR_THREADS,
+        max_pages=settings.OCR_MAX_PAGES,
+        max_seconds=settings.OCR_MAX_SECONDS,
+        max_pixels=settings.OCR_MAX_PIXELS,
+        min_confidence=settings.OCR_MIN_CONFIDENCE,
+    )
+    with ocr.configured(options), extract_progress.reporting(record):
+        yield

@@ -19,11 +19,12 @@ import embeddings
 from ingestion.models import StageResult
 from ingestion.pipeline.chunk import chunk
 from ingestion.pipeline.embed import embed
-from ingestion.pipeline.parse import parse, record_title
+from ingestion.pipeline.parse import parse, parse_context, record_title
 from ingestion.pipeline.stages import JsonDict, TerminalError, fingerprint, stage_run
 from ingestion.pipeline.write import write
 from ingestion.task_outcomes import (
     PROVIDER_UNAVAILABLE,
+    STORAGE_UNAVAILABLE,
     task_fail,
     task_retry_later,
     task_succeed,
@@ -87,6 +88,19 @@ def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
         )
         _fail_quietly(task_wait_for_provider, lease=lease, until=until, message=str(exc))
         return PROVIDER_UNAVAILABLE
+    except storage.StorageUnavailable as exc:
+        # The object store is down or slow: as for a provider, wait without spending an attempt
+        # (search keeps serving what is published; nothing was written for this stage).
+        until = _storage_retry_time()
+        logger.warning("waiting for the file store until %s: %s", until.isoformat(), exc, extra=log)
+        _fail_quietly(
+            task_wait_for_provider,
+            lease=lease,
+            until=until,
+            message=str(exc),
+            code=STORAGE_UNAVAILABLE,
+        )
+        return STORAGE_UNAVAILABLE
     except Exception as exc:
         if isinstance(exc, InterfaceError | OperationalError):
             # The connection may be dead (killed backend, failover): reconnect to record.
@@ -118,6 +132,11 @@ def classify(exc: BaseException) -> tuple[bool, str]:
 def _provider_retry_time(exc: embeddings.ProviderUnavailable) -> datetime:
     if exc.retry_at is not None:
         return datetime.fromtimestamp(exc.retry_at, tz=UTC)
+    return _storage_retry_time()
+
+
+def _storage_retry_time() -> datetime:
+    """One backoff step from now: a wait gives its attempt back, so it never grows."""
     delay = backoff_seconds(1, base=settings.RETRY_BASE_SECONDS, cap=settings.RETRY_MAX_SECONDS)
     return datetime.now(tz=UTC) + timedelta(seconds=max(delay, settings.RETRY_BASE_SECONDS))
 
@@ -148,17 +167,23 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
             state=Build.State.BUILDING
         )
 
-    parsed = stage_run(
-        lease=lease,
-        stage=StageResult.Stage.PARSE,
-        fingerprint=fingerprint(revision.sha256, revision.media_type, settings.PARSE_MAX_CHARS),
-        compute=lambda: parse(revision),
-        # The extracted text lives in derived storage; if it is gone (a restore without it),
-        # parse again rather than fail the chunk stage.
-        reusable=lambda parsed: storage.file_problem(parsed["text_path"]) is None,
-        shared=True,
-    )
+    with parse_context(build_id=build.pk, lease=lease):
+        parsed = stage_run(
+            lease=lease,
+            stage=StageResult.Stage.PARSE,
+            fingerprint=fingerprint(revision.sha256, revision.media_type, settings.PARSE_MAX_CHARS),
+            compute=lambda: parse(revision),
+            # The extracted text lives in derived storage; if it is gone (a restore without
+            # it), parse again rather than fail the chunk stage.
+            reusable=lambda parsed: storage.file_problem(parsed["text_path"]) is None,
+            shared=True,
+        )
     record_title(revision=revision, title=parsed.get("title", ""), lease=lease)
+    with fenced(lease):
+        # The text this build's chunk offsets count into (citations and search context read it).
+        Build.objects.filter(pk=build.pk).exclude(text_path=parsed["text_path"]).update(
+            text_path=parsed["text_path"]
+        )
     chunked = stage_run(
         lease=lease,
         stage=StageResult.Stage.CHUNK,

@@ -4,10 +4,9 @@ under the storage lock, and files a revision still needs that are missing."""
 from __future__ import annotations
 
 import contextlib
-import os
+import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache
@@ -21,6 +20,8 @@ from kb.models import Revision
 from kb.storage_lock import backup_running, storage_deletion
 from kb.verify import needed_sources, stored_file_problem
 
+logger = logging.getLogger(__name__)
+
 STORED_FILE_BATCH = 1000  # stats per pass; a cursor in the cache walks all revisions in turn
 
 
@@ -29,40 +30,46 @@ STORED_FILE_CURSOR = "canon:reconciler:stored-file-cursor"
 
 def find_orphan_files() -> Iterator[Finding]:
     """Source files no Revision names, older than the grace period (a crash between storing the
-    bytes and committing the upload). Scans at most BATCH files per pass; none while a backup
-    runs (it holds the storage lock, and the repair would not delete)."""
-    root = storage.storage_root() / "sources"
-    if not root.exists() or backup_running():
+    bytes and committing the upload). Lists at most BATCH * 10 files per pass (a directory walk,
+    or the bucket's listing by prefix); none while a backup runs (it holds the storage lock, and
+    the repair would not delete). A file's age is the later of its last write and its last reuse
+    (`kb.storage` backends' `kept_at`). A store that cannot be reached ends the pass's scan."""
+    if backup_running():
         return
     grace = time.time() - settings.RECONCILER_ORPHAN_GRACE_SECONDS
-    seen = 0
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            seen += 1
+    store = storage.backend()
+    try:
+        for seen, (relative, written) in enumerate(store.list_files("sources"), 1):
             if seen > BATCH * 10:
                 return
-            path = Path(dirpath) / name
-            relative = str(path.relative_to(storage.storage_root()))
-            if path.stat().st_mtime > grace:
+            if written > grace or Revision.objects.filter(storage_path=relative).exists():
                 continue
-            if Revision.objects.filter(storage_path=relative).exists():
+            kept = store.kept_at(relative)
+            if kept is None or kept > grace:
                 continue
             yield Finding("orphan_file", "file", 0, None, relative)
+    except storage.StorageUnavailable as exc:
+        logger.warning("orphan collection skipped this pass: %s", exc)
 
 
 def repair_orphan_file(finding: Finding) -> str:
-    path = storage.absolute_path(finding.detail)
+    """Delete the orphan under the storage lock (exclusive), after checking again that no
+    Revision names it and that no upload reused it meanwhile (a reuse refreshes its age under
+    the same lock, shared, before its commit). Idempotent: a file gone already is "deleted"."""
+    store = storage.backend()
     with storage_deletion() as allowed:
         if not allowed:
             return "kept: a backup is running"
         if Revision.objects.filter(storage_path=finding.detail).exists():
             return "referenced meanwhile"
-        # An upload reusing the file refreshes its mtime under this lock before it commits.
         grace = time.time() - settings.RECONCILER_ORPHAN_GRACE_SECONDS
-        with contextlib.suppress(FileNotFoundError):
-            if path.stat().st_mtime > grace:
+        try:
+            kept = store.kept_at(finding.detail)
+            if kept is not None and kept > grace:
                 return "reused meanwhile"
-        path.unlink(missing_ok=True)
+            store.delete(finding.detail)
+        except storage.StorageUnavailable:
+            return "kept: the file store is unreachable"
     return "deleted the file"
 
 
@@ -80,7 +87,11 @@ def find_stored_file_missing() -> Iterator[Finding]:
     with contextlib.suppress(Exception):
         cache.set(STORED_FILE_CURSOR, rows[-1][0] if len(rows) == STORED_FILE_BATCH else 0, None)
     for revision_id, document_id, kb_id, path, sha256, size in rows:
-        problem = stored_file_problem(path, sha256, size)
+        try:
+            problem = stored_file_problem(path, sha256, size)
+        except storage.StorageUnavailable as exc:
+            logger.warning("stored files not checked this pass: %s", exc)
+            return
         if problem:
             yield Finding(
                 "stored_file_missing",

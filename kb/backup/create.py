@@ -21,7 +21,7 @@ from kb.backup.layout import (
     TarSink,
     is_archive,
     listed,
-    stored_files,
+    live_files,
     tree_size,
 )
 from kb.backup.postgres import applied_migrations, counts, libpq, pg_tool, run, server_version
@@ -47,7 +47,6 @@ def backup_create(*, target: Path, allow_missing: bool = False) -> BackupResult:
     started = time.monotonic()
     version, server_major = server_version()
     pg_dump = pg_tool("pg_dump", at_least=server_major)
-    root = storage.storage_root()
     sink: DirectorySink | TarSink = TarSink(target) if is_archive(target) else DirectorySink(target)
     try:
         with deletions_held():
@@ -74,7 +73,7 @@ def backup_create(*, target: Path, allow_missing: bool = False) -> BackupResult:
                     env,
                 )
             dump_sha, dump_size = sink.dump_written()
-            files, notes = _storage_copy(root, sink)
+            files, notes = _storage_copy(sink)
         copied = {entry["path"] for entry in files}
         missing = [
             {"path": path, "problem": storage.file_problem(path) or "damaged"}
@@ -84,7 +83,7 @@ def backup_create(*, target: Path, allow_missing: bool = False) -> BackupResult:
         if missing and not allow_missing:
             raise BackupError(
                 f"{len(missing)} stored file(s) that revisions name are missing or damaged in "
-                f"{root} (already before this backup):\n"
+                f"{storage.location()} (already before this backup):\n"
                 + listed(f"{m['path']}: {m['problem']}" for m in missing)
                 + "\nFind them (an older backup?) and put them back, or run again with "
                 "--allow-missing to record them in the manifest; `kb_verify` names the documents."
@@ -118,21 +117,20 @@ def _referenced_sources() -> dict[str, str]:
         return {str(path): str(sha) for path, sha in cursor.fetchall()}
 
 
-def _storage_copy(
-    root: Path, sink: DirectorySink | TarSink
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Copy every stored file, hashing it on the way; a file whose bytes do not match its name
-    is left out (and noted)."""
+def _storage_copy(sink: DirectorySink | TarSink) -> tuple[list[dict[str, Any]], list[str]]:
+    """Copy every stored file (from the directory, or downloaded from the bucket), hashing it on
+    the way; a file whose bytes do not match its name is left out (and noted)."""
     files: list[dict[str, Any]] = []
     notes: list[str] = []
-    for relative in stored_files(root):
+    for relative in live_files():
         match = CONTENT_PATH.match(relative)
         if match is None:
             notes.append(f"{relative}: not a content-addressed name; not backed up")
             continue
         try:
-            sha, size = sink.add_file(relative, root / relative)
-        except FileNotFoundError:
+            with storage.local_copy(relative, verify=False) as path:
+                sha, size = sink.add_file(relative, path)
+        except (FileNotFoundError, storage.StoredFileProblem):
             notes.append(f"{relative}: vanished while backing up; not backed up")
             continue
         if sha != match.group(3):

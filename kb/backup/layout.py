@@ -8,7 +8,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import tarfile
 import tempfile
@@ -23,9 +22,9 @@ FORMAT = "canon.backup/1"
 MANIFEST = "manifest.json"
 DUMP = "database.dump"
 STORAGE = "storage"
-KINDS = ("sources", "derived")
+KINDS = storage.KINDS
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
-CONTENT_PATH = re.compile(r"^(?:sources|derived)/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f]{64})$")
+CONTENT_PATH = storage.CONTENT_PATH
 SHOWN_PROBLEMS = 20
 
 
@@ -41,6 +40,12 @@ def stored_files(root: Path) -> list[str]:
             dirnames.sort()
             found += [(Path(dirpath) / name).relative_to(root).as_posix() for name in filenames]
     return sorted(found)
+
+
+def live_files() -> list[str]:
+    """The names of every file in the live storage (the directory or the bucket), sorted."""
+    store = storage.backend()
+    return sorted(relative for kind in KINDS for relative, _written in store.list_files(kind))
 
 
 def listed(lines: Iterator[str] | list[str]) -> str:

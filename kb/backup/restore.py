@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +18,10 @@ from kb.backup.layout import (
     DUMP,
     STORAGE,
     BackupError,
-    HashingReader,
     listed,
+    live_files,
     manifest_checked,
     opened,
-    stored_files,
 )
 from kb.backup.postgres import (
     counts,
@@ -54,14 +50,15 @@ class RestoreResult:
 
 
 def backup_restore(*, source: Path, force: bool = False) -> RestoreResult:
-    """Restore a backup into the database of DATABASE_URL and the storage root of
-    CANON_STORAGE_ROOT, both empty (`force`: the database's public schema is dropped first, and
-    stored files already there are kept when their bytes are the backup's; no other file is
-    touched). Nothing changes before every checksum has matched. Raises BackupError.
+    """Restore a backup into the database of DATABASE_URL and the storage (CANON_STORAGE_ROOT,
+    or the bucket of CANON_STORAGE_URL), both empty (`force`: the database's public schema is
+    dropped first, and stored files already there are kept when their bytes are the backup's;
+    no other file is touched). Nothing changes before every checksum has matched. Raises
+    BackupError.
 
     Run it with no Canon process using the target (workers, beat, web) until it has finished."""
     started = time.monotonic()
-    root = storage.storage_root()
+    store = storage.backend()
     clear = False
     if relations():
         if not force:
@@ -70,13 +67,13 @@ def backup_restore(*, source: Path, force: bool = False) -> RestoreResult:
                 "empty one, or pass --force to drop its public schema first"
             )
         clear = True
-    present = set(stored_files(root))
+    present = set(live_files())
     if present and not force:
         raise BackupError(
-            f"the storage root {root} already holds {len(present)} file(s); restore into an "
-            "empty one, or pass --force to keep the files whose bytes are the backup's"
+            f"the storage {store.location()} already holds {len(present)} file(s); restore "
+            "into an empty one, or pass --force to keep the files whose bytes are the backup's"
         )
-    with opened(source, scratch_parent=root / "tmp") as (directory, unpacked):
+    with opened(source, scratch_parent=store.scratch_dir()) as (directory, unpacked):
         manifest, notes = manifest_checked(directory)
         unknown = _unknown_migrations(manifest)
         if unknown:
@@ -93,7 +90,7 @@ def backup_restore(*, source: Path, force: bool = False) -> RestoreResult:
         ]
         if clashes:
             raise BackupError(
-                "files in the storage root differ from the backup's; nothing was restored:\n"
+                "files in the storage differ from the backup's; nothing was restored:\n"
                 + listed(clashes)
             )
         version, server_major = server_version()
@@ -166,35 +163,21 @@ def _unknown_migrations(manifest: dict[str, Any]) -> list[str]:
 def _storage_restore(
     directory: Path, entries: list[dict[str, Any]], present: set[str], *, move: bool
 ) -> int:
-    """Put each file in place as `kb.storage` does (a temporary file, fsynced, read-only,
-    renamed into place), keeping its mtime; a file unpacked from an archive is moved there."""
-    root = storage.storage_root()
-    tmp = root / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
+    """Put each file in place through the storage backend (the directory: as `kb.storage`
+    writes, keeping the backup's mtime, moved when unpacked from an archive; the bucket: a
+    put-if-absent whose SHA-256 checksum the store verifies). Returns how many."""
+    store = storage.backend()
     restored = 0
     for entry in entries:
         relative = entry["path"]
         if relative in present:
             continue
-        source = directory / STORAGE / relative
-        destination = root / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        if move:
-            source.chmod(0o444)
-            os.replace(source, destination)
-        else:
-            fd, name = tempfile.mkstemp(dir=tmp)
-            with source.open("rb") as raw, os.fdopen(fd, "wb") as out:
-                reader = HashingReader(raw)
-                shutil.copyfileobj(reader, out, 1 << 20)
-                out.flush()
-                os.fsync(out.fileno())
-            if reader.digest.hexdigest() != entry["sha256"]:
-                os.unlink(name)
-                raise BackupError(f"{source} changed while it was restored; restore again")
-            shutil.copystat(source, name)
-            os.chmod(name, 0o444)
-            os.replace(name, destination)
+        try:
+            store.restore_file(
+                directory / STORAGE / relative, relative=relative, sha256=entry["sha256"], move=move
+            )
+        except storage.StorageError as exc:
+            raise BackupError(f"{relative}: {exc}") from None
         restored += 1
     return restored
 

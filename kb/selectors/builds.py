@@ -89,7 +89,8 @@ def failure_is_current(build: Build) -> bool:
 def build_progress_of(*, build: Build) -> dict[str, object]:
     """One build's progress: its stage, counts, the bar's percent and the words beside it.
 
-    Stages: "queued", "parsing" (no expected count yet), "embedding" (fewer chunks with vectors
+    Stages: "queued", "parsing" (no expected count yet; the label says what the parse stage
+    reported, "OCR page 12/40", when it did), "embedding" (fewer chunks with vectors
     than expected), "writing" (fewer chunks written than expected), then the build's state. The
     bar is one fraction that only moves forward: embedded chunks fill the first EMBED_PERCENT,
     written chunks the rest; the label counts the stage's own chunks ("embedding 120/400").
@@ -118,6 +119,8 @@ def build_progress_of(*, build: Build) -> dict[str, object]:
     if expected is None:
         # never chunked (it failed while parsing, say): no figures to show, and the word why
         label = stage if build.state in RUNNING_BUILD_STATES else NOT_CHUNKED.get(build.state, "—")
+        if stage == "parsing" and build.parse_progress:
+            label = build.parse_progress  # "OCR page 12/40"
     elif stage == "embedding":
         label = f"embedding {embedded}/{expected}"
     elif build.state in RUNNING_BUILD_STATES:

@@ -25,6 +25,7 @@ from kb.models import (
 from kb.selectors.builds import live_build_id
 from kb.selectors.index_versions import live_index_versions
 from kb.services.base import ActionRefused, Actor, InvalidUpload, actor_id
+from kb.services.metadata import checked_metadata
 from kb.services.retention import (
     chunks_delete,
     lexical_statistics_forget,
@@ -100,18 +101,25 @@ def document_create(
     media_type: str,
     original_name: str,
     access_groups: Sequence[str] = (),
+    metadata: Mapping[str, Any] | None = None,
     actor: Actor = None,
 ) -> Revision:
     """Create a document and its first revision in one transaction.
 
     The bytes must already be in storage (`kb.storage`): a crash before this commit leaves only
-    an orphan file. Raises InvalidUpload if the key is taken.
+    an orphan file. Raises InvalidUpload if the key is taken, MetadataInvalid if `metadata`
+    does not fit the knowledge base's fields (`kb.metadata`).
     """
     with transaction.atomic():
+        stored_metadata = checked_metadata(kb, metadata)
         if Document.objects.filter(kb=kb, key=key).exists():
             raise InvalidUpload(f"A document with key {key!r} already exists in {kb}.")
         document = Document.objects.create(
-            kb=kb, key=key, title=title or key, access_groups=sorted(set(access_groups))
+            kb=kb,
+            key=key,
+            title=title or key,
+            access_groups=sorted(set(access_groups)),
+            metadata=stored_metadata,
         )
         revision = _revision_add(
             document=document,
@@ -152,6 +160,7 @@ def document_update(
     document: Document,
     title: str | None = None,
     access_groups: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     seen: Mapping[str, Any] | None = None,
 ) -> Document:
     """Edit metadata: only the fields given (None leaves a field as stored), so an edit of one
@@ -168,9 +177,12 @@ def document_update(
         changes["title"] = title or document.key
     if access_groups is not None:
         changes["access_groups"] = sorted(set(access_groups))
-    if not changes:
+    if not changes and metadata is None:
         return document
     with transaction.atomic():
+        if metadata is not None:
+            # The whole object: fields left out are removed (MetadataInvalid if one misfits).
+            changes["metadata"] = checked_metadata(document.kb, metadata)
         current = locks.lock_document(document.pk)
         for name, value in (seen or {}).items():
             stored = getattr(current, name)

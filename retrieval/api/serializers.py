@@ -8,15 +8,20 @@ import json
 from typing import Any, cast
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from retrieval.citations import citation_of
 from retrieval.documents import DocumentDetail, DocumentPage
+from retrieval.search.context import COLLECTED, MAX_NEIGHBORS, MISSING, SECTION_MAX_CHARS
 from retrieval.search.engine import MODES
 from retrieval.search.hits import SearchResult
 from retrieval.search.rerank import REASONS as RERANK_REASONS
 
 MAX_DOCUMENT_KEYS = 100
+MAX_FILTER_CHARS = 20_000
 MAX_METADATA_CHARS = 4096
+MAX_DOCUMENT_METADATA_CHARS = 65_536
 PAGE_LIMIT_DEFAULT = 50
 PAGE_LIMIT_MAX = 200
 
@@ -46,8 +51,54 @@ class ErrorOutput(serializers.Serializer):
 # --- search ---------------------------------------------------------------------------------
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "maxLength": 100},
+            {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 100},
+                "minItems": 1,
+                "maxItems": settings.SEARCH_MAX_KBS,
+            },
+        ]
+    }
+)
+class KnowledgeBaseRefs(serializers.Field):
+    """A knowledge base's slug (or id), or a list of them: several read in one search."""
+
+    def to_internal_value(self, data: Any) -> str | list[str]:
+        if isinstance(data, str):
+            return self._one(data)
+        if not isinstance(data, list) or not data:
+            raise serializers.ValidationError(
+                "Give a knowledge base's slug, or a non-empty list of slugs."
+            )
+        if len(data) > settings.SEARCH_MAX_KBS:
+            raise serializers.ValidationError(
+                f"One search reads at most {settings.SEARCH_MAX_KBS} knowledge bases."
+            )
+        refs = [self._one(item) for item in data]
+        if len(set(refs)) != len(refs):
+            raise serializers.ValidationError("A knowledge base is named twice.")
+        return refs if len(refs) > 1 else refs[0]
+
+    @staticmethod
+    def _one(item: Any) -> str:
+        if not isinstance(item, str):
+            raise serializers.ValidationError("A knowledge base is a slug of 1-100 characters.")
+        return str(serializers.CharField(max_length=100).run_validation(item))
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class SearchInput(serializers.Serializer):
-    kb = serializers.CharField(max_length=100, help_text="Knowledge base slug (or id).")
+    kb = KnowledgeBaseRefs(
+        help_text="Knowledge base slug (or id), or a list of up to SEARCH_MAX_KBS (10): each is "
+        "read through its own active index version, all in one snapshot, and every hit names "
+        "its knowledge base. An unknown one, or one this key may not search, is a 404."
+    )
     query = serializers.CharField(max_length=settings.SEARCH_MAX_QUERY_CHARS, trim_whitespace=True)
     top_k = serializers.IntegerField(min_value=1, max_value=settings.SEARCH_MAX_TOP_K, default=10)
     mode = serializers.ChoiceField(choices=MODES, default="hybrid")
@@ -61,6 +112,24 @@ class SearchInput(serializers.Serializer):
     metadata = serializers.DictField(
         required=False,
         help_text="Only documents whose metadata contains this object (JSON containment).",
+    )
+    filter = serializers.JSONField(
+        required=False,
+        help_text="Only documents that match this filter, in Canon's filter language: a "
+        'condition {"field", "op", "value"} (op: eq, ne, gt, gte, lt, lte, in, nin, contains, '
+        'exists) or {"and": [...]}, {"or": [...]}, {"not": {...}}, nested up to 5 levels and '
+        "50 conditions. Fields: the knowledge base's declared metadata fields and the built-in "
+        "key, title, content_type, created, updated, revision. A document without a field "
+        "matches no condition on it but exists false.",
+    )
+    score_threshold = serializers.FloatField(
+        required=False,
+        help_text="Only hits whose score is at least this; fewer than top_k may come back. What "
+        "a score is depends on the mode: vector, the cosine similarity (-1 to 1; 1 is the same "
+        "direction); keyword, BM25 (0 and up, with no fixed top: it grows with the query's rare "
+        "terms); hybrid, the fused score (0 to 1: the learned fusion's estimate that the "
+        "passage answers the query). With several knowledge bases it applies to each one's own "
+        "scores, before their lists are merged.",
     )
     as_of = serializers.DateTimeField(
         required=False,
@@ -78,6 +147,39 @@ class SearchInput(serializers.Serializer):
         "configured: CANON_RERANK_URL); false skips it. The answer's `reranked` says whether "
         "it happened.",
     )
+    neighbors = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_NEIGHBORS,
+        required=False,
+        help_text="Also return each hit's `context`: this many chunks either side of it, from "
+        "the same build, as one passage (default 0: none).",
+    )
+    expand = serializers.ChoiceField(
+        choices=["section"],
+        required=False,
+        help_text="`section`: also return each hit's `context`: the chunks around it under the "
+        f"same headings, as one passage of at most {SECTION_MAX_CHARS} characters (the hit's "
+        "own chunk always whole). Not with `neighbors`.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("neighbors") and attrs.get("expand"):
+            raise serializers.ValidationError({"expand": ["Give neighbors or expand, not both."]})
+        if isinstance(attrs.get("kb"), list):
+            for name in ("as_of", "explain"):
+                if attrs.get(name):
+                    raise serializers.ValidationError(
+                        {name: ["Asks about one knowledge base; name one in kb."]}
+                    )
+        return attrs
+
+    def validate_filter(self, value: Any) -> Any:
+        _no_nul(value)
+        if len(json.dumps(value)) > MAX_FILTER_CHARS:
+            raise serializers.ValidationError(
+                f"The filter is longer than {MAX_FILTER_CHARS} characters."
+            )
+        return value
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         _no_nul(value)
@@ -90,9 +192,8 @@ class SearchInput(serializers.Serializer):
 
 _FAST_SEARCH_KEYS = frozenset({"kb", "query", "top_k", "mode", "rerank"})
 # The limits the fast path applies are SearchInput's own.
-_KB_FIELD = cast(serializers.CharField, SearchInput().fields["kb"])
 _TOP_K_FIELD = cast(serializers.IntegerField, SearchInput().fields["top_k"])
-_KB_MAX = int(_KB_FIELD.max_length or 0)
+_KB_MAX = 100  # KnowledgeBaseRefs' limit for one slug
 _TOP_K = (int(_TOP_K_FIELD.min_value or 0), int(_TOP_K_FIELD.max_value or 0), _TOP_K_FIELD.default)
 _MODE_DEFAULT = SearchInput().fields["mode"].default
 _RERANK_DEFAULT = SearchInput().fields["rerank"].default
@@ -140,8 +241,46 @@ def search_input_fast(data: Any) -> dict[str, Any] | None:
     }
 
 
+class CitationOutput(serializers.Serializer):
+    document_id = serializers.IntegerField()
+    revision = serializers.IntegerField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    url = serializers.CharField(
+        help_text="/api/v1/documents/{document_id}/revisions/{revision}/text?start=..&end=.."
+    )
+
+
+class ContextOutput(serializers.Serializer):
+    text = serializers.CharField(
+        allow_null=True,
+        help_text="The chunks as one passage (overlaps once; between chunks, the document's "
+        "own text); null when `unavailable`.",
+    )
+    hit_start = serializers.IntegerField(
+        allow_null=True, help_text="Where the hit's own chunk starts in `text`."
+    )
+    hit_end = serializers.IntegerField(
+        allow_null=True, help_text="Where it ends: text[hit_start:hit_end] is the hit."
+    )
+    chunks = serializers.ListField(
+        child=serializers.IntegerField(),
+        min_length=2,
+        max_length=2,
+        allow_null=True,
+        help_text="The first and last chunk ordinals the passage spans.",
+    )
+    unavailable = serializers.ChoiceField(
+        choices=[COLLECTED, MISSING],
+        allow_null=True,
+        help_text="Why there is no passage: the build's chunks were collected by retention "
+        "after the search (`collected`, `missing`); null when there is one.",
+    )
+
+
 class HitOutput(serializers.Serializer):
     chunk_id = serializers.IntegerField()
+    kb = serializers.CharField(help_text="The knowledge base (slug) the hit comes from.")
     score = serializers.FloatField()
     text = serializers.CharField()
     ordinal = serializers.IntegerField()
@@ -172,6 +311,25 @@ class HitOutput(serializers.Serializer):
         help_text="The reranker's score when the search was reranked (the hits are in its "
         "order; `score` stays the fused score); null otherwise.",
     )
+    document_id = serializers.IntegerField(
+        help_text="The document's id (GET /api/v1/documents/{id})."
+    )
+    highlights = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[start, end) offsets in `text` of the query's terms, matched as the keyword "
+        "search matches them (stems, Chinese words; stop words are not marked).",
+    )
+    citation = serializers.SerializerMethodField(
+        help_text="The span of the revision's extracted text this hit stands on, and the URL "
+        "that returns it while the revision is retained (after newer revisions too); null for "
+        "chunks written before positions were kept."
+    )
+    # DRF's metaclass takes declared fields off the class, so this does not shadow
+    # Field.context (the serializer's context) at run time; mypy sees only the name.
+    context = ContextOutput(  # type: ignore[assignment]
+        required=False,
+        help_text="With `neighbors` or `expand`: the passage around the hit.",
+    )
     ranking = serializers.JSONField(
         required=False,
         help_text="With `explain`: `vector` and `keyword` ({rank, score}, the keyword's "
@@ -181,10 +339,37 @@ class HitOutput(serializers.Serializer):
         "words, so a hit's `score` is its place's and can differ from `fused.score`.",
     )
 
+    @extend_schema_field(CitationOutput(allow_null=True))
+    def get_citation(self, hit: Any) -> dict[str, Any] | None:
+        return citation_of(hit)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if instance.context is None:  # present only when asked for, as in `search_body`
+            data.pop("context", None)
+        else:
+            data["context"] = instance.context.as_dict()
+        return dict(data)
+
 
 class SearchOutput(serializers.Serializer):
-    kb = serializers.CharField()
-    index_version = serializers.IntegerField(help_text="The index version that answered.")
+    kb = serializers.CharField(help_text="The knowledge base (the first, when several).")
+    index_version = serializers.IntegerField(
+        help_text="The index version that answered (the first knowledge base's, when several)."
+    )
+    knowledge_bases = serializers.DictField(
+        child=serializers.IntegerField(),
+        allow_null=True,
+        help_text="A search of several knowledge bases: each one's answering index version "
+        "(null for one).",
+    )
+    merged_by = serializers.ChoiceField(
+        choices=["score", "rank"],
+        allow_null=True,
+        help_text="A search of several knowledge bases: how their lists were merged. score: "
+        "vector or hybrid over one embedding model, the scores share a scale; rank: keyword "
+        "search, or different models, by reciprocal rank (1 / (60 + rank in its knowledge base)).",
+    )
     took_ms = serializers.FloatField()
     as_of = serializers.DateTimeField(allow_null=True)
     unretained_documents = serializers.IntegerField(
@@ -231,6 +416,8 @@ def search_body(result: SearchResult) -> dict[str, Any]:
     return {
         "kb": str(result.kb),
         "index_version": int(result.index_version),
+        "knowledge_bases": result.knowledge_bases,
+        "merged_by": result.merged_by,
         "took_ms": float(result.took_ms),
         "as_of": _DATETIME.to_representation(result.as_of) if result.as_of is not None else None,
         "unretained_documents": result.unretained_documents,
@@ -239,6 +426,7 @@ def search_body(result: SearchResult) -> dict[str, Any]:
         "hits": [
             {
                 "chunk_id": hit.chunk_id,
+                "kb": hit.kb,
                 "score": float(hit.score),
                 "text": hit.text,
                 "ordinal": hit.ordinal,
@@ -251,6 +439,10 @@ def search_body(result: SearchResult) -> dict[str, Any]:
                 "char_start": hit.char_start,
                 "char_end": hit.char_end,
                 "rerank_score": hit.rerank_score,
+                "document_id": hit.document_id,
+                "highlights": [list(span) for span in hit.highlights],
+                "citation": citation_of(hit),
+                **({"context": hit.context.as_dict()} if hit.context is not None else {}),
                 **({"ranking": ranking.hits[hit.chunk_id]} if ranking else {}),
             }
             for hit in result.hits
@@ -434,6 +626,32 @@ class DocumentUploadInput(serializers.Serializer):
         help_text="Repeat the field, or separate groups with commas.",
     )
     file = serializers.FileField(help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    metadata = serializers.JSONField(
+        required=False,
+        help_text='A JSON object of metadata, e.g. {"department": "hr", "year": 2024}, as the '
+        "text of this form field. Checked against the fields the knowledge base declares "
+        "(GET /kbs/{kb}/metadata): a value that does not fit is a 400 naming the field. On a "
+        "new revision it replaces the document's metadata; left out, the metadata is kept.",
+    )
+
+    def validate_metadata(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, str):  # a multipart field: its text is the JSON
+            if len(value) > MAX_DOCUMENT_METADATA_CHARS:
+                raise serializers.ValidationError(
+                    f"The metadata is longer than {MAX_DOCUMENT_METADATA_CHARS} characters."
+                )
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise serializers.ValidationError("Metadata must be a JSON object.") from exc
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Metadata must be a JSON object.")
+        _no_nul(value)
+        if len(json.dumps(value)) > MAX_DOCUMENT_METADATA_CHARS:
+            raise serializers.ValidationError(
+                f"The metadata is longer than {MAX_DOCUMENT_METADATA_CHARS} characters."
+            )
+        return cast(dict[str, Any], value)
 
     def validate_access_groups(self, value: list[str]) -> list[str]:
         groups = sorted({g.strip() for item in value for g in item.split(",") if g.strip()})
@@ -450,3 +668,69 @@ class UploadOutput(serializers.Serializer):
     revision = serializers.IntegerField()
     document_created = serializers.BooleanField()
     build_ids = serializers.ListField(child=serializers.IntegerField())
+    metadata = serializers.DictField(required=False, help_text="The document's metadata, stored.")
+
+
+# --- metadata summary ---------------------------------------------------------------------------
+
+
+class MetadataValueOutput(serializers.Serializer):
+    value = serializers.JSONField()
+    documents = serializers.IntegerField(help_text="How many readable documents hold it.")
+
+
+class MetadataFieldSummaryOutput(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.ChoiceField(choices=["string", "number", "date", "boolean", "string_list"])
+    description = serializers.CharField(allow_blank=True)
+    built_in = serializers.BooleanField()
+    documents = serializers.IntegerField(help_text="Readable documents that hold a value.")
+    values = MetadataValueOutput(
+        many=True,
+        required=False,
+        help_text="string, boolean and string_list fields: the 20 most frequent values.",
+    )
+    more_values = serializers.BooleanField(required=False)
+    min = serializers.JSONField(required=False, help_text="number and date fields.")
+    max = serializers.JSONField(required=False, help_text="number and date fields.")
+
+    def to_representation(self, instance: Any) -> Any:
+        data = {
+            "name": instance.name,
+            "type": instance.type,
+            "description": instance.description,
+            "built_in": instance.built_in,
+            "documents": instance.documents,
+        }
+        if instance.type in ("number", "date"):
+            data.update(min=instance.min, max=instance.max)
+        else:
+            data.update(
+                values=[{"value": v, "documents": n} for v, n in instance.values],
+                more_values=instance.more_values,
+            )
+        return data
+
+
+class MetadataKeyOutput(serializers.Serializer):
+    key = serializers.CharField()
+    documents = serializers.IntegerField()
+
+
+class MetadataSummaryOutput(serializers.Serializer):
+    kb = serializers.CharField()
+    documents = serializers.IntegerField(help_text="Readable, non-deleted documents.")
+    # the metaclass takes declared fields out of the class body, so `fields` stays DRF's
+    fields = MetadataFieldSummaryOutput(many=True)  # type: ignore[assignment]
+    undeclared = MetadataKeyOutput(
+        many=True, help_text="Keys documents hold that the knowledge base does not declare."
+    )
+
+    def to_representation(self, instance: Any) -> Any:
+        kb, summary = instance
+        return {
+            "kb": kb.slug,
+            "documents": summary.documents,
+            "fields": MetadataFieldSummaryOutput(summary.fields, many=True).data,
+            "undeclared": [{"key": k, "documents": n} for k, n in summary.undeclared],
+        }

@@ -24,6 +24,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from retrieval.api.auth import request_principal
+from retrieval.principals import Principal
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,24 @@ def _count(key: str, *, ttl: int) -> int:
     return int(pipe.execute()[1])
 
 
+def rate_limit_wait(principal: Principal, scope: str) -> float | None:
+    """Count one request of `principal` against its `scope` budget (READ or WRITE): None if
+    it is within the budget, else the seconds until the window ends. Every door counts here
+    (the REST API's throttle, the MCP server's tools), so all of them spend one budget."""
+    limit, period = parse_rate(getattr(settings, RATE_SETTINGS[scope]))
+    now = time.time()
+    window = int(now // period)
+    cache_key = cache.make_key(f"throttle:{principal.ident}:{scope}:{period}:{window}")
+    try:
+        count = _count(cache_key, ttl=period + 1)
+    except Exception as exc:  # the cache is down: fail open
+        logger.warning("rate limit not checked, the cache is unavailable: %s", exc)
+        return None
+    if count <= limit:
+        return None
+    return (window + 1) * period - now
+
+
 class PrincipalRateThrottle(BaseThrottle):
     """settings.CANON_API_RATE reads and settings.CANON_API_WRITE_RATE writes per period, per
     API key (or per session user), each counted on its own."""
@@ -81,20 +100,8 @@ class PrincipalRateThrottle(BaseThrottle):
         principal = request_principal(request)
         if principal is None:
             return True  # refused by authentication anyway
-        scope = rate_scope(request, view)
-        limit, period = parse_rate(getattr(settings, RATE_SETTINGS[scope]))
-        now = time.time()
-        window = int(now // period)
-        cache_key = cache.make_key(f"throttle:{principal.ident}:{scope}:{period}:{window}")
-        try:
-            count = _count(cache_key, ttl=period + 1)
-        except Exception as exc:  # the cache is down: fail open
-            logger.warning("rate limit not checked, the cache is unavailable: %s", exc)
-            return True
-        if count <= limit:
-            return True
-        self._wait = (window + 1) * period - now
-        return False
+        self._wait = rate_limit_wait(principal, rate_scope(request, view))
+        return self._wait is None
 
     def wait(self) -> float | None:
         return self._wait

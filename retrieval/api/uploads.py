@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from kb.access import access_groups_clearing_refused
+from kb.metadata import normalise_metadata
 from kb.models import Document, KnowledgeBase, Revision
 from kb.services.base import Actor, InvalidUpload
 from kb.services.documents import document_create, document_delete, document_update, revision_create
@@ -63,8 +64,9 @@ def _request_sha256(
     access_groups: Sequence[str] | None,
     file_sha256: str,
     file_size: int,
+    metadata: Mapping[str, Any] | None = None,
 ) -> str:
-    canonical = {
+    canonical: dict[str, Any] = {
         "kb": kb.pk,
         "key": key,
         "title": title,
@@ -72,6 +74,8 @@ def _request_sha256(
         "file_sha256": file_sha256,
         "file_size": file_size,
     }
+    if metadata is not None:  # left out when not given: earlier records keep their hash
+        canonical["metadata"] = metadata
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
@@ -169,6 +173,7 @@ def upload_response_body(*, revision: Revision, document_created: bool) -> dict[
         "revision": revision.number,
         "document_created": document_created,
         "build_ids": sorted(revision.builds.values_list("pk", flat=True)),
+        "metadata": document.metadata,
     }
 
 
@@ -181,6 +186,7 @@ def _upload_apply(
     access_groups: Sequence[str] | None,
     accepted: AcceptedUpload,
     actor: Actor,
+    metadata: Mapping[str, Any] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """The writes of one upload; runs inside the caller's transaction."""
     document = _upload_authorize(principal=principal, kb=kb, key=key, access_groups=access_groups)
@@ -193,16 +199,18 @@ def _upload_apply(
             media_type=accepted.media_type,
             original_name=accepted.original_name,
             access_groups=access_groups or (),
+            metadata=metadata,
             actor=actor,
         )
         return 201, upload_response_body(revision=revision, document_created=True)
     if document.deleted_at is not None:
         raise key_unavailable(key)
-    if title is not None or access_groups is not None:
+    if title is not None or access_groups is not None or metadata is not None:
         document_update(
             document=document,
             title=title if title is not None else document.title,
             access_groups=access_groups if access_groups is not None else document.access_groups,
+            metadata=metadata,  # given: replaces the document's metadata; None keeps it
         )
     try:
         revision = revision_create(
@@ -230,10 +238,13 @@ def document_upload(
     upload: UploadedFile,
     title: str | None = None,
     access_groups: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     actor: Actor = None,
 ) -> UploadResult:
-    """A new document, or a new revision when `key` exists in `kb` (its title and access groups
-    are updated when given).
+    """A new document, or a new revision when `key` exists in `kb` (its title, access groups
+    and metadata are updated when given; metadata as a whole). Raises
+    `kb.metadata.MetadataInvalid` (nothing stored) when `metadata` does not fit the knowledge
+    base's fields; checked before the file is stored, and again under the service's lock.
 
     Idempotent per (tenant, principal, Idempotency-Key): a repeat of the same request by the
     same API key (or session user) returns the first result, the same key with a different
@@ -252,12 +263,15 @@ def document_upload(
         access_groups=access_groups,
         file_sha256=_file_digest(upload),
         file_size=upload.size or 0,
+        metadata=metadata,
     )
     replay = _replay(
         principal=principal, idempotency_key=idempotency_key, request_sha256=request_sha
     )
     if replay is not None:
         return replay
+    if metadata is not None:
+        normalise_metadata(kb, metadata)  # a misfit refused before the file is stored
     accepted = _accept(upload)  # stored before the transaction: a crash leaves an orphan only
     for attempt in range(2):
         try:
@@ -278,6 +292,7 @@ def document_upload(
                         access_groups=access_groups,
                         accepted=accepted,
                         actor=actor,
+                        metadata=metadata,
                     )
                 except InvalidUpload as exc:  # document_create: the key was taken meanwhile
                     raise _KeyTaken() from exc

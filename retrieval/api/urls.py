@@ -1,11 +1,13 @@
 from django.urls import path
 from django.views.decorators.common import no_append_slash
 
+from retrieval.api.citations import RevisionTextView
 from retrieval.api.views import (
     ChunkExplainView,
     DocumentDetailView,
     DocumentListView,
     KnowledgeBaseListView,
+    KnowledgeBaseMetadataView,
     SearchView,
 )
 
@@ -24,8 +26,18 @@ urlpatterns = [
         name="document-list",
     ),
     path(
+        "kbs/<str:kb>/metadata",
+        no_append_slash(KnowledgeBaseMetadataView.as_view()),
+        name="kb-metadata",
+    ),
+    path(
         "documents/<int:document_id>",
         no_append_slash(DocumentDetailView.as_view()),
         name="document-detail",
+    ),
+    path(
+        "documents/<int:document_id>/revisions/<int:revision>/text",
+        no_append_slash(RevisionTextView.as_view()),
+        name="revision-text",
     ),
 ]

@@ -5,12 +5,10 @@ bases or access groups is answered exactly like something that does not exist: 4
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.db import DEFAULT_DB_ALIAS, OperationalError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -21,11 +19,18 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 import embeddings
+from kb.metadata import MetadataInvalid
 from kb.models import KnowledgeBase
+from kb.selectors.metadata import metadata_summary
 from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
-from retrieval import routing
 from retrieval.api import parsers, uploads
 from retrieval.api.auth import request_principal
+from retrieval.api.searching import (
+    HistoryNotAllowed,
+    SearchUnavailable,
+    retry_after_seconds,
+    run_search,
+)
 from retrieval.api.serializers import (
     DocumentDetailOutput,
     DocumentPageInput,
@@ -34,6 +39,7 @@ from retrieval.api.serializers import (
     ErrorOutput,
     ExplainOutput,
     KnowledgeBaseListOutput,
+    MetadataSummaryOutput,
     SearchInput,
     SearchOutput,
     UploadOutput,
@@ -41,12 +47,10 @@ from retrieval.api.serializers import (
     search_input_fast,
 )
 from retrieval.documents import document_detail, documents_page, knowledge_bases
-from retrieval.metrics import SEARCH_LATENCY
+from retrieval.filters import FilterError
 from retrieval.principals import KnowledgeBaseNotFound, OutOfScope, Principal
-from retrieval.search.engine import search
 from retrieval.search.explain import chunk_explain
-from retrieval.search.history import HistoryOutOfRange, search_as_of
-from retrieval.search.hits import SearchFilters, SearchResult
+from retrieval.search.history import HistoryOutOfRange
 from retrieval.search.visibility import knowledge_base_for
 
 logger = logging.getLogger("canon.api")
@@ -132,74 +136,32 @@ class SearchView(APIView):
             params = SearchInput(data=request.data)
             params.is_valid(raise_exception=True)
             data = params.validated_data
-        kb = _kb_or_404(principal, data["kb"])
-        filters = SearchFilters(
-            document_keys=tuple(data["document_keys"]) if "document_keys" in data else None,
-            metadata=data.get("metadata"),
-        )
         try:
-            result = self._search(principal, kb, data, filters)
-        except KnowledgeBaseNotFound as exc:  # not on the replica yet (its lag)
+            result = run_search(principal=principal, data=data)
+        except KnowledgeBaseNotFound as exc:  # none the key may search (or not on the replica yet)
             raise NotFound(f"Knowledge base {data['kb']!r} not found.") from exc
-        except OperationalError:
-            if routing.search_alias() == DEFAULT_DB_ALIAS:
-                raise  # the primary itself: an outage of everything, the usual 500
-            # The replica is down or unreachable: a temporary outage of search alone.
-            logger.exception("search replica unavailable")
+        except HistoryNotAllowed as exc:
+            raise Refused(403, "permission_denied", "Only index admins may search as of.") from exc
+        except HistoryOutOfRange as exc:
+            raise ValidationError({"as_of": [str(exc)]}) from exc
+        except FilterError as exc:
+            raise ValidationError({"filter": [str(exc)]}) from exc
+        except SearchUnavailable as exc:
             response = Response(
                 {"error": "search_unavailable", "detail": "Search is unavailable; try again."},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
-            response["Retry-After"] = "5"
+            response["Retry-After"] = str(exc.retry_after)
             return response
         except embeddings.ProviderUnavailable as exc:
             # The query could not be embedded (provider down or its breaker open).
-            wait = exc.retry_after or (exc.retry_at - time.time() if exc.retry_at else 5.0)
-            retry_after = max(1, int(wait))
             response = Response(
                 {"error": "provider_unavailable", "detail": str(exc)},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
-            response["Retry-After"] = str(retry_after)
+            response["Retry-After"] = str(retry_after_seconds(exc))
             return response
-        SEARCH_LATENCY.labels(mode=data["mode"]).observe(result.took_ms / 1000)
         return Response(search_body(result), status=status.HTTP_200_OK)
-
-    @staticmethod
-    def _search(
-        principal: Principal, kb: Any, data: dict[str, Any], filters: SearchFilters
-    ) -> SearchResult:
-        using = routing.search_alias()  # the replica, when one is configured
-        if data.get("as_of") is None:
-            return search(
-                principal=principal,
-                kb=kb,
-                query=data["query"],
-                top_k=data["top_k"],
-                mode=data["mode"],
-                filters=filters,
-                using=using,
-                explain=data.get("explain", False),
-                rerank=data.get("rerank", True),
-            )
-        else:
-            if not principal.can_read_history:
-                raise Refused(403, "permission_denied", "Only index admins may search as of.")
-            try:
-                return search_as_of(
-                    principal=principal,
-                    kb=kb,
-                    query=data["query"],
-                    as_of=data["as_of"],
-                    top_k=data["top_k"],
-                    mode=data["mode"],
-                    filters=filters,
-                    using=using,
-                    explain=data.get("explain", False),
-                    rerank=data.get("rerank", True),
-                )
-            except HistoryOutOfRange as exc:
-                raise ValidationError({"as_of": [str(exc)]}) from exc
 
 
 class ChunkExplainView(APIView):
@@ -322,12 +284,32 @@ class DocumentListView(APIView):
                 upload=values["file"],
                 title=values.get("title") if "title" in data else None,
                 access_groups=values.get("access_groups", []) if "access_groups" in data else None,
+                metadata=values.get("metadata") if "metadata" in data else None,
                 actor=request.user,
             )
         except uploads.Refused as exc:
             raise Refused(exc.status, exc.code, exc.message) from exc
+        except MetadataInvalid as exc:
+            raise ValidationError({"metadata": {exc.field: [str(exc)]}}) from exc
         headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
         return Response(result.body, status=result.status, headers=headers)
+
+
+class KnowledgeBaseMetadataView(APIView):
+    @extend_schema(
+        operation_id="kb_metadata",
+        responses={200: MetadataSummaryOutput, **_errors(404)},
+        description="The metadata fields the knowledge base declares (and the built-in "
+        "content_type), each with how many documents hold a value and its most frequent values "
+        "(string, boolean, string_list) or its range (number, date). Counts only the "
+        "non-deleted documents this key may read. A knowledge base the key may not search is a "
+        "404, the same as one that does not exist.",
+    )
+    def get(self, request: Request, kb: str) -> Response:
+        principal = principal_or_401(request)
+        knowledge_base = _kb_or_404(principal, kb)
+        summary = metadata_summary(kb=knowledge_base, reader=principal)
+        return Response(MetadataSummaryOutput((knowledge_base, summary)).data)
 
 
 class DocumentDetailView(APIView):

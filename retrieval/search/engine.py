@@ -5,6 +5,7 @@ then reranked when a reranker is configured (`retrieval.search.rerank`), outside
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
@@ -195,7 +196,7 @@ def _result(
         kb=kb.slug,
         index_version=version.number,
         took_ms=took_ms,
-        hits=hits,
+        hits=[replace(hit, kb=kb.slug) for hit in hits],
         ranking=ranking,
         rerank=rerank or Rerank(),
     )

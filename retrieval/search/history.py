@@ -4,6 +4,7 @@ from the PublicationEvent history, by the same visibility rule."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -213,7 +214,7 @@ def search_as_of(
         kb=kb.slug,
         index_version=version.number,
         took_ms=(time.perf_counter() - started) * 1000,
-        hits=hits,
+        hits=[replace(hit, kb=kb.slug) for hit in hits],
         as_of=as_of,
         unretained_documents=unretained,
         rerank=reranked,

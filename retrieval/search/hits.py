@@ -27,6 +27,13 @@ class Hit:
     location: dict[str, Any] | None = None
     # The reranker's score when the search was reranked (`score` stays the fused score).
     rerank_score: float | None = None
+    # The knowledge base's slug, when a search read several (`retrieval.search.several`).
+    kb: str = ""
+    document_id: int | None = None
+    # Set after the search (`retrieval.search.context.hits_cited`): the matched query terms'
+    # [start, end) offsets in `text`, and the passage around the hit when one was asked for.
+    highlights: tuple[tuple[int, int], ...] = ()
+    context: Any = None  # a retrieval.search.context.Context
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,10 @@ class SearchResult:
     unretained_documents: int | None = None
     ranking: Ranking | None = None  # why each hit ranks where it does (`explain`)
     rerank: Rerank = field(default_factory=Rerank)  # what the rerank stage did
+    # A search of several knowledge bases: each one's index version, and how their lists were
+    # merged ("score" or "rank": `retrieval.search.several`).
+    knowledge_bases: dict[str, int] | None = None
+    merged_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +88,14 @@ class SearchFilters:
 
     document_keys: tuple[str, ...] | None = None
     metadata: dict[str, Any] | None = None  # subset match on Document.metadata (jsonb @>)
+    # A checked tree of Canon's filter language (`retrieval.filters`), for one knowledge base's
+    # fields.
+    where: Any = None
 
 
 COLUMNS = (
     "c.id, c.text, c.ordinal, d.key, d.title, r.number, c.build_id, c.heading_path,"
-    " c.char_start, c.char_end, c.location"
+    " c.char_start, c.char_end, c.location, d.id"
 )
 
 
@@ -100,7 +114,8 @@ def hits_from_rows(rows: list[tuple[Any, ...]]) -> list[Hit]:
             char_end=r[9],
             # Django's psycopg connection leaves jsonb as text.
             location=json.loads(r[10]) if isinstance(r[10], str) else r[10],
-            score=float(r[11]),
+            document_id=r[11],
+            score=float(r[12]),
         )
         for r in rows
     ]

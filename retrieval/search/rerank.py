@@ -114,6 +114,28 @@ def rerank_stage(
     return [*reorder(head, scores), *fused[len(head) :]][:top_k], Rerank(reranked=True)
 
 
+def rerank_ranked(
+    plan: RerankPlan, *, query: str, hits: list[Hit], top_k: int
+) -> tuple[list[Hit], Rerank]:
+    """`hits`, already in one order (a search of several knowledge bases, merged), with their
+    first `plan.candidates` reordered by the reranker; their own order when there is none or it
+    fails. Never raises the reranker's errors."""
+    if plan.reranker is None:
+        return hits[:top_k], Rerank(reason=plan.skipped)
+    head = hits[: plan.candidates]
+    if not head:
+        return [], Rerank(reranked=True)
+    try:
+        scores = plan.reranker.rerank(query, [hit.text for hit in head])
+    except EmbeddingError as exc:
+        reason = _reason(exc)
+        RERANK_OUTCOMES.labels(outcome=reason).inc()
+        logger.warning("search not reranked (%s); answering in the merged order: %s", reason, exc)
+        return hits[:top_k], Rerank(reason=reason)
+    RERANK_OUTCOMES.labels(outcome="reranked").inc()
+    return [*reorder(head, scores), *hits[len(head) :]][:top_k], Rerank(reranked=True)
+
+
 def reorder(hits: Sequence[Hit], scores: Sequence[float | None]) -> list[Hit]:
     """`hits` by `scores`, the highest first, each carrying its score (`rerank_score`); ties
     and unscored hits (None, last) keep their order."""

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from kb.models import IndexVersion, KnowledgeBase
+from retrieval.filters import filter_sql
 from retrieval.principals import KnowledgeBaseNotFound, Principal
 from retrieval.search.hits import SearchFilters
 
@@ -66,6 +67,9 @@ def filters_sql(params: dict[str, Any]) -> str:
         sql += " AND d.key = ANY(%(document_keys)s::varchar[])"
     if params.get("metadata") is not None:
         sql += " AND d.metadata @> %(metadata)s::jsonb"
+    if params.get("filter_sql"):
+        # Compiled by retrieval.filters.filter_sql: constant SQL, its values bound as filter_N.
+        sql += " AND " + params["filter_sql"]
     return sql
 
 
@@ -106,7 +110,7 @@ def search_params(
     """The scope of every search, derived from the principal alone, plus the client's filters
     (which only ever add conditions)."""
     filters = filters or SearchFilters()
-    return {
+    params: dict[str, Any] = {
         "kb": kb.pk,
         "tenant": principal.tenant_id,
         "all_groups": principal.all_groups,
@@ -118,3 +122,6 @@ def search_params(
             json.dumps(filters.metadata, sort_keys=True) if filters.metadata is not None else None
         ),
     }
+    if filters.where is not None:
+        params["filter_sql"] = filter_sql(filters.where, params)
+    return params

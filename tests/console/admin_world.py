@@ -20,6 +20,7 @@ from django.test import Client
 from kb.models import Build, Document, KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from kb.services.index_versions import knowledge_base_create
+from kb.services.metadata import metadata_field_save
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import build, publish, upload
 from work.models import AuditEvent
@@ -75,6 +76,7 @@ def _tenant_a() -> Tenant:
     tenant = Tenant.objects.create(name=f"{MARK_A} corporation", slug=MARK_A)
     handbook = knowledge_base_create(tenant=tenant, name=f"{MARK_A} handbook", slug=f"{MARK_A}-hb")
     knowledge_base_create(tenant=tenant, name=f"{MARK_A} policies", slug=f"{MARK_A}-policies")
+    metadata_field_save(kb=handbook, name=f"{MARK_A}_dept", type="string")
     _two_revisions(handbook, f"{MARK_A}-travel", f"{MARK_A} trains are reimbursed.")
     Document.objects.filter(key=f"{MARK_A}-travel").update(title=f"{MARK_A} travel policy")
     api_key_create(tenant=tenant, name=f"{MARK_A}-bot", knowledge_bases=[handbook])
@@ -93,6 +95,7 @@ def _tenant_b() -> tuple[Tenant, KnowledgeBase, Document]:
     tenant = Tenant.objects.create(name="Beta", slug="beta")
     kb = knowledge_base_create(tenant=tenant, name="Beta handbook", slug="handbook")
     knowledge_base_create(tenant=tenant, name="Beta policies", slug="policies")
+    metadata_field_save(kb=kb, name="department", type="string")
     _two_revisions(kb, "vacation", "Vacation is 25 days a year.")
     api_key_create(tenant=tenant, name="beta-bot", knowledge_bases=[kb])
     AuditEvent.objects.create(

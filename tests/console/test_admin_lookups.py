@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
 
-from kb.models import Build, Document, IndexVersion
+from kb.models import Build, Document, IndexVersion, MetadataField
 from tests.console.admin_world import MARK_A, MARK_HR, World, build_world
 from work.models import AuditEvent
 
@@ -34,6 +34,7 @@ PARAMETER_MODELS: dict[str, type[Model]] = {
     "version_id": IndexVersion,
     "event_id": AuditEvent,
     "content_type_id": ContentType,
+    "field_id": MetadataField,
 }
 MALFORMED = ["abc", "1%20OR%201=1", "-1", "0", "99999999999999999999", "1.5", "%00", "1/2"]
 NO_POST = {"logout", "password_change"}  # they would end or change the session

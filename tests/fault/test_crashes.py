@@ -1,14 +1,20 @@
-"""Fault matrix rows F-A1, F-C1, F-C2, F-B1: real processes die at the seeds' points; search
-never sees a partial version; everything converges; kb_verify is clean."""
+"""Fault matrix rows F-A0, F-A1, F-C1, F-C2, F-B1: real processes die at the seeds' points;
+search never sees a partial version; everything converges; kb_verify is clean. The rows that
+kill a process between "stored" and "committed" (F-A0, F-A1, F-C2) run on both storage
+backends: the directory and a bucket (moto in server mode)."""
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kb.models import Build, Chunk, KnowledgeBase
+from ingestion.reconciler.runner import reconcile
+from kb import storage
+from kb.models import Build, Chunk, Document, KnowledgeBase
 from tests.fault.harness import (
     FAULT_LEASE_TTL,
     assert_verified,
@@ -27,8 +33,44 @@ pytestmark = pytest.mark.integration
 WORKER_ENV = {"CANON_LEASE_TTL_SECONDS": FAULT_LEASE_TTL, "CANON_CHUNK_WRITE_BATCH": "5"}
 
 
+def test_f_a0_upload_process_dies_after_storing_before_its_commit(
+    worker_factory: Any, kb: KnowledgeBase, tmp_path: Path, storage_backend: str, settings: Any
+) -> None:
+    markers = tmp_path / "markers"
+    text = f"a0 on {storage_backend}: {paragraphs('gamma')}"
+    # given an upload in its own process that dies once its file is stored, before any commit
+    code = (
+        "from django.core.files.uploadedfile import SimpleUploadedFile as F;"
+        "from kb.uploads import upload_accept;"
+        f"upload_accept(F('a0.txt', {text.encode()!r}))"
+    )
+    uploader = manage_subprocess(
+        env={"CANON_FAULT_AFTER_STORE": "1", "CANON_FAULT_MARKER_DIR": str(markers)}, code=code
+    )
+    assert uploader.wait(60) == 137, uploader.stdout.read() if uploader.stdout else ""
+    assert list(markers.glob("after_store.*"))
+    # then nothing is committed, and the stored file is an orphan
+    assert not Document.objects.exists() and not IngestionTask.objects.exists()
+    orphan = storage.content_path("sources", hashlib.sha256(text.encode()).hexdigest())
+    assert storage.file_problem(orphan) is None
+
+    # when the grace period has passed, the reconciler collects it
+    settings.RECONCILER_ORPHAN_GRACE_SECONDS = 1
+    time.sleep(2.1)
+    assert reconcile()["orphan_file"] >= 1
+    assert storage.file_problem(orphan) == "missing"
+    assert_verified()
+
+    # and the upload made again stores the bytes again and goes live
+    worker_factory(pool="solo", **WORKER_ENV)
+    document = upload(kb, "a0", text)
+    converge(lambda: live_revision(document) == 1, what="a0 live")
+    assert storage.file_problem(orphan) is None
+    assert_verified()
+
+
 def test_f_a1_upload_process_dies_after_commit_before_any_send(
-    worker_factory: Any, kb: KnowledgeBase, tmp_path: Path
+    worker_factory: Any, kb: KnowledgeBase, tmp_path: Path, storage_backend: str
 ) -> None:
     markers = tmp_path / "markers"
     worker_factory(pool="solo", **WORKER_ENV)
@@ -100,7 +142,7 @@ def test_f_c1_worker_dies_after_chunk_batch_3(
 
 
 def test_f_c2_and_f_b1_worker_dies_after_the_candidate_is_complete_before_the_switch(
-    worker_factory: Any, kb: KnowledgeBase, tmp_path: Path
+    worker_factory: Any, kb: KnowledgeBase, tmp_path: Path, storage_backend: str
 ) -> None:
     markers = tmp_path / "markers"
     healthy = worker_factory(pool="solo", **WORKER_ENV)

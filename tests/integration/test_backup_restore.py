@@ -63,10 +63,20 @@ class Canon:
 
     database: str
     storage_root: Path
+    storage_url: str = ""  # s3://bucket/prefix: the files are in a bucket instead
 
 
 def original() -> Canon:
-    return Canon(database_url(), Path(settings.STORAGE_ROOT))
+    return Canon(database_url(), Path(settings.STORAGE_ROOT), settings.STORAGE_URL)
+
+
+def files_of(at: Canon, s3_server: Any = None) -> list[str]:
+    """The stored files' names where `at` keeps them."""
+    if not at.storage_url:
+        return stored_files(at.storage_root)
+    bucket, prefix = at.storage_url.removeprefix("s3://").split("/", 1)
+    listed = s3_server.client().list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/")
+    return sorted(item["Key"].removeprefix(f"{prefix}/") for item in listed.get("Contents", []))
 
 
 NUDGES = "test-backup-nudges"  # where the commands' relay nudges go; nothing consumes them
@@ -77,6 +87,7 @@ def _env(at: Canon, **extra: str) -> dict[str, str]:
     env.update(
         DATABASE_URL=at.database,
         CANON_STORAGE_ROOT=str(at.storage_root),
+        CANON_STORAGE_URL=at.storage_url,
         REDIS_URL=settings.CELERY_BROKER_URL,
         CANON_QUEUE=NUDGES,
         PYTHONUNBUFFERED="1",
@@ -190,13 +201,15 @@ def build_live_knowledge_base(kb: KnowledgeBase) -> dict[str, Revision]:
     return revisions
 
 
-def backup_and_restore(tmp_path: Path, database: str, name: str, says: str = "") -> Canon:
+def backup_and_restore(
+    tmp_path: Path, database: str, name: str, says: str = "", storage_url: str = ""
+) -> Canon:
     """canon_backup of the test database into `name`, canon_restore of it into `database` and a
-    new storage root: both must succeed, kb_verify clean (and the restore say `says`). Returns
-    where the copy is."""
+    new storage root (or the bucket of `storage_url`): both must succeed, kb_verify clean (and
+    the restore say `says`). Returns where the copy is."""
     made = manage("canon_backup", str(tmp_path / name), at=original())
     assert made.returncode == 0, made.stderr
-    restored = Canon(database, tmp_path / "restored-storage")
+    restored = Canon(database, tmp_path / "restored-storage", storage_url)
     result = manage("canon_restore", str(tmp_path / name), at=restored)
     assert result.returncode == 0, result.stdout + result.stderr
     print(made.stdout, result.stdout, sep="\n")  # the rehearsal's timings and sizes
@@ -209,11 +222,19 @@ def backup_and_restore(tmp_path: Path, database: str, name: str, says: str = "")
 
 
 def test_a_live_knowledge_base_restores_whole_and_answers_the_same(
-    worker_factory: Any, kb: KnowledgeBase, api_key: str, tmp_path: Path, empty_database: str
+    worker_factory: Any,
+    kb: KnowledgeBase,
+    api_key: str,
+    tmp_path: Path,
+    empty_database: str,
+    storage_backend: str,
+    s3_server: Any,
 ) -> None:
-    # given a live knowledge base with a second revision and a deleted document
+    # given a live knowledge base with a second revision and a deleted document (its files in
+    # the storage root, or in a bucket)
     worker_factory()
     build_live_knowledge_base(kb)
+    target = f"s3://{s3_server.new_bucket()}/restored" if storage_backend == "s3" else ""
     before = searches(api_key, at=original())
     assert all(before.values())
     served = {(hit["document_key"], hit["revision"]) for hits in before.values() for hit in hits}
@@ -221,10 +242,12 @@ def test_a_live_knowledge_base_restores_whole_and_answers_the_same(
     assert {revision for key, revision in served if key == "vacation"} == {2}
 
     # when it is backed up into an archive and restored into an empty database and storage
-    restored = backup_and_restore(tmp_path, empty_database, "canon.tar.gz")
+    restored = backup_and_restore(tmp_path, empty_database, "canon.tar.gz", storage_url=target)
 
     # then the copy holds every stored file and passes kb_verify in a process of its own
-    assert stored_files(restored.storage_root) == stored_files(original().storage_root)
+    assert files_of(restored, s3_server) == files_of(original(), s3_server)
+    if target:  # a bucket of its own: five sources and their five parsed texts
+        assert len(files_of(restored, s3_server)) == 10
     verified = manage("kb_verify", at=restored)
     assert verified.returncode == 0, verified.stderr
     # and answers every query as the original: the same chunks, in the same order, same scores

@@ -148,6 +148,7 @@ class Site:
     tmp_path: Path
     processes: list[Process] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    bucket: dict[str, str] = field(default_factory=dict)  # the S3 environment, at 127.0.0.1
 
     def note(self, message: str) -> None:
         """A timestamped step, in the test's captured output (shown when it fails)."""
@@ -178,6 +179,8 @@ class Site:
             # Beat runs these once at its start, then not again during a test.
             CANON_RECONCILE_INTERVAL_SECONDS="3600",
             CANON_GC_INTERVAL_SECONDS="3600",
+            # with a bucket, the hosts reach the S3 server through their link, as the others
+            **{k: v.replace("127.0.0.1", address) for k, v in self.bucket.items()},
             **extra,
         )
 
@@ -261,8 +264,24 @@ class Site:
                 host.restore()
 
 
-@pytest.fixture
-def site(cluster: Cluster, network: Network, tmp_path: Path) -> Iterator[Site]:
+@pytest.fixture(scope="module")
+def bucket_server() -> Iterator[Any]:
+    """A moto S3 server listening on every address, so the hosts reach it over their links."""
+    from tests.s3server import S3Server
+
+    server = S3Server(ip_address="0.0.0.0")  # noqa: S104 (the test's own namespaces)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def site(
+    cluster: Cluster,
+    network: Network,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Site]:
+    """One test's world; its stored files in a directory every host shares, or in a bucket."""
     number = next(_databases)
     database = f"canon_multihost_{number}"
     cluster.psql(f'CREATE DATABASE "{database}" TEMPLATE "{TEMPLATE_DB}"')
@@ -270,6 +289,9 @@ def site(cluster: Cluster, network: Network, tmp_path: Path) -> Iterator[Site]:
         cluster=cluster, network=network, database=database, redis_db=number, tmp_path=tmp_path
     )
     world.storage_root.mkdir()
+    if request.param == "s3":
+        server = request.getfixturevalue("bucket_server")
+        world.bucket = server.environment(server.new_bucket())
     try:
         yield world
     finally:

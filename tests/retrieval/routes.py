@@ -70,3 +70,18 @@ def api_operations() -> list[Operation]:
 
 def call(client: Client, operation: Operation, path: str, **kwargs: Any) -> Any:
     return client.generic(operation.method.upper(), path, **kwargs)
+
+
+def error_of(path: str, body: Any) -> tuple[str | None, str]:
+    """(code, message) of an error body, asserting the shape of the door at `path`: Canon's
+    {"error", "detail"}; under /api/dify/ Dify's {"error_code", "error_msg"} (no code in Canon's
+    words: None); under /api/openai/ OpenAI's {"error": {"message", "type", "param", "code"}}
+    (`retrieval.compat`)."""
+    if path.startswith("/api/dify/"):
+        assert set(body) == {"error_code", "error_msg"}, body
+        return None, str(body["error_msg"])
+    if path.startswith("/api/openai/"):
+        assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+        return body["error"]["code"], str(body["error"]["message"])
+    assert set(body) == {"error", "detail"}, body
+    return body["error"], str(body["detail"])

@@ -18,7 +18,7 @@ from kb.models import KnowledgeBase
 from retrieval.api.parsers import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_problem
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import publish
-from tests.retrieval.routes import Operation, api_operations, call
+from tests.retrieval.routes import Operation, api_operations, call, error_of
 
 pytestmark = pytest.mark.django_db
 
@@ -164,6 +164,8 @@ def values(kb: KnowledgeBase) -> dict[str, str]:
         "kb": "handbook",
         "chunk_id": str(live.chunks.get(ordinal=0).pk),
         "document_id": str(live.document_id),
+        "revision": "1",
+        "vector_store_id": "handbook",
     }
 
 
@@ -180,8 +182,7 @@ def assert_json_error_or_success(response: Any, label: str) -> None:
     content_type = response.headers.get("Content-Type", "")
     if response.status_code >= 400:
         assert content_type.startswith(JSON), (label, response.status_code, content_type)
-        body = response.json()
-        assert set(body) == {"error", "detail"}, (label, body)
+        error_of(response.request["PATH_INFO"], response.json())  # the door's shape
         assert "Traceback" not in response.content.decode("utf-8"), label
 
 

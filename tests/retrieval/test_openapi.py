@@ -31,9 +31,16 @@ OPERATIONS = {
     ("GET", "/api/v1/chunks/{chunk_id}/explain"),
     ("GET", "/api/v1/kbs/"),
     ("GET", "/api/v1/kbs/{kb}/documents/"),
+    ("GET", "/api/v1/kbs/{kb}/metadata"),
     ("POST", "/api/v1/kbs/{kb}/documents/"),
     ("GET", "/api/v1/documents/{document_id}"),
     ("DELETE", "/api/v1/documents/{document_id}"),
+    ("GET", "/api/v1/documents/{document_id}/revisions/{revision}/text"),
+    # retrieval.compat: Dify's External Knowledge API, OpenAI's vector stores.
+    ("POST", "/api/dify/retrieval"),
+    ("GET", "/api/openai/v1/vector_stores"),
+    ("GET", "/api/openai/v1/vector_stores/{vector_store_id}"),
+    ("POST", "/api/openai/v1/vector_stores/{vector_store_id}/search"),
 }
 
 # Besides no 5xx: every answer is documented (status, content type, body schema), and every
@@ -116,6 +123,8 @@ def fuzz_target(transactional_db: None, kb: KnowledgeBase, settings: Any) -> dic
             "kb": "handbook",
             "chunk_id": live.chunks.get(ordinal=0).pk,
             "document_id": live.document_id,
+            "revision": 1,
+            "vector_store_id": "handbook",
         },
     }
 

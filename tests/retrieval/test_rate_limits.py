@@ -18,8 +18,19 @@ from tests.retrieval.routes import Operation, api_operations, call
 
 pytestmark = pytest.mark.django_db
 
-READS_BY_NAME = {("post", "search")}  # a POST that only reads
-VALUES = {"kb": "handbook", "chunk_id": 10**12, "document_id": 10**12}
+# POSTs that only read: the search, and the compatibility doors' searches (retrieval.compat).
+READS_BY_NAME = {
+    ("post", "search"),
+    ("post", "dify-retrieval"),
+    ("post", "openai-vector-store-search"),
+}
+VALUES = {
+    "kb": "handbook",
+    "chunk_id": 10**12,
+    "document_id": 10**12,
+    "revision": 1,
+    "vector_store_id": "handbook",
+}
 
 
 def is_read(operation: Operation) -> bool:

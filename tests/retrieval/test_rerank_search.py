@@ -149,6 +149,8 @@ def test_unconfigured_gives_the_fused_results_and_says_so(
     assert set(body) == {
         "kb",
         "index_version",
+        "knowledge_bases",
+        "merged_by",
         "took_ms",
         "as_of",
         "unretained_documents",

@@ -109,7 +109,11 @@ def test_expired_and_revoked_keys_are_refused(published: KnowledgeBase, api_key:
         {"kb": "handbook", "query": "x", "top_k": 10**9},
         {"kb": "handbook", "query": "x", "top_k": "many"},
         {"kb": "handbook", "query": "x", "mode": "psychic"},
-        {"kb": ["handbook"], "query": "x"},
+        {"kb": [], "query": "x"},
+        {"kb": [f"kb{i}" for i in range(11)], "query": "x"},
+        {"kb": ["handbook", "handbook"], "query": "x"},
+        {"kb": ["handbook", "other"], "query": "x", "as_of": "2026-01-01T00:00:00Z"},
+        {"kb": [{"slug": "handbook"}], "query": "x"},
         ["not", "an", "object"],
     ],
 )

@@ -37,7 +37,14 @@ def world(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
     def refs(build: Build) -> tuple[str, str]:
         return str(build.document_id), str(build.chunks.get(ordinal=0).pk)
 
-    world: dict[str, dict[str, str]] = {"kb": {}, "document_id": {}, "chunk_id": {}}
+    # A revision number names nothing on its own: its document is what is scoped.
+    world: dict[str, dict[str, str]] = {
+        "kb": {},
+        "document_id": {},
+        "chunk_id": {},
+        "revision": {},
+        "vector_store_id": {},  # retrieval.compat's name for a knowledge base
+    }
     for reason, build in [
         ("access group", restricted),
         ("knowledge base outside the key's scope", out_of_scope),
@@ -47,6 +54,7 @@ def world(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
     world["kb"]["knowledge base outside the key's scope"] = str(manual.pk)
     world["kb"]["knowledge base outside the key's scope, by slug"] = "manual"
     world["kb"]["another tenant"] = str(rival_kb.pk)
+    world["vector_store_id"] = world["kb"]
     return world
 
 
@@ -57,6 +65,8 @@ def client(kb: KnowledgeBase) -> Client:
 
 
 def ask(client: Client, operation: Operation, path: str) -> Any:
+    if operation.name == "openai-vector-store-search":  # retrieval.compat: a search
+        return client.post(path, {"query": "valves"}, content_type="application/json")
     if operation.method == "post":  # an upload; any valid one
         return client.post(
             path,
@@ -75,8 +85,14 @@ def test_every_operation_answers_unreadable_like_missing(
     for operation in operations:
         for name in operation.params:
             assert name in world, f"{operation}: teach this test what {name!r} names"
-            readable = {"kb": "handbook", "document_id": "1", "chunk_id": "1"}
-            missing_ref = "no-such-kb" if name == "kb" else str(MISSING)
+            readable = {
+                "kb": "handbook",
+                "document_id": "1",
+                "chunk_id": "1",
+                "revision": "1",
+                "vector_store_id": "handbook",
+            }
+            missing_ref = "no-such-kb" if name in ("kb", "vector_store_id") else str(MISSING)
             missing = ask(client, operation, operation.path({**readable, name: missing_ref}))
             assert missing.status_code == 404, (str(operation), missing.content)
             for reason, ref in world[name].items():

@@ -29,12 +29,19 @@ ZIP_DAMAGE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedErr
 
 
 def check_office_archive(
-    path: Path, *, what: str, label: str, required: str = "[Content_Types].xml"
+    path: Path,
+    *,
+    what: str,
+    label: str,
+    required: str = "[Content_Types].xml",
+    allow_bare_doctype: bool = False,
 ) -> None:
     """Refuse what cannot be a harmless `label` ("Word (.docx) document"): a damaged archive,
     one without the `required` entry, a zip bomb, an encrypted one, an entry whose name climbs
     out of the archive, and XML parts with a DTD. `what` names the file in messages ("Word
-    document"). Reads every XML part's prologue, inflating at most the declared sizes."""
+    document"). Reads every XML part's prologue, inflating at most the declared sizes.
+    `allow_bare_doctype` lets a DOCTYPE without an internal subset through (every EPUB
+    chapter starts with `<!DOCTYPE html>`); see `check_xml_part`."""
     try:
         with zipfile.ZipFile(path) as opened:
             entries = [info for info in opened.infolist() if not info.is_dir()]
@@ -50,7 +57,9 @@ def check_office_archive(
                         "the file; it may be malicious."
                     )
                 with opened.open(info) as part:
-                    check_xml_part(info.filename, part, what=what)
+                    check_xml_part(
+                        info.filename, part, what=what, allow_bare_doctype=allow_bare_doctype
+                    )
     except ZIP_DAMAGE_ERRORS as exc:
         raise ParseError(f"The file is not a valid {label}.") from exc
 
@@ -91,15 +100,23 @@ class _RootElementReached(Exception):
     pass
 
 
-def check_xml_part(name: str, part: IO[bytes], *, what: str) -> None:
+def check_xml_part(
+    name: str, part: IO[bytes], *, what: str, allow_bare_doctype: bool = False
+) -> None:
     """Refuse an XML part with a document type declaration: that is where entity bombs (billion
     laughs) and external entities (XXE) live. Parsing stops at the root element, since a DOCTYPE
-    can only come before it. Parts that are not XML (images) are skipped."""
+    can only come before it. Parts that are not XML (images) are skipped.
+
+    With `allow_bare_doctype`, a DOCTYPE without an internal subset (`<!DOCTYPE html>`, or one
+    naming XHTML's public DTD) passes: it declares no entities, and no parser here fetches an
+    external DTD."""
     chunk = part.read(64 * 1024)
     if not chunk.lstrip(b"\xef\xbb\xbf\xfe\xff\x00 \t\r\n").startswith(b"<"):
         return
     parser = expat.ParserCreate()
-    parser.StartDoctypeDeclHandler = _raise_doctype_found
+    parser.StartDoctypeDeclHandler = (
+        _raise_if_internal_subset if allow_bare_doctype else _raise_doctype_found
+    )
     parser.StartElementHandler = _raise_root_element_reached
     try:
         while chunk:
@@ -120,6 +137,13 @@ def check_xml_part(name: str, part: IO[bytes], *, what: str) -> None:
 
 def _raise_doctype_found(*_args: object) -> None:
     raise _DoctypeFound
+
+
+def _raise_if_internal_subset(
+    _name: str, _system_id: str | None, _public_id: str | None, has_internal_subset: int
+) -> None:
+    if has_internal_subset:
+        raise _DoctypeFound
 
 
 def _raise_root_element_reached(*_args: object) -> None:

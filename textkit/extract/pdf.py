@@ -13,7 +13,13 @@ a paragraph are undone, and the PDF's outline (bookmarks) supplies the headings,
 line of the page that carries the bookmark's title (or at the top of its page). The title is
 the metadata title, else a short first line, else the first bookmark on the first pages.
 
-PDFium is not thread-safe, so one lock serialises its use in a process.
+A page without a text layer (a scan) is rendered and read by OCR (`ocr`): its paragraphs come
+from the OCR's layout, and it goes through the same header, footer and bookmark steps as the
+others. A mixed PDF keeps its text-layer pages as they are; a page with nothing on it at all (no
+page objects) is not sent to OCR.
+
+PDFium is not thread-safe, so one lock serialises its use in a process; a page is rendered under
+it and read by OCR outside it.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
-from textkit.extract import cleanup
+from textkit.extract import cleanup, ocr
 from textkit.extract.base import (
     HEADING,
     PAGE,
@@ -40,6 +47,9 @@ from textkit.extract.base import (
     too_long,
 )
 from textkit.extract.plain import MAX_TITLE_LINE
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 MEDIA_TYPES = ("application/pdf",)
 EXTENSIONS = {".pdf": "application/pdf"}
@@ -85,13 +95,24 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
             metadata_title = _metadata_title(document)
             outline = _outline(document)
             pages = _pages_text(document, max_chars)
-        except pypdfium2.PdfiumError as exc:
-            raise ParseError("The PDF is damaged or truncated and cannot be read.") from exc
-        finally:
+        except BaseException as exc:
             document.close()
+            if isinstance(exc, pypdfium2.PdfiumError):
+                raise ParseError("The PDF is damaged or truncated and cannot be read.") from exc
+            raise
+    try:
+        scanned = _ocr_pages(document, pages)
+    finally:
+        with _PDFIUM_LOCK:
+            document.close()
+    pages = [scanned.get(index, lines) for index, lines in enumerate(pages)]
     if not any(line.strip() for lines in pages for line in lines):
-        raise ParseError("The PDF has no extractable text; it may be a scanned image.")
-    blocks = _blocks(pages, outline)
+        if scanned:
+            raise ParseError(
+                "The PDF has no text: its pages have no text layer, and OCR found no text on them."
+            )
+        raise ParseError("The PDF has no text: its pages are empty.")
+    blocks = _blocks(pages, outline, set(scanned))
     return Extracted(title=_title(metadata_title, outline, blocks), blocks=blocks)
 
 
@@ -117,6 +138,53 @@ def _pages_text(document: pypdfium2.PdfDocument, max_chars: int) -> list[list[st
     return pages
 
 
+def _ocr_pages(document: pypdfium2.PdfDocument, pages: list[list[str]]) -> dict[int, list[str]]:
+    """The paragraphs OCR reads on the pages without a text layer, by page index."""
+    scanned = []
+    with _PDFIUM_LOCK:
+        for index, lines in enumerate(pages):
+            if not any(line.strip() for line in lines) and _has_objects(document, index):
+                scanned.append(index)
+    if not scanned:
+        return {}
+    session = ocr.DocumentOcr(len(scanned))
+    found: dict[int, list[str]] = {}
+    for index in scanned:
+        with _PDFIUM_LOCK:
+            try:
+                image = _render(document, index)
+            except pypdfium2.PdfiumError as exc:
+                raise ParseError(
+                    f"Page {index + 1} of the PDF is damaged and cannot be rendered for OCR."
+                ) from exc
+        found[index] = [paragraph.text for paragraph in session.page(image)]
+        del image
+    return found
+
+
+def _has_objects(document: pypdfium2.PdfDocument, index: int) -> bool:
+    page = document[index]
+    try:
+        return bool(pdfium_c.FPDFPage_CountObjects(page.raw) > 0)
+    finally:
+        page.close()
+
+
+def _render(document: pypdfium2.PdfDocument, index: int) -> Image:
+    """The page in grey, its longer side at most `ocr.MAX_SIDE` pixels (and at most 300 dpi)."""
+    page = document[index]
+    try:
+        width, height = page.get_size()
+        scale = min(ocr.MAX_SIDE / max(width, height, 1.0), 300 / 72)
+        bitmap = page.render(scale=scale, grayscale=True)
+        try:
+            return bitmap.to_pil().copy()
+        finally:
+            bitmap.close()
+    finally:
+        page.close()
+
+
 def _metadata_title(document: pypdfium2.PdfDocument) -> str:
     title = _SPACES_RE.sub(" ", document.get_metadata_value("Title") or "").strip()
     return "" if _JUNK_TITLE_RE.fullmatch(title) else title
@@ -134,9 +202,9 @@ def _outline(document: pypdfium2.PdfDocument) -> Outline:
     return outline
 
 
-def _blocks(pages: list[list[str]], outline: Outline) -> list[Block]:
+def _blocks(pages: list[list[str]], outline: Outline, scanned: set[int]) -> list[Block]:
     """Every block knows its page (1-based); a paragraph that runs on from one page to the next
-    is one block of both pages."""
+    is one block of both pages. The lines of a `scanned` page are already paragraphs (OCR)."""
     blocks: list[Block] = []
     for index, lines in enumerate(cleanup.drop_page_furniture(pages)):
         page = Location(PAGE, index + 1, index + 1)
@@ -146,7 +214,10 @@ def _blocks(pages: list[list[str]], outline: Outline) -> list[Block]:
             if isinstance(segment, Block):
                 blocks.append(Block(HEADING, segment.text, level=segment.level, location=page))
                 continue
-            paragraphs = cleanup.join_layout_lines(segment)
+            if index in scanned:
+                paragraphs = [line.strip() for line in segment if line.strip()]
+            else:
+                paragraphs = cleanup.join_layout_lines(segment)
             first_location: Location | None = page
             if position == 0 and paragraphs and _continues(blocks, paragraphs[0]):
                 last = blocks.pop()

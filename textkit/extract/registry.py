@@ -14,11 +14,45 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from textkit.extract import docx, html, markdown, pdf, plain
+from textkit.extract import (
+    csv,
+    docx,
+    epub,
+    html,
+    image,
+    mail,
+    markdown,
+    odp,
+    ods,
+    odt,
+    pdf,
+    plain,
+    pptx,
+    rtf,
+    xlsx,
+)
 from textkit.extract.base import Extracted
 
 # In the order the list of accepted kinds names them.
-FORMATS: tuple[ModuleType, ...] = (pdf, docx, html, markdown, plain)
+FORMATS: tuple[ModuleType, ...] = (
+    pdf,
+    docx,
+    html,
+    markdown,
+    plain,
+    image,
+    epub,
+    rtf,
+    mail,
+    pptx,
+    xlsx,
+    csv,
+    odt,
+    ods,
+    odp,
+)
+# An e-mail reads its attachments in any of these (mail cannot import this module).
+mail.use_formats(FORMATS)
 
 Extractor = Callable[..., Extracted]
 HeadCheck = Callable[[bytes, str], None]

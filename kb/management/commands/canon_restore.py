@@ -13,7 +13,8 @@ from kb.backup import BackupError, backup_check, backup_restore
 class Command(BaseCommand):
     help = (
         "Restore a canon_backup directory or archive into the database of DATABASE_URL and the "
-        "storage root of CANON_STORAGE_ROOT, both empty: checksums first, then the files, then "
+        "storage (CANON_STORAGE_ROOT, or the bucket of CANON_STORAGE_URL), both empty: "
+        "checksums first, then the files, then "
         "the database, then migrations and kb_verify (docs/BACKUP.md)."
     )
 

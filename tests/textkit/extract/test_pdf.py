@@ -60,9 +60,10 @@ class TestPdf:
         with pytest.raises(ParseError, match="damaged or truncated"):
             parse_file(path, APPLICATION_PDF)
 
-    def test_pdf_without_text_layer_is_refused(self, tmp_path: Path) -> None:
-        path = write(tmp_path, "scan.pdf", make_pdf([[], []]))
-        with pytest.raises(ParseError, match="no extractable text; it may be a scanned image"):
+    def test_pdf_of_empty_pages_is_refused(self, tmp_path: Path) -> None:
+        # Nothing on the pages at all, so nothing for OCR either (scans: test_pdf_ocr.py).
+        path = write(tmp_path, "empty.pdf", make_pdf([[], []]))
+        with pytest.raises(ParseError, match="The PDF has no text: its pages are empty"):
             parse_file(path, APPLICATION_PDF)
 
     def test_pdf_longer_than_the_limit_is_refused(self, tmp_path: Path) -> None:

@@ -1,0 +1,122 @@
+"""What the compatibility endpoints share: Bearer-key authentication that tells a malformed
+header from a refused key, the REST search run from a body each adapter builds, the facts about
+each hit's document that the REST hit does not carry, and error messages in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from rest_framework.authentication import get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from kb.models import Build
+from retrieval.api.auth import ApiKeyAuthentication
+from retrieval.api.searching import run_search
+from retrieval.api.serializers import SearchInput
+from retrieval.principals import InvalidKey, Principal, principal_from_key
+from retrieval.search.hits import Hit, SearchResult
+
+
+class MalformedAuthorization(AuthenticationFailed):
+    """An Authorization header that is not `Bearer <key>`."""
+
+    default_detail = "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
+    default_code = "malformed_authorization"
+
+
+class KeyRefused(AuthenticationFailed):
+    """A key that is unknown, expired or revoked."""
+
+    default_detail = "Authorization failed: the API key is unknown, expired or revoked."
+    default_code = "key_refused"
+
+
+class BearerKeyAuthentication(ApiKeyAuthentication):
+    """The API's `Authorization: Bearer <API key>`, its two refusals told apart (a Dify caller
+    gets a code for each), and alone: no admin session, these doors serve other programs. No
+    header leaves the request unauthenticated (the view's permission refuses it)."""
+
+    def authenticate(self, request: Request) -> tuple[Any, Principal] | None:
+        header = get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != b"bearer" or len(header) != 2:
+            raise MalformedAuthorization()
+        try:
+            principal = principal_from_key(header[1].decode("ascii"))
+        except (InvalidKey, UnicodeDecodeError) as exc:
+            raise KeyRefused() from exc
+        return (None, principal)
+
+
+class CompatSchema(AutoSchema):
+    """The views' OpenAPI: their key is the API's `ApiKey` scheme (BearerKeyAuthentication is
+    ApiKeyAuthentication with its refusals told apart; one scheme, not two of one name)."""
+
+    def get_auth(self) -> list[dict[str, list[str]]]:
+        return [{"ApiKey": []}]
+
+
+class Invalid(Exception):
+    """A request the search refuses: `param` names the field in the caller's shape."""
+
+    def __init__(self, param: str | None, message: str) -> None:
+        super().__init__(f"{param}: {message}" if param else message)
+        self.param = param
+        self.message = message
+
+
+def first_error(errors: Any, place: str = "") -> tuple[str | None, str]:
+    """DRF's validation errors as (the first field's dotted place, its message)."""
+    if isinstance(errors, Mapping):
+        for name, problems in errors.items():
+            here = place if name == "non_field_errors" else f"{place}.{name}".strip(".")
+            return first_error(problems, here)
+    if isinstance(errors, list) and errors:
+        if all(isinstance(e, str) for e in errors):
+            return place or None, " ".join(str(e) for e in errors)
+        for i, item in enumerate(errors):
+            if item:
+                return first_error(item, f"{place}[{i}]")
+    return place or None, str(errors)
+
+
+def search(*, principal: Principal, body: dict[str, Any], names: Mapping[str, str]) -> SearchResult:
+    """Validate `body` (a REST search body) with SearchInput and run it. Invalid names the
+    field under the caller's name for it (`names`: REST field -> the caller's). Raises what
+    run_search raises otherwise (KnowledgeBaseNotFound, FilterError, SearchUnavailable,
+    embeddings.ProviderUnavailable)."""
+    params = SearchInput(data=body)
+    if not params.is_valid():
+        place, message = first_error(params.errors)
+        head = (place or "").split(".")[0].split("[")[0]
+        raise Invalid(names.get(head, place) if place else None, message)
+    return run_search(principal=principal, data=dict(params.validated_data))
+
+
+@dataclass(frozen=True)
+class DocumentFacts:
+    """What a hit's answer in another shape needs beyond the hit: the name of the file its
+    revision was uploaded as (empty when none was given) and the document's metadata."""
+
+    original_name: str
+    metadata: dict[str, Any]
+
+
+def document_facts(hits: Iterable[Hit]) -> dict[int, DocumentFacts]:
+    """By build id, for these hits (which the principal may read: they are its search's
+    answer), in one query on the primary."""
+    build_ids = {hit.build_id for hit in hits}
+    if not build_ids:
+        return {}
+    rows = Build.objects.filter(pk__in=build_ids).values_list(
+        "pk", "revision__original_name", "document__metadata"
+    )
+    return {
+        pk: DocumentFacts(original_name=name or "", metadata=dict(metadata or {}))
+        for pk, name, metadata in rows
+    }

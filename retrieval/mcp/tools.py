@@ -1,0 +1,180 @@
+"""The MCP server's tools as plain synchronous functions of a principal and the tool's
+arguments, each a thin adapter over what the REST API calls: `search` builds the body a REST
+search would send, validates it with the REST API's SearchInput and runs `run_search`;
+`list_knowledge_bases` is KnowledgeBaseListView's read; `fetch` reads a chunk or a document's
+live chunks through `retrieval.chunks`. A refusal is a ToolRefused whose message the caller
+reads; anything the principal may not read is refused exactly like what does not exist."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework.utils.serializer_helpers import ReturnDict
+
+import embeddings
+from kb.models import Chunk, Document
+from retrieval.api.searching import (
+    HistoryNotAllowed,
+    SearchUnavailable,
+    retry_after_seconds,
+    run_search,
+)
+from retrieval.api.serializers import KnowledgeBaseListOutput, SearchInput, search_body
+from retrieval.chunks import chunk_for, live_chunks
+from retrieval.documents import knowledge_bases
+from retrieval.filters import FilterError
+from retrieval.principals import KnowledgeBaseNotFound, OutOfScope, Principal
+from retrieval.search.history import HistoryOutOfRange
+
+# The search tool's arguments are the REST search body's fields, under the same names. These
+# fields of the body it does not offer (tests/mcp holds the two lists to SearchInput's fields):
+# `as_of` is the index admins' audit tool, `explain` a ranking diagnosis, neither for an agent.
+SEARCH_FIELDS_NOT_OFFERED = frozenset({"as_of", "explain"})
+FETCH_MAX_CHUNKS = 100
+MAX_ID = 2**63 - 1
+
+
+class ToolRefused(Exception):
+    """A tool call refused, with the message for the caller (the model reads it)."""
+
+
+def _errors_text(errors: Any) -> str:
+    """SearchInput's errors as one line per field: `field: message`."""
+    if isinstance(errors, dict):
+        lines = []
+        for name, problems in errors.items():
+            if isinstance(problems, list) and all(isinstance(p, str) for p in problems):
+                text = " ".join(problems)
+            else:
+                text = json.dumps(problems, ensure_ascii=False)
+            lines.append(f"{name}: {text}" if name != "non_field_errors" else text)
+        return "; ".join(lines)
+    return str(errors)
+
+
+def search_data(arguments: dict[str, Any]) -> dict[str, Any]:
+    """SearchInput's validated data for the body these tool arguments make (the arguments that
+    are None are left out, as a REST client leaves a field out). Raises ToolRefused naming the
+    argument and the problem."""
+    known = SearchInput().fields
+    body = {name: value for name, value in arguments.items() if value is not None}
+    unsupported = sorted(name for name in body if name not in known)
+    if unsupported:
+        raise ToolRefused(f"Not supported by this server yet: {', '.join(unsupported)}.")
+    params = SearchInput(data=body)
+    if not params.is_valid():
+        raise ToolRefused(f"Invalid arguments: {_errors_text(params.errors)}")
+    return dict(params.validated_data)
+
+
+def search_tool(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The REST search's answer (`search_body`) for these arguments."""
+    data = search_data(arguments)
+    try:
+        result = run_search(principal=principal, data=data)
+    except KnowledgeBaseNotFound as exc:
+        raise ToolRefused(f"Knowledge base {data['kb']!r} not found.") from exc
+    except HistoryNotAllowed as exc:  # as_of is not offered; kept should it ever be
+        raise ToolRefused("Only index admins may search as of.") from exc
+    except HistoryOutOfRange as exc:
+        raise ToolRefused(f"as_of: {exc}") from exc
+    except FilterError as exc:
+        raise ToolRefused(f"Invalid arguments: filter: {exc}") from exc
+    except SearchUnavailable as exc:
+        raise ToolRefused(f"Search is unavailable; try again in {exc.retry_after} s.") from exc
+    except embeddings.ProviderUnavailable as exc:
+        raise ToolRefused(
+            f"The query could not be embedded ({exc}); try again in {retry_after_seconds(exc)} s."
+        ) from exc
+    return search_body(result)
+
+
+def list_knowledge_bases_tool(principal: Principal) -> dict[str, Any]:
+    """What the REST API's GET /kbs/ answers: the knowledge bases this principal may search."""
+    data = KnowledgeBaseListOutput({"results": knowledge_bases(principal=principal)}).data
+    return _plain(data)
+
+
+def _plain(data: ReturnDict[str, Any] | dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(json.dumps(data)))
+
+
+def _chunk_body(chunk: Chunk, document: Document, *, live: bool) -> dict[str, Any]:
+    """A chunk and its citation: where its text stands in which revision of which document."""
+    return {
+        "chunk_id": chunk.pk,
+        "text": chunk.text,
+        "ordinal": chunk.ordinal,
+        "kb": document.kb.slug,
+        "document_id": document.pk,
+        "document_key": document.key,
+        "document_title": document.title,
+        "revision": chunk.build.revision.number,
+        "build_id": chunk.build_id,
+        "heading_path": chunk.heading_path,
+        "location": chunk.location,
+        "char_start": chunk.char_start,
+        "char_end": chunk.char_end,
+        "live": live,
+    }
+
+
+def _id(name: str, value: int) -> int:
+    if not 1 <= value <= MAX_ID:
+        raise ToolRefused(f"{name}: Ensure this value is a positive id.")
+    return value
+
+
+def fetch_tool(
+    principal: Principal,
+    *,
+    chunk_id: int | None,
+    document_id: int | None,
+    first_ordinal: int,
+    max_chunks: int,
+) -> dict[str, Any]:
+    """A chunk with its citation, or a document with its live revision and a page of the chunks
+    search serves for it. Refused the same way whether it does not exist or may not be read."""
+    if (chunk_id is None) == (document_id is None):
+        raise ToolRefused("Give exactly one of chunk_id and document_id.")
+    if chunk_id is not None:
+        _id("chunk_id", chunk_id)
+        try:
+            readable = chunk_for(principal=principal, chunk_id=chunk_id)
+        except OutOfScope as exc:
+            raise ToolRefused(f"Chunk {chunk_id} not found.") from exc
+        document = readable.document
+        return {
+            "chunk": _chunk_body(readable.chunk, document, live=readable.live),
+            "live_revision": getattr(document, "live_revision", None),
+        }
+    assert document_id is not None
+    _id("document_id", document_id)
+    if not 0 <= first_ordinal <= MAX_ID:
+        raise ToolRefused("first_ordinal: Ensure this value is greater than or equal to 0.")
+    if not 1 <= max_chunks <= FETCH_MAX_CHUNKS:
+        raise ToolRefused(f"max_chunks: Ensure this value is between 1 and {FETCH_MAX_CHUNKS}.")
+    try:
+        page = live_chunks(
+            principal=principal,
+            document_id=document_id,
+            first_ordinal=first_ordinal,
+            limit=max_chunks,
+        )
+    except OutOfScope as exc:
+        raise ToolRefused(f"Document {document_id} not found.") from exc
+    document = page.document
+    return {
+        "document": {
+            "document_id": document.pk,
+            "kb": document.kb.slug,
+            "key": document.key,
+            "title": document.title,
+            "metadata": document.metadata,
+            "live_revision": getattr(document, "live_revision", None),
+            "live_build_id": getattr(document, "live_build_id", None),
+        },
+        "chunks": [_chunk_body(chunk, document, live=True) for chunk in page.chunks],
+        "next_ordinal": page.next_ordinal,
+    }

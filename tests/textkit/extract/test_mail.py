@@ -1,0 +1,300 @@
+"""E-mail (.eml, .msg): the headers as the first paragraph, the Subject as the title, the plain
+body preferred over HTML, quoted replies kept, attachments Canon reads inlined under "Attachment:
+<name>" (an attached e-mail one level deep), the others named; damaged files are refused."""
+
+from __future__ import annotations
+
+import io
+import os
+from email.message import EmailMessage
+from pathlib import Path
+
+import docx
+import pytest
+
+from tests.textkit.extract.files import write
+from tests.textkit.extract.msg_fixtures import embedded_message, outlook_message
+from textkit.extract import (
+    HEADING,
+    PARAGRAPH,
+    ParseError,
+    UnsupportedMediaType,
+    detect_media_type,
+    extract,
+)
+from textkit.extract import mail as mail_format
+
+EML = "message/rfc822"
+MSG = "application/vnd.ms-outlook"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
+
+
+def docx_bytes() -> bytes:
+    document = docx.Document()
+    document.add_heading("Budget", level=1)
+    document.add_paragraph("Marketing gets 40 percent.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def base_message(subject: str = "Quarterly figures 季度报告") -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = "Alice Example <alice@example.com>"
+    message["To"] = "Bob Example <bob@example.com>, 王小明 <wang@example.cn>"
+    message["Cc"] = "dan@example.com"
+    message["Date"] = "Mon, 02 Mar 2026 09:30:00 +0100"
+    message["Subject"] = subject
+    return message
+
+
+def make_eml(path: Path) -> Path:
+    """A reply with a plain and an HTML body, a Word file, a text file, a picture, a zip and a
+    forwarded e-mail that has an attachment of its own."""
+    message = base_message()
+    message.set_content(
+        "Hello Bob,\n\nThe figures are attached. 知识库将在下个季度上线。\n\n"
+        "> On Friday you wrote:\n> Can you send the figures?\n"
+    )
+    message.add_alternative("<p>Hello Bob, <b>HTML</b> version.</p>", subtype="html")
+    message.add_attachment(
+        docx_bytes(),
+        maintype="application",
+        subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
+        filename="budget.docx",
+    )
+    message.add_attachment("Notes line one.\n\nNotes line two.", filename="notes.txt")
+    message.add_attachment(PNG, maintype="image", subtype="png", filename="logo.png")
+    message.add_attachment(
+        b"PK\x03\x04zip", maintype="application", subtype="zip", filename="a.zip"
+    )
+    forwarded = base_message("Earlier thread")
+    forwarded.set_content("The earlier message body.")
+    forwarded.add_attachment("inner", filename="inner.txt")
+    message.add_attachment(forwarded)
+    return write(path.parent, path.name, bytes(message))
+
+
+def test_eml_headers_body_and_attachments(tmp_path: Path) -> None:
+    path = make_eml(tmp_path / "reply.eml")
+    assert detect_media_type("reply.eml", path.read_bytes()[:4096]) == EML
+    extracted = extract(path, EML)
+    assert extracted.title == "Quarterly figures 季度报告"
+    assert [(b.kind, b.level, b.text) for b in extracted.blocks] == [
+        (
+            PARAGRAPH,
+            0,
+            "From: Alice Example <alice@example.com>\n"
+            "To: Bob Example <bob@example.com>, 王小明 <wang@example.cn>\n"
+            "Cc: dan@example.com\n"
+            "Date: Mon, 02 Mar 2026 09:30:00 +0100\n"
+            "Subject: Quarterly figures 季度报告",
+        ),
+        (PARAGRAPH, 0, "Hello Bob,"),
+        (PARAGRAPH, 0, "The figures are attached. 知识库将在下个季度上线。"),
+        (PARAGRAPH, 0, "> On Friday you wrote:\n> Can you send the figures?"),
+        (HEADING, 1, "Attachment: budget.docx"),
+        (HEADING, 2, "Budget"),
+        (PARAGRAPH, 0, "Marketing gets 40 percent."),
+        (HEADING, 1, "Attachment: notes.txt"),
+        (PARAGRAPH, 0, "Notes line one."),
+        (PARAGRAPH, 0, "Notes line two."),
+        (HEADING, 1, "Attachment: Earlier thread.eml"),
+        (
+            PARAGRAPH,
+            0,
+            "From: Alice Example <alice@example.com>\n"
+            "To: Bob Example <bob@example.com>, 王小明 <wang@example.cn>\n"
+            "Cc: dan@example.com\n"
+            "Date: Mon, 02 Mar 2026 09:30:00 +0100\n"
+            "Subject: Earlier thread",
+        ),
+        (PARAGRAPH, 0, "The earlier message body."),
+        (PARAGRAPH, 0, "Attachments not read: inner.txt."),
+        (PARAGRAPH, 0, "Attachments not read: logo.png (picture); a.zip."),
+    ]
+
+
+def test_eml_html_body_when_there_is_no_plain_one(tmp_path: Path) -> None:
+    message = base_message("Newsletter")
+    message.set_content(
+        "<html><body><nav>Home | About</nav><h1>March news</h1><p>Caf\u00e9 opens.</p>"
+        "</body></html>",
+        subtype="html",
+        charset="iso-8859-1",
+        cte="quoted-printable",
+    )
+    extracted = extract(write(tmp_path, "news.eml", bytes(message)), EML)
+    assert [(b.kind, b.text) for b in extracted.blocks[1:]] == [
+        (HEADING, "March news"),
+        (PARAGRAPH, "Café opens."),
+    ]
+
+
+def test_attached_eml_file_is_read_once_and_its_attachments_named(tmp_path: Path) -> None:
+    inner = base_message("Inner mail")
+    inner.set_content("Inner text.")
+    inner.add_attachment(b"x", maintype="application", subtype="octet-stream", filename="in.eml")
+    outer = base_message("Outer")
+    outer.set_content("Outer text.")
+    outer.add_attachment(
+        bytes(inner), maintype="application", subtype="octet-stream", filename="saved.eml"
+    )
+    text = extract(write(tmp_path, "outer.eml", bytes(outer)), EML).text()
+    assert "Attachment: saved.eml" in text
+    assert "Inner text." in text
+    assert text.endswith("Attachments not read: in.eml.")
+
+
+def test_attachment_over_the_length_budget_is_named(tmp_path: Path) -> None:
+    message = base_message("Big")
+    message.set_content("Short body.")
+    message.add_attachment("word " * 5000, filename="long.txt")
+    extracted = extract(write(tmp_path, "big.eml", bytes(message)), EML, max_chars=2000)
+    assert extracted.blocks[-1].text == (
+        "Attachments not read: long.txt (longer than what is left of the length limit)."
+    )
+
+
+def test_attachment_names_never_reach_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[str] = []
+    original = Path.write_bytes
+
+    def spy(self: Path, data: bytes) -> int:
+        written.append(self.name)
+        return original(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", spy)
+    message = base_message("Traversal")
+    message.set_content("Body.")
+    message.add_attachment("evil", filename="../../../../tmp/evil.txt")
+    path = tmp_path / "evil.eml"
+    path.write_text(message.as_string())
+    text = extract(path, EML).text()
+    assert "Attachment: ../../../../tmp/evil.txt\n\nevil" in text
+    assert written == ["0.txt"]
+
+
+def test_too_many_parts_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mail_format, "MAX_PARTS", 5)
+    message = base_message("Parts")
+    message.set_content("Body.")
+    for index in range(10):
+        message.add_attachment("x", filename=f"{index}.txt")
+    with pytest.raises(ParseError, match="more than 5 parts"):
+        extract(write(tmp_path, "parts.eml", bytes(message)), EML)
+
+
+def test_deeply_nested_mime_is_refused(tmp_path: Path) -> None:
+    depth = 3000
+    lines = ["Subject: deep", "MIME-Version: 1.0"]
+    for level in range(depth):
+        lines += [f'Content-Type: multipart/mixed; boundary="b{level}"', "", f"--b{level}"]
+    lines += ["Content-Type: text/plain", "", "bottom"]
+    lines += [f"--b{level}--" for level in reversed(range(depth))]
+    path = write(tmp_path, "deep.eml", "\n".join(lines))
+    with pytest.raises(ParseError, match="nests its parts too deeply"):
+        extract(path, EML)
+
+
+def test_huge_recipient_list_is_cut_not_parsed(tmp_path: Path) -> None:
+    to = ", ".join(f'"Person {i}" <p{i}@example.com>' for i in range(20_000))
+    path = write(tmp_path, "many.eml", f"From: a@b.c\nTo: {to}\nSubject: Hi\n\nBody.\n")
+    header = extract(path, EML).blocks[0].text
+    assert header.startswith('From: a@b.c\nTo: "Person 0" <p0@example.com>, ')
+    assert header.split("\n")[1].endswith(" …")
+
+
+def test_binary_named_eml_is_refused() -> None:
+    with pytest.raises(UnsupportedMediaType, match=r"named like an e-mail \(\.eml\)"):
+        detect_media_type("mail.eml", b"\x00\x01binary")
+
+
+# MSG
+
+
+def make_msg(path: Path) -> Path:
+    data = outlook_message(
+        subject="Quarterly figures 季度报告",
+        cc=[("Dan Example", "dan@example.com")],
+        body="Hello Bob,\r\n\r\n知识库将在下个季度上线。\r\n\r\n> Can you send the figures?\r\n",
+        attachments=[
+            ("budget.docx", docx_bytes()),
+            ("logo.png", PNG),
+            (
+                "earlier.msg",
+                embedded_message(subject="Earlier", body="Inner body", attachment_names=("x.pdf",)),
+            ),
+        ],
+    )
+    return write(path.parent, path.name, data)
+
+
+def test_msg_headers_body_and_attachments(tmp_path: Path) -> None:
+    path = make_msg(tmp_path / "reply.msg")
+    assert detect_media_type("reply.msg", path.read_bytes()[:4096]) == MSG
+    extracted = extract(path, MSG)
+    assert extracted.title == "Quarterly figures 季度报告"
+    assert [(b.kind, b.level, b.text) for b in extracted.blocks] == [
+        (
+            PARAGRAPH,
+            0,
+            "From: Alice Example\n"
+            "To: Bob Example <bob@example.com>\n"
+            "Cc: Dan Example <dan@example.com>\n"
+            "Date: Sat, 18 Jun 2022 04:26:40 +0000\n"
+            "Subject: Quarterly figures 季度报告",
+        ),
+        (PARAGRAPH, 0, "Hello Bob,"),
+        (PARAGRAPH, 0, "知识库将在下个季度上线。"),
+        (PARAGRAPH, 0, "> Can you send the figures?"),
+        (HEADING, 1, "Attachment: budget.docx"),
+        (HEADING, 2, "Budget"),
+        (PARAGRAPH, 0, "Marketing gets 40 percent."),
+        (HEADING, 1, "Attachment: earlier.msg"),
+        (
+            PARAGRAPH,
+            0,
+            "From: Carol Example\nTo: Alice Example <alice@example.com>\n"
+            "Date: Sat, 18 Jun 2022 04:26:40 +0000\nSubject: Earlier",
+        ),
+        (PARAGRAPH, 0, "Inner body"),
+        (PARAGRAPH, 0, "Attachments not read: x.pdf."),
+        (PARAGRAPH, 0, "Attachments not read: logo.png (picture)."),
+    ]
+
+
+def test_msg_html_body_when_there_is_no_plain_one(tmp_path: Path) -> None:
+    data = outlook_message(
+        subject="HTML only", html=b"<html><body><h2>Agenda</h2><p>Item one.</p></body></html>"
+    )
+    extracted = extract(write(tmp_path, "html.msg", data), MSG)
+    assert [(b.kind, b.text) for b in extracted.blocks[1:]] == [
+        (HEADING, "Agenda"),
+        (PARAGRAPH, "Item one."),
+    ]
+
+
+def test_msg_named_file_that_is_not_ole_is_refused() -> None:
+    with pytest.raises(UnsupportedMediaType, match=r"named like an Outlook message \(\.msg\)"):
+        detect_media_type("mail.msg", b"From: a@b.c\n")
+
+
+def test_corrupt_msg_is_refused(tmp_path: Path) -> None:
+    data = make_msg(tmp_path / "whole.msg").read_bytes()
+    truncated = write(tmp_path, "cut.msg", data[:1024])
+    with pytest.raises(ParseError, match=r"Outlook message"):
+        extract(truncated, MSG)
+    noise = write(tmp_path, "noise.msg", data[:8] + os.urandom(4000))
+    with pytest.raises(ParseError, match=r"not a valid Outlook message \(\.msg\)"):
+        extract(noise, MSG)
+
+
+def test_ole_file_that_is_not_a_message_is_refused(tmp_path: Path) -> None:
+    from tests.textkit.extract.msg_fixtures import compound_file
+
+    path = write(tmp_path, "doc.msg", compound_file({"WordDocument": b"x" * 100}))
+    with pytest.raises(ParseError, match=r"not a valid Outlook message \(\.msg\)"):
+        extract(path, MSG)

@@ -1,0 +1,358 @@
+"""E-mail (.eml, .msg): the headers, the body and the attachments Canon can read, as one document
+titled by the Subject.
+
+Headers. From, To, Cc, Date and Subject open the text as one short paragraph ("From: …\\nTo: …").
+Canon has no per-document metadata fields yet, so the headers go into the text, where search and
+a model can read them: "the mail Alice sent in March" finds it.
+
+Body. The text/plain part when there is one, else the text/html part through the HTML
+extractor (or, in an Outlook file with neither, its RTF body through the RTF extractor). Quoted
+replies are kept: they are often the only copy of what is being answered.
+
+Attachments are part of the document. Each one of a kind Canon reads (its format found from its
+name among the registry's, checked against its first bytes) follows the body as a section under
+the heading "Attachment: <name>", its own headings one level down, within the same `max_chars`
+budget; an attached e-mail is read with its headers and body, but its own attachments are only
+named (one level deep). Everything else is named in a last paragraph, "Attachments not
+read: …": pictures (Canon could OCR them, but in mail they are mostly logos and signatures),
+archives, unknown kinds, files that cannot be read, and those past `MAX_ATTACHMENTS` or the
+length budget. A mail and its attachment are one message to the reader, and making attachments
+documents of their own needs a source that owns derived documents, which Canon does not have yet.
+
+Attachments go through the file-path extractors from a temporary directory, under names made
+here ("3.pdf": a counter and the extension the registry matched), never the attachment's own
+file name, which could climb out of the directory; the directory is removed afterwards.
+
+The registry lists this module among the formats, and this module needs the formats to read
+attachments, so it cannot import the registry (that would be an import circle, which
+lint-imports refuses even inside a function). The registry hands it its list instead, right
+after building it (`use_formats(FORMATS)`): one map of formats, and imports that point one way.
+
+EML is read by the standard library (`email`, policy=default); MSG by extract-msg. Both are
+bounded: at most `MAX_PARTS` MIME parts, header values longer than `MAX_HEADER_CHARS` are shown
+cut rather than parsed (the address parser is superlinear), and nesting deep enough to exhaust
+the stack is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from pathlib import Path, PurePosixPath
+from types import ModuleType
+from typing import Any
+
+from textkit.extract import encoding, html, plain, rtf
+from textkit.extract.base import (
+    HEADING,
+    OLE_MAGIC,
+    PARAGRAPH,
+    Block,
+    Extracted,
+    ParseError,
+    UnsupportedMediaType,
+)
+
+MESSAGE_RFC822 = "message/rfc822"
+OUTLOOK_MSG = "application/vnd.ms-outlook"
+MEDIA_TYPES = (MESSAGE_RFC822, OUTLOOK_MSG)
+EXTENSIONS = {".eml": MESSAGE_RFC822, ".msg": OUTLOOK_MSG}
+LABEL = "e-mail (.eml, .msg)"
+
+MAX_ATTACHMENTS = 50
+MAX_PARTS = 1000
+MAX_HEADER_CHARS = 8 * 1024
+_HEADER_NAMES = ("From", "To", "Cc", "Date", "Subject")
+# How many leading bytes an attachment's first-byte check wants (detect.SNIFF_BYTES).
+_SNIFF_BYTES = 4096
+
+logger = logging.getLogger(__name__)
+
+
+# Every format Canon reads, set by the registry (see the module docstring).
+_formats: tuple[ModuleType, ...] = ()
+
+
+def use_formats(formats: tuple[ModuleType, ...]) -> None:
+    """Read attachments of these formats (the registry's `FORMATS`)."""
+    global _formats
+    _formats = formats
+
+
+def check_head(head: bytes, media_type: str) -> None:
+    if media_type == OUTLOOK_MSG:
+        if not head.startswith(OLE_MAGIC):
+            raise UnsupportedMediaType(
+                "The file is named like an Outlook message (.msg), but its content is not one."
+            )
+        return
+    encoding.refuse_binary(head, "an e-mail (.eml)")
+
+
+@dataclass
+class _Attachment:
+    name: str
+    data: bytes = b""
+    # An attached e-mail, already read (its own attachments named only).
+    message: _Mail | None = None
+
+
+@dataclass
+class _Mail:
+    subject: str
+    headers: list[tuple[str, str]]
+    body: list[Block]
+    attachments: list[_Attachment] = field(default_factory=list)
+
+
+def extract(path: Path, *, max_chars: int) -> Extracted:
+    data = path.read_bytes()
+    mail = _read_msg(data, nested=False) if data.startswith(OLE_MAGIC) else _read_eml(data)
+    return Extracted(title=mail.subject, blocks=_mail_blocks(mail, max_chars, top=True))
+
+
+def _mail_blocks(mail: _Mail, max_chars: int, *, top: bool) -> list[Block]:
+    """The header paragraph, the body, then the attachments (read when `top`, else named)."""
+    header_text = "\n".join(f"{name}: {value}" for name, value in mail.headers if value)
+    blocks = ([Block(PARAGRAPH, header_text)] if header_text else []) + mail.body
+    used = sum(len(block.text) + 2 for block in blocks)
+    not_read: list[str] = []
+    if mail.attachments and top:
+        with tempfile.TemporaryDirectory(prefix="canon-mail-") as directory:
+            for index, attachment in enumerate(mail.attachments):
+                if index >= MAX_ATTACHMENTS:
+                    not_read.append(f"{attachment.name} (more than {MAX_ATTACHMENTS} attachments)")
+                    continue
+                section, reason = _attachment_blocks(
+                    attachment, Path(directory), index, max_chars - used
+                )
+                if section is None:
+                    not_read.append(f"{attachment.name} ({reason})" if reason else attachment.name)
+                    continue
+                heading = Block(HEADING, f"Attachment: {attachment.name}", level=1)
+                blocks.append(heading)
+                blocks.extend(section)
+                used += sum(len(block.text) + 2 for block in [heading, *section])
+    elif mail.attachments:
+        not_read = [attachment.name for attachment in mail.attachments]
+    if not_read:
+        blocks.append(Block(PARAGRAPH, "Attachments not read: " + "; ".join(not_read) + "."))
+    return blocks
+
+
+def _attachment_blocks(
+    attachment: _Attachment, directory: Path, index: int, max_chars: int
+) -> tuple[list[Block] | None, str]:
+    """The attachment's blocks, headings one level down; or None and why it is not read ("" for
+    a kind Canon does not read)."""
+    if attachment.message is not None:
+        return _nested(_mail_blocks(attachment.message, max_chars, top=False)), ""
+    suffix = PurePosixPath(attachment.name.replace("\\", "/")).suffix.lower()
+    module = next((m for m in _formats if suffix in m.EXTENSIONS), None)
+    if module is None or not suffix:
+        return None, ""
+    media_type = module.EXTENSIONS[suffix]
+    if media_type.startswith("image/"):
+        # Pictures in mail are mostly logos, signatures and screenshots; OCR on each would
+        # spend the document's time budget on them.
+        return None, "picture"
+    if not attachment.data:
+        return None, "empty"
+    try:
+        if hasattr(module, "check_head"):
+            module.check_head(attachment.data[:_SNIFF_BYTES], media_type)
+        if media_type in MEDIA_TYPES:
+            # An e-mail attached as a file: read once, its own attachments named only.
+            inner = (
+                _read_msg(attachment.data, nested=True)
+                if attachment.data.startswith(OLE_MAGIC)
+                else _read_eml(attachment.data, nested=True)
+            )
+            blocks = _mail_blocks(inner, max_chars, top=False)
+        else:
+            path = directory / f"{index}{suffix}"
+            path.write_bytes(attachment.data)
+            blocks = module.extract(path, max_chars=max_chars).blocks
+            path.unlink()
+    except ParseError as exc:
+        return None, str(exc).rstrip(".")
+    if sum(len(block.text) + 2 for block in blocks) > max_chars:
+        return None, "longer than what is left of the length limit"
+    return _nested(blocks), ""
+
+
+def _nested(blocks: list[Block]) -> list[Block]:
+    """Headings one level down, under the attachment's heading."""
+    return [
+        Block(block.kind, block.text, level=min(block.level + 1, 6), location=block.location)
+        if block.kind == HEADING
+        else block
+        for block in blocks
+    ]
+
+
+# EML
+
+
+def _read_eml(data: bytes, *, nested: bool = False) -> _Mail:
+    try:
+        message = BytesParser(policy=policy.default).parsebytes(data)
+        assert isinstance(message, EmailMessage)
+        return _eml_mail(message, nested=nested)
+    except RecursionError:
+        raise ParseError("The e-mail nests its parts too deeply to be read.") from None
+
+
+def _eml_mail(message: EmailMessage, *, nested: bool) -> _Mail:
+    headers = [(name, _eml_header(message, name)) for name in _HEADER_NAMES]
+    leaves = _eml_leaves(message)
+    body_part = message.get_body(preferencelist=("plain", "html"))
+    body: list[Block] = []
+    if isinstance(body_part, EmailMessage):
+        body = _eml_body(body_part)
+    attachments: list[_Attachment] = []
+    for part in leaves:
+        if part is body_part:
+            continue
+        embedded = part.get_content_type() == MESSAGE_RFC822 and part.is_multipart()
+        name = part.get_filename() or ""
+        if not name and not embedded and part.get_content_disposition() != "attachment":
+            continue  # the alternative not chosen, or an unnamed inline part
+        if embedded:
+            inner = part.get_payload(0)
+            assert isinstance(inner, EmailMessage)
+            if nested:
+                inner_mail = _Mail(subject="", headers=[], body=[])
+            else:
+                inner_mail = _eml_mail(inner, nested=True)
+            subject = _eml_header(inner, "Subject")
+            name = name or f"{subject or 'message'}.eml"
+            attachments.append(_Attachment(name, message=inner_mail))
+        else:
+            payload = part.get_payload(decode=True)
+            data = payload if isinstance(payload, bytes) else b""
+            attachments.append(_Attachment(name or "unnamed attachment", data))
+    subject = next((value for name, value in headers if name == "Subject"), "")
+    return _Mail(subject=subject, headers=headers, body=body, attachments=attachments)
+
+
+def _eml_header(message: EmailMessage, name: str) -> str:
+    """The header's value decoded, unfolded; cut, and not parsed, when very long."""
+    raw = next((value for key, value in message.raw_items() if key.lower() == name.lower()), None)
+    if raw is None:
+        return ""
+    if len(raw) > MAX_HEADER_CHARS:
+        return " ".join(str(raw)[:MAX_HEADER_CHARS].split()) + " …"
+    try:
+        value = str(message[name])
+    except (ValueError, IndexError, TypeError, RecursionError):
+        value = str(raw)
+    return " ".join(value.split())
+
+
+def _eml_leaves(message: EmailMessage) -> list[EmailMessage]:
+    """The parts that are not multipart containers, in order; an attached message is a leaf."""
+    leaves: list[EmailMessage] = []
+    pending: list[Any] = [message]
+    while pending:
+        part = pending.pop()
+        if len(leaves) + len(pending) > MAX_PARTS:
+            raise ParseError(f"The e-mail has more than {MAX_PARTS:,} parts.")
+        if part.get_content_maintype() == "multipart" and part.is_multipart():
+            pending.extend(reversed(part.get_payload()))
+        elif isinstance(part, EmailMessage):
+            leaves.append(part)
+    return leaves
+
+
+def _eml_body(part: EmailMessage) -> list[Block]:
+    payload = part.get_payload(decode=True)
+    data = payload if isinstance(payload, bytes) else b""
+    charset = part.get_content_charset()
+    text = _decode(data, charset)
+    if part.get_content_subtype() == "html":
+        return html.extract_markup(text.encode("utf-8")).blocks
+    return plain.paragraph_blocks(text.replace("\r\n", "\n"))
+
+
+def _decode(data: bytes, charset: str | None) -> str:
+    if charset:
+        try:
+            return data.decode(charset, errors="replace")
+        except LookupError:
+            pass
+    return encoding.decode(data)
+
+
+# MSG
+
+
+def _read_msg(data: bytes, *, nested: bool) -> _Mail:
+    import extract_msg
+    from extract_msg.exceptions import ExMsgBaseException
+
+    try:
+        message = extract_msg.openMsg(data, delayAttachments=nested)
+    except (ExMsgBaseException, OSError, ValueError, KeyError, IndexError) as exc:
+        raise ParseError("The file is not a valid Outlook message (.msg).") from exc
+    try:
+        return _msg_mail(message, nested=nested)
+    except (ExMsgBaseException, OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        raise ParseError("The Outlook message is damaged and cannot be read.") from exc
+    finally:
+        message.close()
+
+
+def _msg_mail(message: Any, *, nested: bool) -> _Mail:
+    """The message's headers, body and attachments; when `nested`, attachments named only."""
+    from extract_msg.enums import AttachmentType
+
+    headers = [
+        ("From", message.sender or ""),
+        ("To", message.to or ""),
+        ("Cc", message.cc or ""),
+        ("Date", _msg_date(message)),
+        ("Subject", message.subject or ""),
+    ]
+    headers = [(name, " ".join(value.split())[:MAX_HEADER_CHARS]) for name, value in headers]
+    attachments: list[_Attachment] = []
+    for attachment in message.attachments:
+        name = attachment.longFilename or attachment.shortFilename or ""
+        if nested:
+            attachments.append(_Attachment(name or "unnamed attachment"))
+        elif attachment.type == AttachmentType.MSG:
+            inner = _msg_mail(attachment.data, nested=True)
+            attachments.append(
+                _Attachment(name or f"{inner.subject or 'message'}.msg", message=inner)
+            )
+        elif attachment.type == AttachmentType.DATA and isinstance(attachment.data, bytes):
+            attachments.append(_Attachment(name or "unnamed attachment", attachment.data))
+        else:
+            attachments.append(_Attachment(name or "unnamed attachment"))
+    return _Mail(
+        subject=headers[-1][1], headers=headers, body=_msg_body(message), attachments=attachments
+    )
+
+
+def _msg_date(message: Any) -> str:
+    date = message.date
+    return "" if date is None else date.strftime("%a, %d %b %Y %H:%M:%S %z").strip()
+
+
+def _msg_body(message: Any) -> list[Block]:
+    """The plain body, else the HTML stream (not extract-msg's HTML made from RTF), else the
+    RTF body through the RTF extractor."""
+    text = message.body or ""
+    if text.strip():
+        return plain.paragraph_blocks(text.replace("\r\n", "\n"))
+    markup = message.getStream("__substg1.0_10130102")
+    if markup:
+        return html.extract_markup(markup).blocks
+    rtf_body = message.rtfBody
+    if rtf_body:
+        return rtf.extract_data(rtf_body).blocks
+    return []
