@@ -22,6 +22,7 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("retrieval.api.urls")),
+    path("api/v1/", include("sources.api.urls")),
     # Shapes other tools speak: Dify's External Knowledge API, OpenAI's vector-store search.
     path("api/", include("retrieval.compat.urls")),
     path("api/schema/", no_append_slash(SpectacularAPIView.as_view()), name="api-schema"),

@@ -17,6 +17,11 @@ class ApiKey(models.Model):
     can_read_history = models.BooleanField(
         default=False, help_text="May search as of a past time (index admins' services)."
     )
+    can_manage_sources = models.BooleanField(
+        default=False,
+        help_text="May list, create, change and sync the sources of its knowledge bases and "
+        "confirm their deletions (/api/v1/…/sources).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -32,6 +32,7 @@ class Principal:
     can_read_history: bool = False  # may search as of a past time
     can_upload: bool = True
     can_delete: bool = True
+    can_manage_sources: bool = False  # sources' API: list, create, change, sync, confirm
     api_key_id: int | None = None
     user_id: int | None = None
 
@@ -64,6 +65,7 @@ def api_key_create(
     access_groups: Iterable[str] = (),
     expires_at: datetime | None = None,
     can_read_history: bool = False,
+    can_manage_sources: bool = False,
 ) -> tuple[ApiKey, str]:
     """Create a key; return the row and the plaintext, which is never stored or shown again."""
     prefix = secrets.token_hex(4)
@@ -76,6 +78,7 @@ def api_key_create(
         access_groups=sorted(set(access_groups)),
         expires_at=expires_at,
         can_read_history=can_read_history,
+        can_manage_sources=can_manage_sources,
     )
     key.knowledge_bases.set(list(knowledge_bases))
     return key, plaintext
@@ -90,7 +93,7 @@ class InvalidKey(Exception):
 # cached, so a revocation or an expiry counts from the next request.
 _KEY_SQL = """
     SELECT k.id, k.tenant_id, k.key_hash, k.access_groups, k.can_read_history, k.revoked_at,
-           k.expires_at, k.last_used_at,
+           k.expires_at, k.last_used_at, k.can_manage_sources,
            ARRAY(SELECT m.knowledgebase_id FROM retrieval_apikey_knowledge_bases m
                  WHERE m.apikey_id = k.id)
     FROM retrieval_apikey k
@@ -110,7 +113,18 @@ def principal_from_key(plaintext: str) -> Principal:
         row = cursor.fetchone()
         if row is None or not hmac.compare_digest(row[2], _hash(plaintext)):
             raise InvalidKey("unknown API key")
-        key_id, tenant_id, _, groups, history, revoked_at, expires_at, last_used_at, kb_ids = row
+        (
+            key_id,
+            tenant_id,
+            _,
+            groups,
+            history,
+            revoked_at,
+            expires_at,
+            last_used_at,
+            sources,
+            kb_ids,
+        ) = row
         if revoked_at is not None:
             raise InvalidKey("this API key was revoked")
         now = timezone.now()
@@ -124,6 +138,7 @@ def principal_from_key(plaintext: str) -> Principal:
         kb_ids=frozenset(kb_ids) or None,
         access_groups=frozenset(groups),
         can_read_history=history,
+        can_manage_sources=sources,
         api_key_id=key_id,
     )
 
@@ -145,6 +160,7 @@ def principal_from_user(user: AbstractBaseUser | AnonymousUser) -> Principal | N
         ),
         can_upload=has_perm("kb.add_document"),
         can_delete=has_perm("kb.soft_delete_document"),
+        can_manage_sources=has_perm("sources.change_source"),
         user_id=user.pk,
     )
 

@@ -9,7 +9,17 @@ from console.admin import (
     documents,
     knowledge_bases,
     records,
+    sources,
     users,
 )
 
-__all__ = ["api_keys", "chunks", "consistency", "documents", "knowledge_bases", "records", "users"]
+__all__ = [
+    "api_keys",
+    "chunks",
+    "consistency",
+    "documents",
+    "knowledge_bases",
+    "records",
+    "sources",
+    "users",
+]

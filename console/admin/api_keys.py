@@ -26,6 +26,7 @@ class ApiKeyForm(forms.ModelForm):
             "knowledge_bases",
             "access_groups",
             "can_read_history",
+            "can_manage_sources",
             "expires_at",
         ]
 
@@ -42,6 +43,13 @@ class ApiKeyForm(forms.ModelForm):
         )
         if refused:
             self.add_error("access_groups", refused)
+        # Likewise a key manages sources only if its maker may.
+        granted = data.get("can_manage_sources") and not self.instance.can_manage_sources
+        if granted and not self.request.user.has_perm("sources.change_source"):
+            self.add_error(
+                "can_manage_sources",
+                "You may only give a key what you may do: you cannot change sources.",
+            )
         tenant = data.get("tenant")
         if tenant is None:
             return data
@@ -65,6 +73,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         "prefix",
         "tenant",
         "can_read_history",
+        "can_manage_sources",
         "created_at",
         "expires_at",
         "revoked_at",
@@ -91,6 +100,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
             access_groups=form.cleaned_data.get("access_groups") or [],
             expires_at=form.cleaned_data.get("expires_at"),
             can_read_history=bool(form.cleaned_data.get("can_read_history")),
+            can_manage_sources=bool(form.cleaned_data.get("can_manage_sources")),
         )
         obj.pk, obj.prefix, obj.key_hash, obj.created_at = (
             key.pk,

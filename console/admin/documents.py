@@ -46,6 +46,7 @@ from kb.uploads import (
     upload_accept,
 )
 from retrieval.api.uploads import key_unavailable
+from sources.selectors import document_source
 from textkit.extract import accepted_extensions, accepted_kinds
 
 # What the History page (Django's LogEntry) records for a save that uploaded a file.
@@ -636,4 +637,6 @@ class DocumentAdmin(TenantScopedAdmin):
             boxes = document_actions.document_boxes(request, document)
             boxes.pop("original")  # Django's change view sets it
             extra.update(boxes, live_build=live)
+            # the source it is kept in step with, and the version of the item it took
+            extra["document_source"] = document_source(document)
         return super().change_view(request, object_id, form_url, extra)

@@ -20,6 +20,7 @@ from django.urls import reverse
 
 from console.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
 from console.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
+from console.admin.sources import kb_sources
 from kb import document_states, home, timeline
 from kb.access import Reader
 from kb.models import IndexVersion, KnowledgeBase
@@ -115,6 +116,8 @@ def home_view(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: s
         # values and counts of the documents this user may read only (`kb.selectors.metadata`)
         "metadata": metadata_summary(kb=kb, reader=kb_reader(request, kb)),
         "can_declare_fields": request.user.has_perm("kb.add_metadatafield"),
+        # the folders, buckets, sites and repositories it is kept in step with (sources/)
+        "sources": kb_sources(request, kb),
     }
     return TemplateResponse(request, "admin/kb/knowledgebase/home.html", context)
 

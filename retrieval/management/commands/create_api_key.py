@@ -30,6 +30,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--history", action="store_true", help="may search as of a past time (as_of)"
         )
+        parser.add_argument(
+            "--sources",
+            action="store_true",
+            help="may manage sources: list, create, change, sync, confirm deletions",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
@@ -53,6 +58,7 @@ class Command(BaseCommand):
             access_groups=groups,
             expires_at=timezone.now() + timedelta(days=days) if days else None,
             can_read_history=options["history"],
+            can_manage_sources=options["sources"],
         )
         self.stderr.write(f"Created API key {key.prefix} for {tenant.slug}; it is not shown again.")
         self.stdout.write(plaintext)

@@ -1,0 +1,323 @@
+"""Admin pages that act on a source or a run: *Sync now*, pause and resume (a source), and the
+answer to the deletions a run holds (confirm or keep), each behind its confirmation page, plus
+the run's progress JSON its page polls.
+
+Each page checks its permission first (`sources.sync_source` to sync and answer deletions,
+`sources.change_source` to pause or resume: content managers get the refusal page), then finds
+its object through the tenant-scoped admin, so another tenant's id, a malformed one and a
+missing one are the same 404. The work is done by `sources.services`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+
+from console.admin.confirmation import confirm, require
+from console.admin.scoping import TenantScopedAdmin, may_read
+from kb.document_states import purge_delay
+from sources.models import Source, SourceItem, SyncRun
+from sources.selectors import run_progress
+from sources.services.runs import sync_deletions_confirm, sync_deletions_keep, sync_request
+from sources.services.sources import source_pause
+
+SOURCE_HISTORY = "Why? Kept in the source's history."
+RUN_HISTORY = "Why? Kept in the run's history."
+NAMED_DELETIONS = 200  # documents named on the confirmation page; the rest are counted
+
+
+def source_url(source: Source) -> str:
+    return reverse("admin:sources_source_change", args=[source.pk])
+
+
+def run_url(run: SyncRun) -> str:
+    return reverse("admin:sources_syncrun_change", args=[run.pk])
+
+
+def schedule_text(source: Source) -> str:
+    every = source.sync_every_minutes
+    if not every:
+        return "only when someone asks"
+    return f"every {every} minute{'s' if every != 1 else ''}"
+
+
+def location_text(source: Source) -> str:
+    """Where the source reads, in one line (its settings, never its credentials)."""
+    config = source.config or {}
+    for key in ("path", "start_url", "sitemap_url", "url"):
+        if config.get(key):
+            return str(config[key])
+    if config.get("bucket"):
+        prefix = str(config.get("prefix") or "")
+        return f"s3://{config['bucket']}/{prefix}"
+    return "—"
+
+
+def _with_reason(text: str, reason: str) -> str:
+    return f"{text}: {reason}" if reason else text
+
+
+def _source(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> Source:
+    source: Source = model_admin.get_scoped_object_or_404(request, object_id)
+    return source
+
+
+def _run(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> SyncRun:
+    run: SyncRun = model_admin.get_scoped_object_or_404(request, object_id)
+    return run
+
+
+def sync_view(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    require(request, "sources.sync_source")
+    source = _source(model_admin, request, object_id)
+    open_run = SyncRun.objects.filter(source=source, state__in=SyncRun.OPEN_STATES).first()
+
+    def perform(reason: str, expected: int | None) -> str:
+        run, created = sync_request(
+            source=source, trigger=SyncRun.Trigger.MANUAL, actor=request.user
+        )
+        model_admin.log_change(
+            request, source, _with_reason(f"Asked for sync run {run.pk}", reason)
+        )
+        if created:
+            return f"Sync run {run.pk} of {source} is queued; its progress is below."
+        return f"Sync run {run.pk} of {source} was already under way; its progress is below."
+
+    facts = [
+        ("source", f"{source} ({source.get_kind_display()})"),
+        ("knowledge base", str(source.kb)),
+        ("reads", location_text(source)),
+        (
+            "the run",
+            "lists the source, submits a revision of each new or changed item"
+            + (" (into the approval queue)" if source.kb.require_approval else "")
+            + ", and deletes the documents of items gone from the source",
+        ),
+        (
+            "deletions",
+            f"none after a failed or cut-short listing; more than "
+            f"{source.delete_threshold_percent} % of the source's documents wait for your "
+            "confirmation",
+        ),
+    ]
+    if open_run is not None:
+        facts.append(
+            (
+                "under way",
+                f"run {open_run.pk} ({open_run.get_state_display()}): no "
+                "second run starts; you are taken to it",
+            )
+        )
+    problems = [] if source.enabled else [f"{source} is paused; resume it to sync it."]
+    return confirm(
+        model_admin,
+        request,
+        title=f"Sync {source} now",
+        summary={"facts": facts, "problems": problems},
+        expected=None,
+        perform=perform,
+        back=source_url(source),
+        reason_help=SOURCE_HISTORY,
+    )
+
+
+def _pause_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str, *, paused: bool
+) -> HttpResponse:
+    require(request, "sources.change_source")
+    source = _source(model_admin, request, object_id)
+    verb = "Pause" if paused else "Resume"
+
+    def perform(reason: str, expected: int | None) -> str:
+        source_pause(source=source, paused=paused)
+        model_admin.log_change(request, source, _with_reason(f"{verb}d", reason))
+        return f"{source} is {'paused' if paused else 'resumed'}."
+
+    if paused:
+        facts = [
+            ("after", "no run starts, on schedule or on request, until it is resumed"),
+            ("a run under way", "stops at its next progress save, deleting nothing"),
+            ("its documents", "stay as they are, served"),
+        ]
+    else:
+        facts = [
+            ("schedule", schedule_text(source)),
+            (
+                "after",
+                "a scheduled source syncs at once, then on its schedule"
+                if source.sync_every_minutes
+                else "it syncs when someone asks",
+            ),
+        ]
+    same = (not source.enabled) == paused
+    return confirm(
+        model_admin,
+        request,
+        title=f"{verb} {source}",
+        summary={
+            "facts": [("source", str(source)), *facts],
+            "problems": [f"{source} is {'paused' if paused else 'enabled'} already."]
+            if same
+            else [],
+        },
+        expected=None,
+        perform=perform,
+        back=source_url(source),
+        reason_help=SOURCE_HISTORY,
+    )
+
+
+def pause_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
+    return _pause_view(model_admin, request, object_id, paused=True)
+
+
+def resume_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
+    return _pause_view(model_admin, request, object_id, paused=False)
+
+
+def pending_deletions(request: HttpRequest, run: SyncRun) -> dict[str, Any]:
+    """The documents `run` holds for deletion: the ones the user may read by name (the first
+    NAMED_DELETIONS), the others only counted."""
+    items = (
+        SourceItem.objects.filter(pending_delete_run=run, document__isnull=False)
+        .select_related("document__kb")
+        .order_by("path")
+    )
+    named: list[dict[str, Any]] = []
+    total = hidden = 0
+    for item in items.iterator():
+        total += 1
+        document = item.document
+        assert document is not None
+        if not may_read(request, document):
+            hidden += 1
+        elif len(named) < NAMED_DELETIONS:
+            named.append(
+                {
+                    "path": item.path,
+                    "title": document.title or document.key,
+                    "url": reverse("admin:kb_document_change", args=[document.pk]),
+                }
+            )
+    return {
+        "named": named,
+        "hidden": hidden,
+        "total": total,
+        "unlisted": total - hidden - len(named),
+    }
+
+
+def _awaiting_problems(run: SyncRun) -> list[str]:
+    if run.state == SyncRun.State.AWAITING_CONFIRMATION:
+        return []
+    return [f"Sync run {run.pk} holds no deletions (it is {run.get_state_display()})."]
+
+
+def confirm_deletions_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
+    require(request, "sources.sync_source")
+    run = _run(model_admin, request, object_id)
+    source = run.source
+    deletions = pending_deletions(request, run)
+    days = purge_delay(source.kb)
+
+    def perform(reason: str, expected: int | None) -> str:
+        deleted = sync_deletions_confirm(run_id=run.pk, actor=request.user)
+        model_admin.log_change(
+            request, run, _with_reason(f"Confirmed the deletion of {deleted} documents", reason)
+        )
+        return (
+            f"Deleted {deleted} document{'s' if deleted != 1 else ''} of {source}; each is "
+            "restorable on its page for the retention window."
+        )
+
+    return confirm(
+        model_admin,
+        request,
+        title=f"Delete the documents sync run {run.pk} of {source} holds",
+        summary={
+            "facts": [
+                ("source", str(source)),
+                ("why it waits", run.deletion_note or "—"),
+                ("documents", f"{deletions['total']} would be deleted"),
+                ("after", "search stops returning them when you confirm"),
+                (
+                    "restorable",
+                    f"each for {_duration(days.total_seconds())} (the knowledge base's "
+                    "retention), on its page",
+                ),
+            ],
+            "problems": _awaiting_problems(run),
+            "deletions": deletions,
+        },
+        expected=None,
+        perform=perform,
+        back=run_url(run),
+        template="admin/sources/confirm_deletions.html",
+        danger=True,
+        reason_help=RUN_HISTORY,
+    )
+
+
+def keep_documents_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> HttpResponse:
+    require(request, "sources.sync_source")
+    run = _run(model_admin, request, object_id)
+    source = run.source
+    deletions = pending_deletions(request, run)
+
+    def perform(reason: str, expected: int | None) -> str:
+        kept = sync_deletions_keep(run_id=run.pk, actor=request.user)
+        model_admin.log_change(
+            request, run, _with_reason(f"Kept {kept} documents the run would have deleted", reason)
+        )
+        return f"Kept {kept} document{'s' if kept != 1 else ''} of {source}."
+
+    return confirm(
+        model_admin,
+        request,
+        title=f"Keep the documents sync run {run.pk} of {source} would delete",
+        summary={
+            "facts": [
+                ("source", str(source)),
+                ("why it waits", run.deletion_note or "—"),
+                ("documents", f"{deletions['total']} are kept, served as they are"),
+                ("after", "the run closes; the next run that still misses them holds them again"),
+            ],
+            "problems": _awaiting_problems(run),
+            "deletions": deletions,
+        },
+        expected=None,
+        perform=perform,
+        back=run_url(run),
+        template="admin/sources/confirm_deletions.html",
+        reason_help=RUN_HISTORY,
+    )
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole % 86400 == 0:
+        days = whole // 86400
+        return f"{days} day{'s' if days != 1 else ''}"
+    if whole % 3600 == 0:
+        return f"{whole // 3600} h"
+    return f"{whole} s"
+
+
+def run_progress_view(
+    model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str
+) -> JsonResponse:
+    """The run page's progress bar and counts (`run_progress`), polled by its script."""
+    run = _run(model_admin, request, object_id)
+    if not model_admin.has_view_permission(request, run):
+        raise PermissionDenied("You need the permission to view sync runs.")
+    return JsonResponse(run_progress(run))

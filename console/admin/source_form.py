@@ -1,0 +1,294 @@
+"""The source's add and change form: the common fields, then one input per setting its kind
+declares (`CONFIG_FIELDS`) and a password input per credential (`SECRET_FIELDS`), never filled
+in: a stored credential is kept unless a new one is typed.
+
+The form is saved by `source_save` and nothing else, and it is saved while the form is cleaned
+(inside the admin view's transaction): every refusal of the service (`SourceInvalid`, naming its
+field) is shown on that field, with the user's input kept, instead of a bare error page. The
+model's own validation is not run: the service is the one check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.postgres.forms import SimpleArrayField
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from console.admin.scoping import groups_refused, request_reader
+from kb.metadata import field_specs
+from kb.models import KnowledgeBase
+from sources.kinds.base import Kind
+from sources.kinds.registry import KINDS
+from sources.models import Source
+from sources.secrets import SecretsUnavailable
+from sources.services.sources import SourceInvalid, source_save
+
+CONFIG_PREFIX = "config__"
+CREDENTIAL_PREFIX = "credential__"
+STORED_HINT = "Stored, never shown: leave empty to keep it, or type a new one to replace it."
+NEW_HINT = "Stored encrypted and never shown again."
+
+
+def config_field(kind: str, name: str) -> str:
+    return f"{CONFIG_PREFIX}{kind}__{name}"
+
+
+def secret_field(kind: str, name: str) -> str:
+    return f"{CREDENTIAL_PREFIX}{kind}__{name}"
+
+
+def kind_fields(kind: str) -> list[str]:
+    """The form's inputs of one kind: its settings, then its credentials."""
+    kind_class = KINDS[kind]
+    return [config_field(kind, n) for n in kind_class.CONFIG_FIELDS] + [
+        secret_field(kind, n) for n in kind_class.SECRET_FIELDS
+    ]
+
+
+def _label(name: str) -> str:
+    return name.replace("_", " ")
+
+
+class LinesField(forms.CharField):
+    """A list of strings, one a line (patterns)."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [line.strip() for line in str(text).splitlines() if line.strip()]
+
+
+class MappingField(forms.CharField):
+    """{source field: knowledge-base field}, one `source field = knowledge-base field` a line."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return "\n".join(f"{source} = {target}" for source, target in value.items())
+        return value
+
+    def to_python(self, value: Any) -> dict[str, str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        mapping: dict[str, str] = {}
+        for number, line in enumerate(str(text).splitlines(), start=1):
+            if not line.strip():
+                continue
+            source, equals, target = line.partition("=")
+            if not equals or not source.strip() or not target.strip():
+                raise forms.ValidationError(
+                    f"Line {number}: write “source field = knowledge-base field”."
+                )
+            if source.strip() in mapping:
+                raise forms.ValidationError(f"Line {number}: {source.strip()} is mapped twice.")
+            mapping[source.strip()] = target.strip()
+        return mapping
+
+
+def _shown(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class SourceForm(forms.ModelForm):
+    kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none(), label="Knowledge base")
+    name = forms.CharField(max_length=200)
+    slug = forms.SlugField(
+        max_length=50,
+        help_text="The first part of its documents' keys: <slug>/<path>. It cannot change once "
+        "the source has documents.",
+    )
+    kind = forms.ChoiceField(
+        choices=[(name, kind.label) for name, kind in KINDS.items()],
+        help_text="Fixed once the source is saved.",
+    )
+    enabled = forms.BooleanField(
+        required=False, initial=True, help_text="Unticked: paused, never synced."
+    )
+    include = LinesField(
+        required=False,
+        help_text="Gitignore-style patterns, one a line (docs/**/*.md, *.pdf): only paths that "
+        "match one are taken. Empty: every path.",
+    )
+    exclude = LinesField(
+        required=False, help_text="Gitignore-style patterns, one a line: paths left out."
+    )
+    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+    metadata_map = MappingField(required=False)
+    sync_every_minutes = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Sync every (minutes)",
+        help_text="Empty: only when someone asks for a sync.",
+    )
+    delete_threshold_percent = forms.IntegerField(
+        min_value=1,
+        max_value=100,
+        initial=20,
+        label="Deletion threshold (%)",
+        help_text="A run that would delete more than this share of the source's documents "
+        "waits for a person to confirm.",
+    )
+
+    class Meta:
+        model = Source
+        fields: list[str] = []
+
+    # set per request by SourceAdmin.get_form
+    request: HttpRequest
+    kb_queryset: QuerySet[KnowledgeBase]
+
+    COMMON = (
+        "name",
+        "slug",
+        "enabled",
+        "include",
+        "exclude",
+        "access_groups",
+        "metadata_map",
+        "sync_every_minutes",
+        "delete_threshold_percent",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.source: Source | None = self.instance if self.instance.pk else None
+        self.saved: Source | None = None
+        if self.source is not None:
+            # fixed once saved: shown read-only by the admin (which leaves them out already)
+            self.fields.pop("kb", None)
+            self.fields.pop("kind", None)
+            self.initial.update({name: getattr(self.source, name) for name in self.COMMON})
+        else:
+            self.fields["kb"].queryset = self.kb_queryset  # type: ignore[attr-defined]
+        for kind in [self.source.kind] if self.source else list(KINDS):
+            self._add_kind_fields(kind)
+        self._explain()
+
+    def _add_kind_fields(self, kind: str) -> None:
+        kind_class = KINDS[kind]
+        config = self.source.config if self.source else {}
+        for name in kind_class.CONFIG_FIELDS:
+            required = name in kind_class.REQUIRED_FIELDS
+            self.fields[config_field(kind, name)] = forms.CharField(
+                required=False,
+                label=_label(name) + (" (required)" if required and not self.source else ""),
+                max_length=2000,
+                widget=forms.TextInput(attrs={"class": "vTextField"}),
+            )
+            self.initial[config_field(kind, name)] = _shown(config.get(name))
+        stored = self.source is not None and self.source.has_credentials
+        for name in kind_class.SECRET_FIELDS:
+            self.fields[secret_field(kind, name)] = forms.CharField(
+                required=False,
+                label=_label(name),
+                max_length=4096,
+                strip=False,
+                # never rendered back, not even after a refused save
+                widget=forms.PasswordInput(
+                    render_value=False, attrs={"autocomplete": "new-password"}
+                ),
+                help_text=STORED_HINT if stored else NEW_HINT,
+            )
+
+    def _explain(self) -> None:
+        """Which groups the user may assign, and which fields the knowledge base declares."""
+        if self.request.user.is_superuser:
+            held = "any"
+        else:
+            reader = request_reader(self.request)
+            held = (
+                ", ".join(sorted(reader.access_groups)) if reader and reader.access_groups else ""
+            )
+            held = held or "none"
+        self.fields["access_groups"].help_text = (
+            "Comma-separated: the access groups of every document this source brings (empty: "
+            f"everyone in the tenant reads them). Groups you may assign: {held}."
+        )
+        declared = ""
+        if self.source is not None:
+            names = sorted(
+                n for n, spec in field_specs(self.source.kb).items() if not spec.built_in
+            )
+            declared = f" Fields {self.source.kb.name} declares: {', '.join(names) or 'none yet'}."
+        self.fields["metadata_map"].help_text = (
+            "One “source field = knowledge-base field” a line: an S3 object tag, a front-matter "
+            "key or an HTML meta name onto a metadata field the knowledge base declares." + declared
+        )
+
+    def _post_clean(self) -> None:
+        """Nothing: `source_save` is the model's one check and its only writer (`clean`)."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        kind = self.source.kind if self.source else data["kind"]
+        kb = self.source.kb if self.source else data["kb"]
+        groups = data.get("access_groups") or []
+        kept = self.source.access_groups if self.source else ()
+        refused = groups_refused(self.request, groups, kept=kept)
+        if refused:
+            self.add_error("access_groups", refused)
+            return data
+        kind_class = KINDS[kind]
+        config = {
+            name: str(data.get(config_field(kind, name)) or "").strip()
+            for name in kind_class.CONFIG_FIELDS
+        }
+        credentials = {
+            name: data.get(secret_field(kind, name)) or "" for name in kind_class.SECRET_FIELDS
+        }
+        try:
+            with transaction.atomic():
+                self.saved = source_save(
+                    kb=kb,
+                    source=self.source,
+                    name=data["name"],
+                    slug=data["slug"],
+                    kind=kind,
+                    config={name: value for name, value in config.items() if value},
+                    include=data.get("include") or [],
+                    exclude=data.get("exclude") or [],
+                    access_groups=groups,
+                    metadata_map=data.get("metadata_map") or {},
+                    sync_every_minutes=data.get("sync_every_minutes"),
+                    enabled=bool(data.get("enabled")),
+                    delete_threshold_percent=data["delete_threshold_percent"],
+                    credentials=credentials if kind_class.SECRET_FIELDS else None,
+                )
+        except SourceInvalid as exc:
+            self.add_error(self._field_of(exc, kind_class, data), str(exc))
+        except SecretsUnavailable as exc:
+            self.add_error(
+                self._first(kind_fields(kind)[len(kind_class.CONFIG_FIELDS) :]), str(exc)
+            )
+        except IntegrityError:  # a concurrent save took the slug after the service's check
+            self.add_error("slug", f"{kb} already has a source {data['slug']!r}.")
+        return data
+
+    def _field_of(
+        self, exc: SourceInvalid, kind_class: type[Kind], data: dict[str, Any]
+    ) -> str | None:
+        """The input a refusal is about: the setting its message names (else the kind's first),
+        the exclude patterns when the bad pattern is one of them."""
+        kind, message = kind_class.name, str(exc)
+        if exc.field == "config":
+            named = [n for n in kind_class.CONFIG_FIELDS if f"'{n}'" in message]
+            names = named or list(kind_class.REQUIRED_FIELDS) or list(kind_class.CONFIG_FIELDS)
+            return self._first([config_field(kind, n) for n in names])
+        if exc.field == "include":
+            bad = [p for p in data.get("exclude") or [] if repr(p) in message]
+            return "exclude" if bad else "include"
+        if exc.field == "credentials":
+            return self._first([secret_field(kind, n) for n in kind_class.SECRET_FIELDS])
+        return self._first([exc.field])
+
+    def _first(self, names: list[str]) -> str | None:
+        return next((name for name in names if name in self.fields), None)
