@@ -27,6 +27,7 @@ BENCHES = {
     "B12": ("bench.b12_replica", []),  # a standby of the server, copied and stopped by it
     "B13": ("bench.b13_reconcile", []),  # 1M generated chunks (canon_reconcile); ~15 min here
     "B15": ("bench.b15_filters", ["--chunks"]),  # B9's database (canon_keyword), filters added
+    "B16": ("bench.b16_sync", []),  # a folder source of 10,000 files (canon_bench)
 }
 
 

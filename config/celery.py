@@ -37,6 +37,10 @@ app.conf.beat_schedule = {
         "task": "retrieval.tasks.expire_idempotency_records",
         "schedule": float(os.environ.get("CANON_GC_INTERVAL_SECONDS", "300.0")),
     },
+    "source-syncs": {
+        "task": "sources.tasks.start_due_syncs",
+        "schedule": float(os.environ.get("CANON_SOURCES_INTERVAL_SECONDS", "60.0")),
+    },
     "ann-indexes": {
         "task": "ingestion.tasks.build_ann_indexes",
         "schedule": float(os.environ.get("CANON_ANN_INDEX_INTERVAL_SECONDS", "60.0")),

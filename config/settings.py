@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "kb",
     "ingestion",
     "retrieval",
+    "sources",
     "console",
 ]
 
@@ -240,6 +241,29 @@ S3_MAX_ATTEMPTS = env_int("CANON_S3_MAX_ATTEMPTS", 3)
 # Where canon_backup / canon_restore look first for pg_dump and pg_restore (docs/BACKUP.md).
 PG_BIN_DIR = env_str("CANON_PG_BIN_DIR", "")
 UPLOAD_MAX_BYTES = env_int("CANON_UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
+
+# Sources (sources/, docs/ADMIN_GUIDE.md "Sources"). Credentials are encrypted with
+# CANON_SOURCES_KEY (Fernet keys, comma-separated, the first encrypts: rotation), else the key
+# file make run / make test generate; with neither, a source cannot be given credentials.
+SOURCES_KEY = env_str("CANON_SOURCES_KEY", "")
+SOURCES_KEY_FILE = Path(env_str("CANON_SOURCES_KEY_FILE", str(BASE_DIR / ".data" / "sources_key")))
+if not SOURCES_KEY and SOURCES_KEY_FILE.is_file():
+    SOURCES_KEY = SOURCES_KEY_FILE.read_text().strip()
+# Loopback, link-local and private addresses are refused unless this is set (sources.network).
+SOURCES_ALLOW_PRIVATE = env_bool("CANON_SOURCES_ALLOW_PRIVATE", False)
+SOURCES_MAX_ITEM_BYTES = env_int("CANON_SOURCES_MAX_ITEM_BYTES", UPLOAD_MAX_BYTES)
+SOURCES_MAX_ITEMS = env_int("CANON_SOURCES_MAX_ITEMS", 100_000)
+SOURCES_TIMEOUT_SECONDS = env_float("CANON_SOURCES_TIMEOUT_SECONDS", 30.0)
+# The server folders folder sources may read, os.pathsep-separated (none: no folder sources), so
+# a source can never be pointed at the server's own files (its keys under .data, /etc).
+SOURCES_FOLDER_ROOTS = [
+    root for root in env_str("CANON_SOURCES_FOLDER_ROOTS", "").split(os.pathsep) if root.strip()
+]
+# Where a kind keeps things between runs (a Git clone), one directory per source.
+SOURCES_CACHE_ROOT = Path(env_str("CANON_SOURCES_CACHE_ROOT", str(BASE_DIR / ".data" / "sources")))
+# A run holds its deletions for confirmation only when they exceed the source's threshold share
+# *and* this many documents: deleting 1 file of 3 is an ordinary day.
+SOURCES_DELETE_HOLD_MIN = env_int("CANON_SOURCES_DELETE_HOLD_MIN", 5)
 UPLOAD_MAX_FILES = env_int("CANON_UPLOAD_MAX_FILES", 20)
 # Larger uploads stream to a temporary file instead of memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

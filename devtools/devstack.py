@@ -21,6 +21,7 @@ Both keep a generated ``SECRET_KEY`` in ``.data/secret_key`` (``CANON_SECRET_KEY
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import secrets
@@ -260,10 +261,31 @@ def ensure_secret_key() -> Path | None:
     return path
 
 
+def ensure_sources_key() -> Path | None:
+    """The key sources' credentials are encrypted with (`sources.secrets`), generated once into
+    `.data/sources_key` (0600) unless CANON_SOURCES_KEY is set."""
+    if os.environ.get("CANON_SOURCES_KEY"):
+        return None
+    path = Path(os.environ.get("CANON_SOURCES_KEY_FILE") or DATA / "sources_key")
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path
+    with os.fdopen(fd, "w") as out:
+        # A Fernet key: 32 random bytes, URL-safe base64.
+        out.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
+    _log(f"generated the sources' credentials key in {path}")
+    return path
+
+
 @contextlib.contextmanager
 def stack() -> Iterator[Stack]:
     stops: list[Callable[[], None]] = []
     ensure_secret_key()
+    ensure_sources_key()
     try:
         database_url = ensure_postgres(stops)
         redis_url = ensure_redis(stops)

@@ -28,6 +28,10 @@ CONTENT_MANAGER_PERMISSIONS = [
     ("kb", "soft_delete_document"),
     ("kb", "restore_document"),
     ("ingestion", "view_ingestiontask"),
+    # sources: content managers see them and their runs; index admins add, change and sync
+    # them and confirm a run's deletions (migration sources.0002)
+    ("sources", "view_source"),
+    ("sources", "view_syncrun"),
 ]
 INDEX_ADMIN_PERMISSIONS = [
     *CONTENT_MANAGER_PERMISSIONS,
@@ -44,6 +48,9 @@ INDEX_ADMIN_PERMISSIONS = [
     ("retrieval", "view_apikey"),
     ("retrieval", "add_apikey"),
     ("retrieval", "change_apikey"),
+    ("sources", "add_source"),
+    ("sources", "change_source"),
+    ("sources", "sync_source"),
 ]
 ROLES = {CONTENT_MANAGERS: CONTENT_MANAGER_PERMISSIONS, INDEX_ADMINS: INDEX_ADMIN_PERMISSIONS}
 

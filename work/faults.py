@@ -18,6 +18,9 @@ assert that the fault really happened at that point.
     CANON_FAULT_POISON=TEXT             die while parsing any file that contains TEXT
     CANON_FAULT_PARSER_RAISES=TEXT      raise an unexpected exception while parsing any file
                                         that contains TEXT (a parser bug, not a bad file)
+    CANON_FAULT_SYNC_AFTER_ITEM=N       die after a sync run submitted its Nth item (committed)
+    CANON_FAULT_SYNC_BEFORE_DELETIONS=1 die after a sync run submitted every item, before it
+                                        deletes what left the source
     CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT, every time it is reached:
                                         before_switch | in_switch | relay_after_send |
                                         relay_after_round_trip (each full one of a pass)
@@ -86,6 +89,17 @@ def relay_after_send() -> None:
     if _enabled("RELAY_AFTER_SEND"):
         _die("relay_after_send")
     pause_point("relay_after_send")
+
+
+def sync_after_item(item_number: int) -> None:
+    target = _enabled("SYNC_AFTER_ITEM")
+    if target and int(target) == item_number:
+        _die(f"sync_after_item_{item_number}")
+
+
+def sync_before_deletions() -> None:
+    if _enabled("SYNC_BEFORE_DELETIONS"):
+        _die("sync_before_deletions")
 
 
 def heartbeat_dropped() -> bool:

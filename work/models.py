@@ -21,6 +21,7 @@ class IngestionTask(models.Model):
         BUILD = "build"
         DELETE = "delete"
         GC = "gc"
+        SYNC = "sync"  # a source's sync run (sources.sync)
 
     class Status(models.TextChoices):
         QUEUED = "queued"

@@ -44,6 +44,11 @@ from work.models import IngestionTask
 
 logger = logging.getLogger(__name__)
 
+# Runners of task kinds that live on a higher floor, by kind, registered by their app's
+# `ready()` (a source's sync: `sources.apps`). Each takes the task and its lease and returns
+# what happened; it runs under the same heartbeat and error handling as a build.
+TASK_RUNNERS: dict[str, Callable[..., str]] = {}
+
 
 def task_execute(*, task_id: int, worker_id: str) -> str:
     """Run a task if it can be claimed; return what happened (for logs and tests).
@@ -72,6 +77,8 @@ def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
                 outcome = build_run(task=task, lease=lease)
             elif task.kind == IngestionTask.Kind.DELETE:
                 outcome = purge_run(task=task, lease=lease)
+            elif task.kind in TASK_RUNNERS:
+                outcome = TASK_RUNNERS[task.kind](task=task, lease=lease)
             else:
                 raise TerminalError("unknown_kind", f"task kind {task.kind!r} is not runnable")
         logger.info("task finished: %s", outcome, extra=log)

@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+
+
+class SourcesConfig(AppConfig):
+    name = "sources"
+    verbose_name = "Sources"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The task runner dispatches by kind; a sync task's runner lives here, a floor above it
+        # (`ingestion.pipeline.run.TASK_RUNNERS`). Imported here: apps.py loads while the
+        # registry fills, before models may be imported at module level.
+        from ingestion.pipeline.run import TASK_RUNNERS
+        from sources.sync import sync_execute
+        from work.models import IngestionTask
+
+        TASK_RUNNERS[IngestionTask.Kind.SYNC] = sync_execute

@@ -1,0 +1,349 @@
+"""An S3-compatible bucket (AWS S3, MinIO, Ceph RGW, any cloud's S3 service): every object under
+the prefix is an item, its path the key after the prefix. The prefix is a folder: `docs` is read
+as `docs/`.
+
+The client is built from the source alone, never from the process's environment: Canon's own
+storage may be configured through AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID, and a source must not
+reach that bucket with those keys. With no credentials the requests are unsigned (a public
+bucket). The endpoint's host passes `sources.network.host_check` before every listing.
+
+An item's version is the ETag and the size. Tags can change without changing the ETag, so a tag
+change alone makes no new version: the tags are read again when the bytes change.
+
+No message carries a credential: errors are rebuilt from the error code and HTTP status, never
+from boto's text (which may quote a request), and chained to nothing (as kb/storage/s3.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    ReadTimeoutError,
+)
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from sources.kinds.base import (
+    ConfigInvalid,
+    Fetched,
+    Item,
+    ItemProblem,
+    Kind,
+    ListingFailed,
+    Problem,
+    SourceError,
+    SourceUnavailable,
+)
+from sources.network import AddressRefused, host_check, url_check
+
+MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+CREDENTIAL_CODES = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidToken",
+        "ExpiredToken",
+        "TokenRefreshRequired",
+        "AuthorizationHeaderMalformed",
+        "InvalidClientTokenId",
+    }
+)
+DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "AccountProblem", "403"})
+BUSY_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable"}
+)
+# ContentTypes that say nothing about the bytes (S3's default is the first).
+UNTYPED = frozenset({"binary/octet-stream", "application/octet-stream"})
+NETWORK_ERRORS = (BotoCoreError, Urllib3Error, ConnectionError)
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
+_REGION = re.compile(r"[a-z0-9-]{1,40}")
+
+
+class S3Kind(Kind):
+    name = "s3"
+    label = "S3 bucket"
+    CONFIG_FIELDS = ("endpoint_url", "bucket", "prefix", "region")
+    REQUIRED_FIELDS = ("bucket",)
+    SECRET_FIELDS = ("access_key_id", "secret_access_key")
+
+    # Keys per listing request (S3's maximum); the tests make it small to exercise pagination.
+    _page_size = 1000
+    # Attempts per request, the retries backing off (botocore's "standard" mode).
+    _max_attempts = 3
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._s3: Any = None
+
+    @classmethod
+    def check_config(cls, config: Mapping[str, Any], *, allow_private: bool) -> dict[str, Any]:
+        """Strings only; `endpoint_url` (optional, AWS when empty) an http(s) URL whose host a
+        source may reach, with no user information; a valid bucket name; `prefix` stored as a
+        folder ('docs/'); `region` like 'eu-west-1'."""
+        checked = super().check_config(config, allow_private=allow_private)
+        for field in cls.CONFIG_FIELDS:
+            if not isinstance(checked.get(field, ""), str):
+                raise ConfigInvalid(f"The {field!r} of an S3 bucket source must be text.")
+        endpoint = checked.get("endpoint_url", "").strip()
+        if endpoint:
+            _endpoint_check(endpoint, allow_private=allow_private)
+            checked["endpoint_url"] = endpoint.rstrip("/")
+        if not _BUCKET.fullmatch(checked["bucket"]) or ".." in checked["bucket"]:
+            raise ConfigInvalid(
+                f"{checked['bucket']!r} is not a bucket name: 3 to 63 lowercase letters, digits, "
+                "dots, hyphens or underscores, starting and ending with a letter or digit."
+            )
+        if "prefix" in checked:
+            checked["prefix"] = _folder(checked["prefix"])
+        if checked.get("region") and not _REGION.fullmatch(checked["region"]):
+            raise ConfigInvalid(f"{checked['region']!r} is not a region name (e.g. eu-west-1).")
+        return checked
+
+    @property
+    def bucket(self) -> str:
+        return str(self.config["bucket"])
+
+    @property
+    def prefix(self) -> str:
+        return _folder(str(self.config.get("prefix") or ""))
+
+    @property
+    def endpoint(self) -> str:
+        """Scheme, host and port only (a URL may carry user information); "AWS S3" for AWS."""
+        url = str(self.config.get("endpoint_url") or "")
+        if not url:
+            return "AWS S3"
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{parts.hostname}{port}"
+
+    # -- listing -----------------------------------------------------------------------------
+
+    def listing(self, previous: Mapping[str, Mapping[str, Any]]) -> Iterator[Item | Problem]:
+        """Objects under the prefix in key order. Raises ListingFailed when the bucket cannot
+        be listed or stops answering part-way (after what was already yielded)."""
+        client = self._client(ListingFailed)
+        self._host_check(ListingFailed)  # again, each run: the name may point elsewhere now
+        prefix = self.prefix
+        pages = client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": self._page_size}
+        )
+        listed = 0
+        try:
+            for page in pages:
+                for entry in page.get("Contents", []):
+                    path = str(entry["Key"])[len(prefix) :]
+                    if not path or path.endswith("/"):
+                        continue  # a "folder" marker, not a document
+                    if not self.patterns.admits(path):
+                        continue
+                    found = self._listed(entry, path)
+                    listed += 1
+                    if listed > self.limits.max_items:
+                        yield Problem(
+                            path,
+                            f"item limit {self.limits.max_items} reached; the rest was not listed",
+                            incomplete=True,
+                        )
+                        return
+                    yield found
+        except (ClientError, *NETWORK_ERRORS) as exc:
+            raise ListingFailed(self._told(exc, "list")) from None
+
+    def _listed(self, entry: Mapping[str, Any], path: str) -> Item | Problem:
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            return Problem(path, "the key is not a usable path (an empty, '.' or '..' part)")
+        size = int(entry.get("Size") or 0)
+        if size > self.limits.max_item_bytes:
+            return Problem(
+                path, f"{size} bytes, over the limit of {self.limits.max_item_bytes} bytes"
+            )
+        etag = str(entry.get("ETag") or "").strip('"')
+        return Item(
+            path=path,
+            version=f"{etag}-{size}",
+            size=size,
+            modified=entry.get("LastModified"),
+        )
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    def fetch(self, item: Item) -> Fetched:
+        """The object's bytes; metadata its user metadata (x-amz-meta-*) with its tags over
+        them. The object may have changed since the listing: the bytes read now are returned,
+        and the next run lists the new ETag and fetches again (same bytes, no new revision)."""
+        client = self._client(SourceUnavailable)
+        key = self.prefix + item.path
+        limit = self.limits.max_item_bytes
+        try:
+            response = client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            raise self._fetch_error(exc, item.path) from None
+        except NETWORK_ERRORS as exc:
+            raise SourceUnavailable(self._told(exc, "read")) from None
+        body = response["Body"]
+        try:
+            length = int(response.get("ContentLength") or 0)
+            if length > limit:
+                raise ItemProblem(
+                    f"{item.path} is {length} bytes, over the limit of {limit} bytes."
+                )
+            data = _read_at_most(body, limit + 1)
+        except NETWORK_ERRORS as exc:
+            raise SourceUnavailable(self._told(exc, "read")) from None
+        finally:
+            body.close()
+        if len(data) > limit:
+            raise ItemProblem(f"{item.path} is over the limit of {limit} bytes.")
+        metadata: dict[str, Any] = dict(response.get("Metadata") or {})
+        metadata.update(self._tags(client, key, response.get("VersionId")))
+        content_type = str(response.get("ContentType") or "").strip()
+        media_type = "" if content_type.split(";")[0].strip().lower() in UNTYPED else content_type
+        return Fetched(data=data, media_type=media_type, metadata=metadata)
+
+    def _tags(self, client: Any, key: str, version_id: str | None) -> dict[str, str]:
+        """The object's tags; none when the bucket refuses or does not do tagging."""
+        extra = {"VersionId": version_id} if version_id and version_id != "null" else {}
+        try:
+            tagging = client.get_object_tagging(Bucket=self.bucket, Key=key, **extra)
+        except ClientError as exc:
+            if _status(exc) >= 500 or _code(exc) in BUSY_CODES:
+                raise SourceUnavailable(self._told(exc, "read the tags of")) from None
+            return {}  # AccessDenied, NotImplemented, gone a moment ago: the bytes stand
+        except NETWORK_ERRORS as exc:
+            raise SourceUnavailable(self._told(exc, "read the tags of")) from None
+        return {str(tag["Key"]): str(tag["Value"]) for tag in tagging.get("TagSet", [])}
+
+    def _fetch_error(self, exc: ClientError, path: str) -> SourceError:
+        code = _code(exc)
+        if code in MISSING_CODES:
+            return ItemProblem(f"{path} is gone since it was listed.")
+        if (
+            code in CREDENTIAL_CODES
+            or code in BUSY_CODES
+            or code == "NoSuchBucket"
+            or _status(exc) >= 500
+        ):
+            return SourceUnavailable(self._told(exc, "read"))
+        return ItemProblem(f"{path}: {self._told(exc, 'read')}")
+
+    # -- the client --------------------------------------------------------------------------
+
+    def _client(self, error: type[SourceError]) -> Any:
+        """The boto3 client, built once, after the endpoint's host is checked. Raises `error`
+        when the host is refused or only one of the two credentials is set."""
+        if self._s3 is not None:
+            return self._s3
+        self._host_check(error)
+        key_id = self.credentials.get("access_key_id", "")
+        secret = self.credentials.get("secret_access_key", "")
+        if bool(key_id) != bool(secret):
+            raise error(
+                f"The {self.label} source has only one of access_key_id and secret_access_key; "
+                "give both, or neither for a public bucket."
+            )
+        endpoint = str(self.config.get("endpoint_url") or "") or None
+        config = Config(
+            connect_timeout=min(self.limits.timeout, 10.0),
+            read_timeout=self.limits.timeout,
+            retries={"max_attempts": self._max_attempts, "mode": "standard"},
+            s3={"addressing_style": "path" if endpoint else "auto"},
+            # the process's AWS_ENDPOINT_URL is Canon's own storage, never a source's
+            ignore_configured_endpoint_urls=True,
+            **({} if key_id else {"signature_version": UNSIGNED}),
+        )
+        session = boto3.session.Session(
+            aws_access_key_id=key_id or None,
+            aws_secret_access_key=secret or None,
+            region_name=str(self.config.get("region") or "") or "us-east-1",
+        )
+        self._s3 = session.client("s3", endpoint_url=endpoint, config=config)
+        return self._s3
+
+    def _host_check(self, error: type[SourceError]) -> None:
+        url = str(self.config.get("endpoint_url") or "")
+        if not url and self._s3 is not None:
+            url = str(self._s3.meta.endpoint_url)
+        if not url:
+            return  # AWS's own endpoint, checked once the client names it
+        try:
+            host_check(urlsplit(url).hostname or "", allow_private=self.limits.allow_private)
+        except AddressRefused as exc:
+            raise error(str(exc)) from None
+
+    def _told(self, exc: Exception, what: str) -> str:
+        """A person's sentence for a failed call, from codes and class names only."""
+        where = f"The bucket {self.bucket} at {self.endpoint}"
+        if isinstance(exc, ClientError):
+            code, status = _code(exc), _status(exc)
+            if code in CREDENTIAL_CODES:
+                return f"{where} refused the credentials ({code})."
+            if code == "NoSuchBucket":
+                return f"The bucket {self.bucket} does not exist at {self.endpoint} (NoSuchBucket)."
+            if code in DENIED_CODES or status == 403:
+                return (
+                    f"{where} refused access ({code or status}): the credentials may not {what} it."
+                )
+            if status >= 500 or code in BUSY_CODES:
+                return f"{where} failed to {what} ({code or status}); try again later."
+            return f"{where} refused to {what}: {code or 'error'} (HTTP {status})."
+        if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
+            return f"{where} did not answer in time ({type(exc).__name__})."
+        return f"{where} cannot be reached ({type(exc).__name__})."
+
+    def close(self) -> None:
+        if self._s3 is not None:
+            self._s3.close()
+            self._s3 = None
+
+
+def _endpoint_check(endpoint: str, *, allow_private: bool) -> None:
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigInvalid("The endpoint URL is not a valid URL.") from None
+    if parts.username or parts.password or parts.query or parts.fragment:
+        # not echoed: it may hold a password
+        raise ConfigInvalid(
+            "The endpoint URL may not hold a user name, password, query or fragment; "
+            "credentials go in access_key_id and secret_access_key."
+        )
+    try:
+        url_check(endpoint, allow_private=allow_private)
+    except AddressRefused as exc:
+        raise ConfigInvalid(str(exc)) from None
+
+
+def _folder(prefix: str) -> str:
+    prefix = prefix.strip().lstrip("/")
+    return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+def _read_at_most(body: Any, size: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    for chunk in body.iter_chunks(1 << 20):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total >= size:
+            break
+    return b"".join(chunks)[:size]
+
+
+def _code(exc: ClientError) -> str:
+    # server-sent text: keep it to what an error code looks like
+    return re.sub(r"[^A-Za-z0-9.]", "", str(exc.response.get("Error", {}).get("Code", "")))[:64]
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)

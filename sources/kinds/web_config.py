@@ -1,0 +1,82 @@
+"""A website source's settings as stored: addresses normalised and checked, numbers in range
+with their defaults filled in."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import urlsplit
+
+from sources.kinds.base import ConfigInvalid
+from sources.kinds.web_urls import Site, url_normalise
+from sources.network import AddressRefused, url_check
+
+# name: (lowest, highest, default)
+_INT_FIELDS = {"max_depth": (0, 20, 5), "max_pages": (1, 100_000, 1000)}
+_DELAY = (0.0, 60.0, 1.0)
+
+
+def website_config_check(stored: dict[str, Any], *, allow_private: bool) -> dict[str, Any]:
+    """`stored` (unknown keys already refused) with "start_url" and "sitemap_url" normalised
+    ("" for one not given; at least one given, both on one site) and "max_depth", "max_pages",
+    "delay_seconds" in range. Resolves the host unless `allow_private`. Raises ConfigInvalid."""
+    for key in ("start_url", "sitemap_url"):
+        stored[key] = _url_field(stored.get(key), key, allow_private=allow_private)
+    start, sitemap = stored["start_url"], stored["sitemap_url"]
+    if not start and not sitemap:
+        raise ConfigInvalid("A website source needs 'start_url' or 'sitemap_url'.")
+    if start and sitemap and Site.of(start) != Site.of(sitemap):
+        raise ConfigInvalid(
+            "'sitemap_url' must be on the same site (scheme, host and port) as 'start_url'."
+        )
+    for key, (lowest, highest, default) in _INT_FIELDS.items():
+        stored[key] = _int_field(stored.get(key), key, lowest, highest, default)
+    stored["delay_seconds"] = _delay_field(stored.get("delay_seconds"))
+    return stored
+
+
+def _url_field(value: Any, key: str, *, allow_private: bool) -> str:
+    if value in (None, ""):
+        return ""
+    if not isinstance(value, str):
+        raise ConfigInvalid(f"{key!r} must be an address.")
+    normal = url_normalise(value)
+    if normal is None:
+        raise ConfigInvalid(f"{key!r} must be an http or https address with a host.")
+    parts = urlsplit(value.strip())
+    if parts.username or parts.password:
+        raise ConfigInvalid(f"{key!r} may not hold a user name or password.")
+    try:
+        url_check(normal, allow_private=allow_private)
+    except AddressRefused as exc:
+        raise ConfigInvalid(f"{key!r}: {exc}") from None
+    return normal
+
+
+def _int_field(value: Any, key: str, lowest: int, highest: int, default: int) -> int:
+    if value in (None, ""):
+        return default
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigInvalid(f"{key!r} must be a whole number.") from None
+    if not lowest <= number <= highest:
+        raise ConfigInvalid(f"{key!r} must be between {lowest} and {highest}.")
+    return number
+
+
+def _delay_field(value: Any) -> float:
+    lowest, highest, default = _DELAY
+    if value in (None, ""):
+        return default
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigInvalid("'delay_seconds' must be a number of seconds.") from None
+    if math.isnan(number) or not lowest <= number <= highest:
+        raise ConfigInvalid(f"'delay_seconds' must be between {lowest:g} and {highest:g}.")
+    return number

@@ -1,0 +1,160 @@
+"""What a sync run does to one item: submit its bytes as a revision through the upload service,
+or delete its document because it left the source.
+
+Lock order: the source item row, then the document (`kb.locks`, inside the upload and delete
+services), then builds and tasks. Both writes are idempotent: the item's version is written in
+the transaction that makes the revision, so a retried or duplicated run finds it and submits
+nothing twice; a delete of an item already gone, or seen again by a later run, does nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from kb.models import Document, Revision
+from kb.services.base import Actor
+from kb.services.documents import (
+    document_create,
+    document_delete,
+    document_restore,
+    document_update,
+    revision_create,
+)
+from kb.uploads import AcceptedUpload, upload_accept
+from sources.kinds.base import Item
+from sources.models import Source, SourceItem, SyncRun
+
+NEW, CHANGED, RESTORED, UNCHANGED = "new", "changed", "restored", "unchanged"
+SKIPPED, FAILED = "skipped", "failed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # NEW, CHANGED, RESTORED, UNCHANGED, SKIPPED, FAILED
+    reason: str = ""
+
+
+def document_key(source: Source, path: str) -> str:
+    return f"{source.slug}/{path}"
+
+
+def item_accept(item: Item, data: bytes) -> AcceptedUpload:
+    """The upload checks every file passes (size, emptiness, media type by name and bytes), then
+    the bytes stored. Raises UploadRejected (a readable reason) or, with status 503, when the
+    file store cannot be reached."""
+    return upload_accept(SimpleUploadedFile(item.file_name, data))
+
+
+def _lock_item(source: Source, path: str) -> SourceItem:
+    row, _ = SourceItem.objects.get_or_create(source=source, path=path)
+    return SourceItem.objects.select_for_update(no_key=True).get(pk=row.pk)
+
+
+def item_submit(
+    *,
+    run: SyncRun,
+    item: Item,
+    accepted: AcceptedUpload,
+    metadata: dict[str, Any],
+) -> Outcome:
+    """Make the item's bytes the desired revision of its document (creating, restoring or
+    updating it). Caller runs this inside its fenced transaction (the run's lease).
+
+    A document a person deleted stays deleted (skipped, said why) until they restore it; one the
+    sync deleted (the item had left the source) is restored. Content identical to the desired
+    revision makes no revision (a touched file); mapped metadata is written over the fields the
+    source maps and no others."""
+    source = run.source
+    row = _lock_item(source, item.path)
+    if row.version == item.version and row.gone_at is None and row.document_id is not None:
+        return Outcome(row.last_outcome or UNCHANGED)  # a duplicate or retried run already did it
+    document = (
+        row.document
+        or Document.objects.filter(kb_id=source.kb_id, key=document_key(source, item.path)).first()
+    )
+    outcome: Outcome
+    if document is None:
+        revision = document_create(
+            kb=source.kb,
+            key=document_key(source, item.path),
+            title="",
+            stored=accepted.stored,
+            media_type=accepted.media_type,
+            original_name=accepted.original_name,
+            access_groups=source.access_groups,
+            metadata=metadata,
+        )
+        document = revision.document
+        outcome = Outcome(NEW)
+    else:
+        if document.purged_at is not None:
+            return Outcome(
+                SKIPPED,
+                f"{document.key} was deleted and purged after the retention window; "
+                "its key cannot be used again",
+            )
+        if document.deleted_at is not None:
+            if row.gone_at is None:
+                return Outcome(SKIPPED, "deleted in Canon by a person; restore it to sync it again")
+            document_restore(document_id=document.pk, reason=f"back at the source {source.name}")
+            outcome = Outcome(RESTORED)
+        else:
+            outcome = Outcome(CHANGED)
+        desired = (
+            Revision.objects.filter(document=document, number=document.desired_revision).first()
+            if document.desired_revision is not None
+            else None
+        )
+        if desired is None or desired.sha256 != accepted.stored.sha256:
+            revision = revision_create(
+                document=document,
+                stored=accepted.stored,
+                media_type=accepted.media_type,
+                original_name=accepted.original_name,
+            )
+        else:
+            revision = desired
+            if outcome.kind == CHANGED:
+                outcome = Outcome(UNCHANGED)  # touched, same bytes: no revision
+        merged = {**document.metadata, **metadata}
+        if merged != document.metadata:
+            document_update(document=document, metadata=merged)
+    row.document = document
+    row.version = item.version
+    row.sha256 = accepted.stored.sha256
+    row.size = accepted.stored.size
+    row.modified = item.modified
+    row.state = dict(item.state)
+    row.revision_number = revision.number
+    row.last_seen_run = run
+    row.last_outcome = outcome.kind
+    row.gone_at = None
+    row.pending_delete_run = None
+    row.save()
+    return outcome
+
+
+def item_delete(*, run: SyncRun, item_id: int, actor: Actor = None) -> bool:
+    """Soft-delete the document of an item that left the source (restorable for the retention
+    window; the timeline says why). Returns False, changing nothing, when the item is already
+    gone or a later run saw it again. Runs in its own transaction, or the caller's."""
+    with transaction.atomic():
+        row = SourceItem.objects.select_for_update(no_key=True).get(pk=item_id)
+        if row.gone_at is not None or row.document_id is None:
+            return False
+        if row.last_seen_run_id is not None and row.last_seen_run_id > run.pk:
+            return False
+        document_delete(
+            document_id=row.document_id,
+            actor=actor,
+            reason=f"deleted by sync of {run.source.name}: gone at the source",
+        )
+        row.gone_at = timezone.now()
+        row.pending_delete_run = None
+        row.last_outcome = "deleted"
+        row.save(update_fields=["gone_at", "pending_delete_run", "last_outcome", "updated_at"])
+    return True
