@@ -67,6 +67,7 @@ PROGRESS_SECONDS = 1.0
 DELETED = "deleted"
 PROBLEMS_KEPT = 500
 KEY_MAX = 255
+SEEN_BATCH = 5000
 
 
 @dataclass
@@ -151,7 +152,8 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
     tally.seconds["listing"] = time.monotonic() - started
 
     work: list[Item] = []
-    seen_unchanged: list[SourceItem] = []
+    seen_unchanged: list[int] = []
+    state_changed: list[SourceItem] = []
     for item in items:
         row = manifest.get(item.path)
         if (
@@ -163,20 +165,22 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
             # Unchanged, or submitted by an earlier attempt of this very run.
             done_here = row.last_seen_run_id == run.pk and row.last_outcome
             tally.counts[row.last_outcome if done_here else UNCHANGED] += 1
-            if row.state != dict(item.state) or not done_here:
+            if not done_here:
+                seen_unchanged.append(row.pk)
+            if row.state != dict(item.state):
                 row.state = dict(item.state)
-                if not done_here:
-                    row.last_seen_run = run
-                    row.last_outcome = UNCHANGED
-                seen_unchanged.append(row)
+                state_changed.append(row)
         else:
             work.append(item)
     tally.to_process = len(work)
     with fenced(lease):
-        # Seen by this run: a deletion a person confirms later skips what a later run saw.
-        SourceItem.objects.bulk_update(
-            seen_unchanged, ["state", "last_seen_run", "last_outcome"], batch_size=1000
-        )
+        # Seen by this run: a deletion a person confirms later skips what a later run saw. One
+        # plain UPDATE per batch: a no-op sync of 10,000 items spent 5 s in bulk_update's CASE.
+        for start in range(0, len(seen_unchanged), SEEN_BATCH):
+            SourceItem.objects.filter(pk__in=seen_unchanged[start : start + SEEN_BATCH]).update(
+                last_seen_run=run, last_outcome=UNCHANGED
+            )
+        SourceItem.objects.bulk_update(state_changed, ["state"], batch_size=1000)
         run.state = SyncRun.State.SYNCING
         _save(run, tally)
 

@@ -38,7 +38,7 @@ class SourceInput(serializers.Serializer):
         choices=sorted(KINDS), help_text="folder, s3, website or git; fixed once created."
     )
     config = serializers.DictField(
-        child=serializers.JSONField(),
+        child=serializers.JSONField(allow_null=True),  # PATCH: a key set to null removes it
         help_text="The kind's settings: folder {path}; s3 {bucket, prefix, endpoint_url, region}; "
         "website and git as GET /sources/{id} shows them. Checked by the kind; a setting it "
         "does not take, or a value that cannot work, is a 400 naming it.",
@@ -188,7 +188,7 @@ class RunDetailOutput(RunOutput):
             }
             for problem in instance.problems or []
         ]
-        data["pending_deletions"] = instance.pending_deletions.count()
+        data["pending_deletions"] = instance.pending_deletes.count()
         return data
 
 

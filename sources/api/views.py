@@ -181,6 +181,7 @@ class KnowledgeBaseSourcesView(APIView):
         params = SourceInput(data=request.data)
         params.is_valid(raise_exception=True)
         values = dict(params.validated_data)
+        values["config"] = _merged_config({}, values["config"])  # a null setting is one not given
         _groups_refused(principal, values.get("access_groups", []), kept=[])
         source = _save(knowledge_base, None, values)
         setattr(source, LAST_RUN_ATTR, None)
@@ -221,6 +222,8 @@ class SourceDetailView(APIView):
         params = SourceInput(data=request.data, partial=True)
         params.is_valid(raise_exception=True)
         given = dict(params.validated_data)
+        if given.get("kind", source.kind) != source.kind:  # before its settings are checked
+            raise ValidationError({"kind": ["A source's kind cannot change; add a new source."]})
         values: dict[str, Any] = {
             "name": source.name,
             "slug": source.slug,

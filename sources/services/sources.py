@@ -49,10 +49,11 @@ def source_check(
         refusal = FolderKind.root_refusal(checked["path"], settings.SOURCES_FOLDER_ROOTS)
         if refusal:
             raise SourceInvalid("config", refusal)
-    try:
-        Patterns.of(include, exclude)
-    except PatternInvalid as exc:
-        raise SourceInvalid("include", str(exc)) from None
+    for name, patterns in (("include", include), ("exclude", exclude)):
+        try:
+            Patterns.of(patterns, ())
+        except PatternInvalid as exc:
+            raise SourceInvalid(name, str(exc)) from None
     specs = field_specs(kb)
     for source_field, kb_field in metadata_map.items():
         spec = specs.get(kb_field)

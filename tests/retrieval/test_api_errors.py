@@ -87,6 +87,8 @@ def test_every_api_route_is_exact_about_its_slash(
         "document_id": 1,
         "revision": 1,
         "vector_store_id": "handbook",
+        "source_id": 1,
+        "run_id": 1,
     }
 
     for operation in api_operations():
@@ -107,6 +109,8 @@ def test_every_method_an_api_route_does_not_serve_is_a_json_405(
         "document_id": 1,
         "revision": 1,
         "vector_store_id": "handbook",
+        "source_id": 1,
+        "run_id": 1,
     }
     served: dict[str, set[str]] = {}
     for operation in api_operations():

@@ -4,6 +4,7 @@ the Django WSGI app with zero server errors."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from schemathesis.specs.openapi.checks import (
 from config.wsgi import application
 from kb.models import KnowledgeBase
 from retrieval.principals import api_key_create
+from sources.services.runs import sync_request
+from sources.services.sources import source_save
 from tests.retrieval.factories import publish
 
 OPERATIONS = {
@@ -41,6 +44,16 @@ OPERATIONS = {
     ("GET", "/api/openai/v1/vector_stores"),
     ("GET", "/api/openai/v1/vector_stores/{vector_store_id}"),
     ("POST", "/api/openai/v1/vector_stores/{vector_store_id}/search"),
+    # sources: behind can_manage_sources.
+    ("GET", "/api/v1/kbs/{kb}/sources"),
+    ("POST", "/api/v1/kbs/{kb}/sources"),
+    ("GET", "/api/v1/sources/{source_id}"),
+    ("PATCH", "/api/v1/sources/{source_id}"),
+    ("POST", "/api/v1/sources/{source_id}/sync"),
+    ("GET", "/api/v1/sources/{source_id}/runs"),
+    ("GET", "/api/v1/sources/{source_id}/runs/{run_id}"),
+    ("POST", "/api/v1/sources/{source_id}/runs/{run_id}/confirm"),
+    ("POST", "/api/v1/sources/{source_id}/runs/{run_id}/keep"),
 }
 
 # Besides no 5xx: every answer is documented (status, content type, body schema), and every
@@ -60,7 +73,7 @@ def test_the_schema_describes_every_operation_and_the_bearer_key() -> None:
         (method.upper(), path)
         for path, item in schema["paths"].items()
         for method in item
-        if method in {"get", "post", "delete"}
+        if method in {"get", "post", "patch", "delete"}
     }
     assert served == OPERATIONS
     assert schema["components"]["securitySchemes"]["ApiKey"] == {
@@ -112,11 +125,20 @@ def test_the_docs_load_no_asset_from_the_internet() -> None:
 
 
 @pytest.fixture
-def fuzz_target(transactional_db: None, kb: KnowledgeBase, settings: Any) -> dict[str, Any]:
+def fuzz_target(
+    transactional_db: None, kb: KnowledgeBase, settings: Any, tmp_path: Path
+) -> dict[str, Any]:
     settings.CANON_API_RATE = "1000000/min"
     live = publish(kb, "policy", "Refunds are possible within thirty days of purchase.")
     publish(kb, "payroll", "Salaries are paid on the last day.", groups=("finance",))
-    _, key = api_key_create(tenant=kb.tenant, name="fuzzer", can_read_history=True)
+    _, key = api_key_create(
+        tenant=kb.tenant, name="fuzzer", can_read_history=True, can_manage_sources=True
+    )
+    settings.SOURCES_FOLDER_ROOTS = [str(tmp_path)]
+    source = source_save(
+        kb=kb, name="Share", slug="share", kind="folder", config={"path": str(tmp_path)}
+    )
+    run, _ = sync_request(source=source)
     return {
         "headers": {"Authorization": f"Bearer {key}"},
         "path_parameters": {
@@ -125,6 +147,8 @@ def fuzz_target(transactional_db: None, kb: KnowledgeBase, settings: Any) -> dic
             "document_id": live.document_id,
             "revision": 1,
             "vector_store_id": "handbook",
+            "source_id": source.pk,
+            "run_id": run.pk,
         },
     }
 
