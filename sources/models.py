@@ -26,7 +26,7 @@ class Source(models.Model):
     )
     name = models.CharField(max_length=200)
     slug = models.SlugField(
-        max_length=50, help_text="The first part of its documents' keys: <slug>/<path>."
+        max_length=50, help_text="The first part of its documents' keys (slug/path)."
     )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     config = models.JSONField(default=dict, blank=True)
@@ -141,7 +141,7 @@ class SyncRun(models.Model):
         indexes = [models.Index(fields=["source", "-created_at"], name="sync_run_recent")]
 
     def __str__(self) -> str:
-        return f"sync {self.pk} of {self.source_id} ({self.state})"
+        return f"Run {self.pk} ({self.get_state_display().lower()})"
 
 
 class SourceItem(models.Model):

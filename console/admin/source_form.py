@@ -101,7 +101,7 @@ class SourceForm(forms.ModelForm):
     name = forms.CharField(max_length=200)
     slug = forms.SlugField(
         max_length=50,
-        help_text="The first part of its documents' keys: <slug>/<path>. It cannot change once "
+        help_text="The first part of its documents' keys (slug/path). It cannot change once "
         "the source has documents.",
     )
     kind = forms.ChoiceField(

@@ -32,7 +32,7 @@ class SourceInput(serializers.Serializer):
 
     name = serializers.CharField(max_length=200)
     slug = serializers.SlugField(
-        max_length=50, help_text="The first part of its documents' keys: <slug>/<path>."
+        max_length=50, help_text="The first part of its documents' keys (slug/path)."
     )
     kind = serializers.ChoiceField(
         choices=sorted(KINDS), help_text="folder, s3, website or git; fixed once created."
