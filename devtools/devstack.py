@@ -369,8 +369,9 @@ def procfile_commands(path: Path = PROCFILE) -> dict[str, list[str]]:
 
 def run_env(env: dict[str, str]) -> dict[str, str]:
     """What `make run` adds to the stack's environment: plain HTTP on loopback (DEBUG stays
-    off unless the caller set DEBUG=1), the web's address, worker children (default 2) and the
-    virtualenv's scripts first on PATH. tests/test_production.py runs `check --deploy` in it."""
+    off unless the caller set DEBUG=1), the web's address, worker children (default 2), the
+    demo's shared folder as the one folder sources may read, and the virtualenv's scripts first
+    on PATH. tests/test_production.py runs `check --deploy` in it."""
     port = env.get("CANON_WEB_PORT", "8000")
     bindir = str(Path(sys.executable).parent)
     return {
@@ -378,6 +379,10 @@ def run_env(env: dict[str, str]) -> dict[str, str]:
         "CANON_LOCAL_HTTP": "1",
         "CANON_WEB_BIND": f"127.0.0.1:{port}",
         "CANON_WORKER_CONCURRENCY": env.get("CANON_WORKER_CONCURRENCY", "2"),
+        # The demo's folder source reads this one folder (canon_bootstrap creates it).
+        "CANON_SOURCES_FOLDER_ROOTS": env.get(
+            "CANON_SOURCES_FOLDER_ROOTS", str(ROOT / ".data" / "share")
+        ),
         "PATH": bindir + os.pathsep + env.get("PATH", ""),
     }
 

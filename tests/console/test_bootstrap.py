@@ -119,3 +119,35 @@ def test_the_readme_questions_find_their_answers_in_the_sample_handbook(
 
     assert "25 vacation days" in first_hit("how many vacation days do I get")
     assert "每周最多可以在家办公两天" in first_hit("在家办公每周几天")
+
+
+def test_the_demo_gets_a_folder_source_over_the_shared_folder_once(
+    demo_settings: Any, tmp_path: Path
+) -> None:
+    from sources.models import Source
+
+    share = tmp_path / "share"
+    demo_settings.SOURCES_FOLDER_ROOTS = [str(share)]
+
+    output = bootstrap()
+    bootstrap()
+
+    source = Source.objects.get()
+    assert (source.kb.slug, source.kind, source.slug, source.config) == (
+        "handbook",
+        "folder",
+        "share",
+        {"path": str(share)},
+    )
+    assert (share / "shared-folder.md").read_text().startswith("# The shared folder")
+    assert f"put files in {share} and press *Sync now…*" in output
+
+
+def test_without_a_folder_root_the_demo_has_no_source(demo_settings: Any) -> None:
+    from sources.models import Source
+
+    demo_settings.SOURCES_FOLDER_ROOTS = []
+
+    output = bootstrap()
+
+    assert not Source.objects.exists() and "source:" not in output

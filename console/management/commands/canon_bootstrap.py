@@ -28,6 +28,8 @@ from kb.services.documents import document_create
 from kb.services.index_versions import knowledge_base_create
 from retrieval.models import ApiKey
 from retrieval.principals import api_key_create
+from sources.models import Source
+from sources.services.sources import SourceInvalid, source_save
 
 
 class Command(BaseCommand):
@@ -64,6 +66,7 @@ class Command(BaseCommand):
                 _, state["api_key"] = api_key_create(tenant=tenant, name="demo key")
             if not state.get("demo_documents") and settings.DEMO_DOCUMENTS:
                 state["demo_documents"] = demo_documents_upload(kb=kb)
+            share = demo_source_create(kb=kb)
         state_path.parent.mkdir(parents=True, exist_ok=True)
         state_path.write_text(json.dumps(state))
         state_path.chmod(0o600)
@@ -91,6 +94,14 @@ class Command(BaseCommand):
                     f"-H 'Content-Type: application/json' "
                     f'-d \'{{"kb": "{kb.slug}", "query": "how many vacation days do I get"}}\' '
                     f"http://127.0.0.1:{port}/api/v1/search",
+                    *(
+                        [
+                            f"  source:   put files in {share} and press *Sync now…* on the "
+                            "source 'Shared folder' (the knowledge base's home)"
+                        ]
+                        if share
+                        else []
+                    ),
                     "",
                 ]
             )
@@ -98,6 +109,35 @@ class Command(BaseCommand):
 
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DEMO_SHARE_NOTE = """# The shared folder
+
+Files put in this folder become documents of the Handbook knowledge base when its source
+*Shared folder* syncs: press *Sync now…* on the source's page. A changed file becomes a new
+revision, a deleted file's document is deleted (restorable), and nothing is deleted after a
+listing that failed.
+"""
+
+
+def demo_source_create(*, kb: KnowledgeBase) -> str:
+    """A folder source over the first of `SOURCES_FOLDER_ROOTS` (`make run` sets .data/share),
+    with a note in it, once; returns the folder, or "" when no folder may be read."""
+    if not settings.SOURCES_FOLDER_ROOTS:
+        return ""
+    share = Path(settings.SOURCES_FOLDER_ROOTS[0])
+    existing = Source.objects.filter(kb=kb, slug="share").first()
+    if existing is not None:
+        return str(existing.config.get("path", ""))
+    share.mkdir(parents=True, exist_ok=True)
+    note = share / "shared-folder.md"
+    if not note.exists():
+        note.write_text(DEMO_SHARE_NOTE)
+    try:
+        source_save(
+            kb=kb, name="Shared folder", slug="share", kind="folder", config={"path": str(share)}
+        )
+    except SourceInvalid:
+        return ""
+    return str(share)
 
 
 def demo_documents_upload(*, kb: KnowledgeBase) -> int:
