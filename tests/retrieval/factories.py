@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.test import Client
@@ -11,6 +12,8 @@ from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication, Revision
 from kb.services.documents import document_create, revision_create
+from sources.services.runs import sync_request
+from sources.services.sources import source_save
 from work.models import IngestionTask
 
 
@@ -103,3 +106,15 @@ def live_builds_without_chunks(kb: KnowledgeBase, *, documents: int, chunks: int
         for d, b in zip(rows, builds, strict=True)
     )
     return builds
+
+
+def source_with_run(kb: KnowledgeBase, folder: Path, settings: Any) -> tuple[Any, Any]:
+    """A folder source of `kb` over `folder` (allowed as a root) and a queued sync run of it,
+    for the tests that walk every API operation (the sources' paths name both)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings.SOURCES_FOLDER_ROOTS = [*settings.SOURCES_FOLDER_ROOTS, str(folder)]
+    source = source_save(
+        kb=kb, name="Share", slug="share", kind="folder", config={"path": str(folder)}
+    )
+    run, _ = sync_request(source=source)
+    return source, run

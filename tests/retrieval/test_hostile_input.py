@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from kb.models import KnowledgeBase
 from retrieval.api.parsers import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_problem
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import publish
+from tests.retrieval.factories import publish, source_with_run
 from tests.retrieval.routes import Operation, api_operations, call, error_of
 
 pytestmark = pytest.mark.django_db
@@ -152,15 +153,20 @@ HOSTILE: list[Hostile] = [
 @pytest.fixture
 def key(kb: KnowledgeBase, settings: Any) -> str:
     settings.CANON_API_RATE = settings.CANON_API_WRITE_RATE = "100000/min"
-    _, plaintext = api_key_create(tenant=kb.tenant, name="hostile", can_read_history=True)
+    _, plaintext = api_key_create(
+        tenant=kb.tenant, name="hostile", can_read_history=True, can_manage_sources=True
+    )
     return plaintext
 
 
 @pytest.fixture
-def values(kb: KnowledgeBase) -> dict[str, str]:
+def values(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, str]:
     """Values for every path parameter, naming things that exist and the key may read."""
     live = publish(kb, "refunds", "Refunds are possible within thirty days.")
+    source, run = source_with_run(kb, tmp_path / "share", settings)
     return {
+        "source_id": str(source.pk),
+        "run_id": str(run.pk),
         "kb": "handbook",
         "chunk_id": str(live.chunks.get(ordinal=0).pk),
         "document_id": str(live.document_id),

@@ -30,6 +30,8 @@ VALUES = {
     "document_id": 10**12,
     "revision": 1,
     "vector_store_id": "handbook",
+    "source_id": 10**12,
+    "run_id": 10**12,
 }
 
 

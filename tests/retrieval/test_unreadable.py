@@ -5,6 +5,7 @@ scope and of an access group the key lacks, and must answer exactly as for a mis
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from django.test import Client
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import api, publish
+from tests.retrieval.factories import api, publish, source_with_run
 from tests.retrieval.routes import Operation, api_operations, call
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +24,7 @@ MISSING = 10**12
 
 
 @pytest.fixture
-def world(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
+def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[str, str]]:
     """Per path parameter: reason -> a ref the key (scoped to `handbook`, no groups) may not
     read. Its own readable document exists too, so the answers are not empty by accident."""
     publish(kb, "open", "Open policy text.")
@@ -44,6 +45,8 @@ def world(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
         "chunk_id": {},
         "revision": {},
         "vector_store_id": {},  # retrieval.compat's name for a knowledge base
+        "source_id": {},
+        "run_id": {},  # of the readable source: a run of another source is not its run
     }
     for reason, build in [
         ("access group", restricted),
@@ -55,6 +58,15 @@ def world(kb: KnowledgeBase) -> dict[str, dict[str, str]]:
     world["kb"]["knowledge base outside the key's scope, by slug"] = "manual"
     world["kb"]["another tenant"] = str(rival_kb.pk)
     world["vector_store_id"] = world["kb"]
+    own, _ = source_with_run(kb, tmp_path / "own", settings)
+    for reason, place in [
+        ("knowledge base outside the key's scope", manual),
+        ("another tenant", rival_kb),
+    ]:
+        source, run = source_with_run(place, tmp_path / place.tenant.slug / place.slug, settings)
+        world["source_id"][reason] = str(source.pk)
+        world["run_id"][f"a run of a source in a {reason}"] = str(run.pk)
+    world["readable"] = {"source_id": str(own.pk), "run_id": str(own.runs.get().pk)}
     return world
 
 
@@ -91,6 +103,7 @@ def test_every_operation_answers_unreadable_like_missing(
                 "chunk_id": "1",
                 "revision": "1",
                 "vector_store_id": "handbook",
+                **world["readable"],
             }
             missing_ref = "no-such-kb" if name in ("kb", "vector_store_id") else str(MISSING)
             missing = ask(client, operation, operation.path({**readable, name: missing_ref}))
