@@ -46,6 +46,7 @@ from textkit.extract.base import (
     merged_location,
     too_long,
 )
+from textkit.extract.pdf_tables import Table, find_tables, line_key, table_blocks
 from textkit.extract.plain import MAX_TITLE_LINE
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
         try:
             metadata_title = _metadata_title(document)
             outline = _outline(document)
-            pages = _pages_text(document, max_chars)
+            pages, tables = _pages_text(document, max_chars)
         except BaseException as exc:
             document.close()
             if isinstance(exc, pypdfium2.PdfiumError):
@@ -112,12 +113,16 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
                 "The PDF has no text: its pages have no text layer, and OCR found no text on them."
             )
         raise ParseError("The PDF has no text: its pages are empty.")
-    blocks = _blocks(pages, outline, set(scanned))
+    blocks = _blocks(pages, outline, set(scanned), tables)
     return Extracted(title=_title(metadata_title, outline, blocks), blocks=blocks)
 
 
-def _pages_text(document: pypdfium2.PdfDocument, max_chars: int) -> list[list[str]]:
+def _pages_text(
+    document: pypdfium2.PdfDocument, max_chars: int
+) -> tuple[list[list[str]], dict[int, list[Table]]]:
+    """Each page's text lines, and the tables found on the pages that have some."""
     pages: list[list[str]] = []
+    tables: dict[int, list[Table]] = {}
     length = 0
     for index in range(len(document)):
         page = document[index]
@@ -125,6 +130,9 @@ def _pages_text(document: pypdfium2.PdfDocument, max_chars: int) -> list[list[st
             textpage = page.get_textpage()
             try:
                 text = textpage.get_text_bounded()
+                found = find_tables(textpage) if text.strip() else []
+                if found:
+                    tables[index] = found
             finally:
                 textpage.close()
         finally:
@@ -135,7 +143,7 @@ def _pages_text(document: pypdfium2.PdfDocument, max_chars: int) -> list[list[st
         if length > max_chars + 2:
             raise too_long(max_chars)
         pages.append(text.split("\n"))
-    return pages
+    return pages, tables
 
 
 def _ocr_pages(document: pypdfium2.PdfDocument, pages: list[list[str]]) -> dict[int, list[str]]:
@@ -202,32 +210,96 @@ def _outline(document: pypdfium2.PdfDocument) -> Outline:
     return outline
 
 
-def _blocks(pages: list[list[str]], outline: Outline, scanned: set[int]) -> list[Block]:
+def _blocks(
+    pages: list[list[str]],
+    outline: Outline,
+    scanned: set[int],
+    tables: dict[int, list[Table]],
+) -> list[Block]:
     """Every block knows its page (1-based); a paragraph that runs on from one page to the next
-    is one block of both pages. The lines of a `scanned` page are already paragraphs (OCR)."""
+    is one block of both pages. The lines of a `scanned` page are already paragraphs (OCR). A
+    table's rows, where they are consecutive lines of the page, become table blocks."""
     blocks: list[Block] = []
     for index, lines in enumerate(cleanup.drop_page_furniture(pages)):
         page = Location(PAGE, index + 1, index + 1)
         lines = cleanup.drop_dot_leaders("\n".join(lines)).split("\n")
         segments = _split_at_headings(lines, outline.get(index, []))
-        for position, segment in enumerate(segments):
+        unplaced = list(tables.get(index, []))
+        first = True
+        for segment in segments:
             if isinstance(segment, Block):
                 blocks.append(Block(HEADING, segment.text, level=segment.level, location=page))
+                first = False
                 continue
-            if index in scanned:
-                paragraphs = [line.strip() for line in segment if line.strip()]
-            else:
-                paragraphs = cleanup.join_layout_lines(segment)
-            first_location: Location | None = page
-            if position == 0 and paragraphs and _continues(blocks, paragraphs[0]):
-                last = blocks.pop()
-                paragraphs[0] = cleanup.join_lines(last.text, paragraphs[0])
-                first_location = merged_location([last.location, page])
-            blocks.extend(
-                Block(PARAGRAPH, paragraph, location=first_location if i == 0 else page)
-                for i, paragraph in enumerate(paragraphs)
-            )
+            for piece in _with_tables(segment, unplaced):
+                if isinstance(piece, Table):
+                    blocks.extend(table_blocks(piece, page))
+                    first = False
+                    continue
+                if index in scanned:
+                    paragraphs = [line.strip() for line in piece if line.strip()]
+                else:
+                    paragraphs = cleanup.join_layout_lines(piece)
+                first_location: Location | None = page
+                if first and paragraphs and _continues(blocks, paragraphs[0]):
+                    last = blocks.pop()
+                    paragraphs[0] = cleanup.join_lines(last.text, paragraphs[0])
+                    first_location = merged_location([last.location, page])
+                first = first and not paragraphs
+                blocks.extend(
+                    Block(PARAGRAPH, paragraph, location=first_location if i == 0 else page)
+                    for i, paragraph in enumerate(paragraphs)
+                )
     return blocks
+
+
+def _with_tables(lines: list[str], tables: list[Table]) -> list[list[str] | Table]:
+    """The lines, with the rows of each table that stands among them (its rows consecutive
+    lines; a row may take as many lines as it has cells) replaced by the table. A table found
+    here is taken off `tables`."""
+    if not tables:
+        return [lines]
+    keys = [line_key(line) for line in lines]
+    pieces: list[list[str] | Table] = []
+    start = 0
+    for table in list(tables):
+        span = _rows_span(keys, start, table)
+        if span is None:
+            continue
+        begin, end = span
+        pieces.append(lines[start:begin])
+        pieces.append(table)
+        tables.remove(table)
+        start = end
+    pieces.append(lines[start:])
+    return [piece for piece in pieces if piece]
+
+
+def _rows_span(keys: list[str], start: int, table: Table) -> tuple[int, int] | None:
+    """Where the table's rows stand in `keys` from `start` on: (first line, line after)."""
+    rows = table.line_keys()
+    for begin in range(start, len(keys)):
+        if not keys[begin] or not rows[0].startswith(keys[begin]):
+            continue
+        at = begin
+        for row, cells in zip(rows, table.rows, strict=True):
+            taken = ""
+            for width in range(1, len(cells) + 1):
+                if at + width > len(keys):
+                    break
+                taken += keys[at + width - 1]
+                if taken == row:
+                    at += width
+                    break
+                if not row.startswith(taken):
+                    break
+            else:
+                break
+            if taken != row:
+                break
+        else:
+            return begin, at
+    return None
 
 
 def _split_at_headings(

@@ -61,14 +61,16 @@ def encrypt_pdf(data: bytes, *, user_password: str, owner_password: str) -> byte
 
 
 def build_pdf(pages: list[str], *, unicode_font: str = "") -> bytes:
-    """A PDF whose pages have the given content streams. /F1 is Helvetica; with `unicode_font`
-    (the characters it must cover) /F2 is a Type0 font whose two-byte codes map to Unicode
-    through a ToUnicode CMap, the way TeX and CJK PDFs encode text: write its strings as {...}."""
+    """A PDF whose pages have the given content streams. /F1 is Helvetica, /F3 Courier; with
+    `unicode_font` (the characters it must cover) /F2 is a Type0 font whose two-byte codes map
+    to Unicode through a ToUnicode CMap, the way TeX and CJK PDFs encode text: write its
+    strings as {...}."""
     objects = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
         3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     }
-    fonts = b"/F1 3 0 R"
+    objects[7] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>"
+    fonts = b"/F1 3 0 R /F3 7 0 R"
     codes: dict[str, str] = {}
     if unicode_font:
         chars = sorted(set(unicode_font))
@@ -93,7 +95,7 @@ def build_pdf(pages: list[str], *, unicode_font: str = "") -> bytes:
             b"/DW 1000 >>"
         )
         fonts += b" /F2 5 0 R"
-    next_id = 7
+    next_id = 8
     page_ids = []
     for content in pages:
         content = re.sub(
