@@ -41,6 +41,8 @@ def main() -> None:
     from django.conf import settings
 
     settings.SOURCES_ALLOW_PRIVATE = True
+    root = str(common.ROOT / ".data" / "bench-b16")
+    settings.SOURCES_FOLDER_ROOTS = [root]  # the one folder this bench's source may read
 
     from ingestion.pipeline.run import task_execute
     from kb import storage
@@ -49,7 +51,6 @@ def main() -> None:
     from sources.services.runs import sync_request
     from sources.services.sources import source_save
 
-    root = str(common.ROOT / ".data" / "bench-b16")
     shutil.rmtree(root, ignore_errors=True)
     write_tree(root, a.items, edition=1)
     kb = common.tenant_kb("b16-sync")

@@ -399,6 +399,8 @@ def cmd_run() -> int:
     with stack() as current:
         env = run_env(current.env())
         per_process = demo_embedding_env(env, concurrency=int(env["CANON_WORKER_CONCURRENCY"]))
+        for root in filter(None, env["CANON_SOURCES_FOLDER_ROOTS"].split(os.pathsep)):
+            Path(root).mkdir(parents=True, exist_ok=True)  # canon.W022 wants the folder there
         _manage(env, "migrate", "--no-input", "-v", "0")
         _manage(env, "collectstatic", "--no-input", "-v", "0")
         _manage(env, "canon_bootstrap")

@@ -31,13 +31,17 @@ from retrieval.principals import Principal
 
 
 class Refused(Exception):
-    """A write refused before anything was committed; `status` is the HTTP status to answer."""
+    """A write refused before anything was committed; `status` is the HTTP status to answer,
+    `retry_after` the seconds a client waits before trying again (a 503), else None."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -98,12 +102,17 @@ def _replay(
     return UploadResult(status=record.response_status, body=record.response_body, replayed=True)
 
 
+# What a client told the file store is down waits before trying again (Retry-After).
+STORE_RETRY_SECONDS = 5
+
+
 def _accept(upload: UploadedFile) -> AcceptedUpload:
     """The upload checks and storage of kb.uploads, refusals mapped to their HTTP status."""
     try:
         return upload_accept(upload)
     except UploadRejected as exc:
-        raise Refused(exc.status, exc.code, str(exc)) from exc
+        retry_after = STORE_RETRY_SECONDS if exc.status == 503 else None
+        raise Refused(exc.status, exc.code, str(exc), retry_after=retry_after) from exc
 
 
 def _groups_assignable(principal: Principal, groups: Sequence[str]) -> None:

@@ -57,12 +57,16 @@ logger = logging.getLogger("canon.api")
 
 
 class Refused(APIException):
-    """An answer with the status and code a service chose."""
+    """An answer with the status and code a service chose; `retry_after` seconds become the
+    Retry-After header (DRF's handler reads `wait`)."""
 
-    def __init__(self, status_code: int, code: str, detail: str) -> None:
+    def __init__(
+        self, status_code: int, code: str, detail: str, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(detail=detail, code=code)
         self.status_code = status_code
         self.default_code = code
+        self.wait = retry_after
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -288,7 +292,7 @@ class DocumentListView(APIView):
                 actor=request.user,
             )
         except uploads.Refused as exc:
-            raise Refused(exc.status, exc.code, exc.message) from exc
+            raise Refused(exc.status, exc.code, exc.message, retry_after=exc.retry_after) from exc
         except MetadataInvalid as exc:
             raise ValidationError({"metadata": {exc.field: [str(exc)]}}) from exc
         headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
@@ -341,5 +345,5 @@ class DocumentDetailView(APIView):
         except OutOfScope as exc:
             raise NotFound(f"Document {document_id} not found.") from exc
         except uploads.Refused as exc:
-            raise Refused(exc.status, exc.code, exc.message) from exc
+            raise Refused(exc.status, exc.code, exc.message, retry_after=exc.retry_after) from exc
         return Response(status=status.HTTP_204_NO_CONTENT)

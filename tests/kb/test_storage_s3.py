@@ -144,6 +144,7 @@ def test_an_upload_while_the_store_is_down_is_a_503_and_commits_nothing(
     finally:
         s3_server.start()
     assert response.status_code == 503
+    assert response.headers["Retry-After"] == "5"
     assert response.json()["error"] == "storage_unavailable"
     assert "nothing changed" in response.json()["detail"]
     assert SECRET_KEY not in response.content.decode() + caplog.text
