@@ -15,7 +15,7 @@ from ingestion.pipeline.run import task_execute
 from ingestion.sweeper import lease_sweep
 from kb.models import Build, Document, KnowledgeBase, MetadataField, PublicationEvent, Revision
 from kb.services.base import ActionRefused
-from kb.services.documents import document_delete
+from kb.services.documents import document_delete, document_restore
 from kb.services.metadata import metadata_field_save
 from sources.kinds.base import SourceUnavailable
 from sources.kinds.folder import FolderKind
@@ -141,6 +141,26 @@ def test_an_item_gone_from_the_source_is_deleted_restorably_and_comes_back(
     b.refresh_from_db()
     assert b.deleted_at is None
     assert b.desired_revision == 2
+
+
+def test_a_document_a_person_restores_while_its_item_is_gone_stays(
+    kb: KnowledgeBase, folder_source: Callable[..., Source]
+) -> None:
+    source = folder_source()
+    root = root_of(source)
+    for name in ("a", "b", "c"):
+        write(root, f"{name}.txt", f"text of {name}")
+    sync(source)
+    (root / "b.txt").unlink()
+    sync(source)
+    b = Document.objects.get(kb=kb, key="share/b.txt")
+    document_restore(document_id=b.pk, reason="still needed, though gone from the share")
+
+    run = sync(source)
+
+    assert counts(run) == {"unchanged": 2}  # a person's restore is not undone by the next run
+    b.refresh_from_db()
+    assert b.deleted_at is None
 
 
 def test_a_mass_deletion_waits_for_a_person(
