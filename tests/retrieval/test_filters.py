@@ -14,6 +14,7 @@ from kb.models import KnowledgeBase
 from kb.services.documents import document_create
 from kb.services.metadata import metadata_field_save
 from retrieval.principals import api_key_create
+from retrieval.search.lexical import bm25
 from tests.retrieval.factories import api, build, search, upload
 
 pytestmark = pytest.mark.django_db
@@ -154,17 +155,37 @@ CASES = [
 ]
 
 
+def keyword_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """The keyword leg ranks a narrow filter's chunks filter-first; a wider one (more than
+    FILTER_FIRST_MAX chunks, which these small knowledge bases never reach) best-first with the
+    filter applied to the candidates. `best-first` makes every filter take the second path."""
+    monkeypatch.setattr(bm25, "FILTER_FIRST_MAX", 5000 if path == "filter-first" else -1)
+
+
+PATHS = ("filter-first", "best-first")
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_each_operator_and_compound(staff_key: Client, mode: str) -> None:
+def test_each_operator_and_compound(
+    staff_key: Client, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # One knowledge base for all the cases (building it is the slow part).
-    for where, expected in CASES:
-        assert found(staff_key, where, mode) == expected, where
+    for path in PATHS:
+        keyword_path(monkeypatch, path)
+        for where, expected in CASES:
+            assert found(staff_key, where, mode) == expected, (path, where)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("mode", MODES)
 def test_a_filter_only_narrows_what_the_key_may_read(
-    staff_key: Client, finance_key: Client, mode: str
+    staff_key: Client,
+    finance_key: Client,
+    mode: str,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    keyword_path(monkeypatch, path)
     where = c("department", "eq", "finance")
     assert found(staff_key, where, mode) == {"finance-2024"}
     assert found(finance_key, where, mode) == {"finance-2024", "finance-2025"}
@@ -172,9 +193,11 @@ def test_a_filter_only_narrows_what_the_key_may_read(
     assert found(staff_key, c("tags", "contains", "travel"), mode) == set()
 
 
+@pytest.mark.parametrize("path", PATHS)
 def test_a_filtered_search_returns_top_k_when_enough_match(
-    kb: KnowledgeBase, staff_key: Client
+    kb: KnowledgeBase, staff_key: Client, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    keyword_path(monkeypatch, path)
     for n in range(12):
         add(kb, f"note-{n}", {"department": "hr" if n % 4 == 0 else "ops"})
     for mode in MODES:
