@@ -5,6 +5,7 @@ one (TeX); lists, tables of contents, prose and code aligned by spaces stay what
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.textkit.extract.files import write
@@ -27,7 +28,7 @@ def text(x: float, y: float, words: str, *, font: str = "F1", size: int = 11) ->
     return f"BT /{font} {size} Tf {x} {y} Td ({escaped}) Tj ET"
 
 
-def grid(rows: list[tuple[str, ...]], columns: tuple[float, ...], top: float) -> list[str]:
+def grid(rows: Sequence[tuple[str, ...]], columns: tuple[float, ...], top: float) -> list[str]:
     """Each cell its own text object, one row every 16 points."""
     return [
         text(x, top - 16 * number, cell)
