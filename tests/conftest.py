@@ -9,14 +9,17 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
+from django.test import override_settings
 
 from config.celery import app as celery_app
 from devtools.devstack import celery_worker_argv
@@ -26,6 +29,7 @@ from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +44,32 @@ def _storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@contextmanager
+def shared_data(
+    django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory, build: Callable[[], T]
+) -> Iterator[T]:
+    """For a module- or package-scoped fixture: `build()` the data its tests share, once, outside
+    any test's transaction (so it is committed and servers' own connections see it, as with
+    transactional_db; files under the session's storage root, as `_storage` puts them). The
+    tests must only read it; mark them `django_db`, so that their own writes roll back. When
+    the scope ends the tables are flushed and what they held before is put back (the roles the
+    migrations made, say), as a serialized_rollback test does: the tests that follow find the
+    database as they would have."""
+    with django_db_blocker.unblock():
+        before = connection.creation.serialize_db_to_string()
+    try:
+        with (
+            django_db_blocker.unblock(),
+            override_settings(STORAGE_ROOT=tmp_path_factory.getbasetemp() / "storage"),
+        ):
+            data = build()
+        yield data
+    finally:
+        with django_db_blocker.unblock():
+            call_command("flush", verbosity=0, interactive=False, inhibit_post_migrate=True)
+            connection.creation.deserialize_db_from_string(before)
 
 
 @pytest.fixture(scope="session")
@@ -194,8 +224,12 @@ def worker_factory(transactional_db: None, tmp_path: Path) -> Iterator[Callable[
         return worker
 
     yield start
+    # The test is over: SIGKILL, at once. A warm shutdown would first finish whatever task a
+    # worker still runs and then linger about a second in Celery's shutdown, for nothing the
+    # test asserts; killed, its connections end and its transactions roll back before the
+    # tables are flushed. (Tests that look at how a worker stops call `stop` themselves.)
     for worker in workers:
-        worker.stop()
+        worker.kill()
     celery_app.conf.task_default_queue = previous_queue
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(queue)
 

@@ -1,8 +1,9 @@
 """What the compatibility tests search: two tenants, knowledge bases with declared metadata
 fields, documents published through the real pipeline (one behind an access group), keys with
 and without the group or limited to one knowledge base; and Canon's real web process (the
-Procfile's gunicorn) against the test database for the clients that talk HTTP. Data is
-committed (transactional_db) so the server's own connections see it."""
+Procfile's gunicorn) against the test database for the clients that talk HTTP. The world and the
+server are the package's, built once; the world is committed (`shared_data`), so the server's
+own connections see it, and the tests only read it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.conf import settings
 from kb.models import Document, KnowledgeBase, MetadataField, Tenant
 from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
+from tests.conftest import shared_data
 from tests.production_support import Service, procfile_web
 from tests.retrieval.factories import publish
 
@@ -35,7 +37,7 @@ class Web:
     url: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     """The Procfile's web process (gunicorn, DEBUG off), one worker of two threads, with
     rate-limit counters of its own."""
@@ -68,8 +70,16 @@ def _fields(kb: KnowledgeBase) -> None:
     MetadataField.objects.create(kb=kb, name="year", type=MetadataField.Type.NUMBER)
 
 
-@pytest.fixture
-def world(transactional_db: None) -> World:
+@pytest.fixture(scope="package")
+def world(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    """One world for the package's tests, which only read it (tests/conftest.py: shared_data)."""
+    with shared_data(django_db_blocker, tmp_path_factory, _world) as world:
+        yield world
+
+
+def _world() -> World:
     tenant = Tenant.objects.create(name="Acme", slug="acme")
     handbook = knowledge_base_create(tenant=tenant, name="Handbook", slug="handbook")
     archive = knowledge_base_create(tenant=tenant, name="Archive", slug="archive")

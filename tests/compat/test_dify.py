@@ -13,6 +13,9 @@ from django.test import Client
 from tests.compat.conftest import Web, World
 from tests.retrieval.factories import api
 
+# The world (conftest.py) is committed once per module; each test's own writes roll back.
+pytestmark = pytest.mark.django_db
+
 URL = "/api/dify/retrieval"
 
 # Dify's documented request, with a Canon knowledge base's slug as the knowledge ID.
@@ -32,7 +35,6 @@ def keys(response: Any) -> list[str]:
     return [record["metadata"]["document_key"] for record in response.json()["records"]]
 
 
-@pytest.mark.django_db(transaction=True)
 def test_the_documented_request_gets_records_in_the_documented_shape(world: World) -> None:
     response = retrieve(api(world.key), {**DIFY_REQUEST, "retrieval_setting": {"top_k": 5}})
 
@@ -59,7 +61,6 @@ def test_the_documented_request_gets_records_in_the_documented_shape(world: Worl
     assert None not in metadata.values()  # Dify's pipeline wants an object without nulls
 
 
-@pytest.mark.django_db(transaction=True)
 def test_top_k_and_the_score_threshold_apply(world: World) -> None:
     client = api(world.key)
     every = retrieve(client, {**DIFY_REQUEST, "retrieval_setting": {"top_k": 10}}).json()
@@ -78,7 +79,6 @@ def test_top_k_and_the_score_threshold_apply(world: World) -> None:
     assert len(above["records"]) < len(scores)
 
 
-@pytest.mark.django_db(transaction=True)
 def test_access_groups_decide_which_records_a_key_gets(world: World) -> None:
     body = {**DIFY_REQUEST, "retrieval_setting": {"top_k": 10, "score_threshold": 0.0}}
 
@@ -86,7 +86,6 @@ def test_access_groups_decide_which_records_a_key_gets(world: World) -> None:
     assert "merger" in keys(retrieve(api(world.secret_key), body))
 
 
-@pytest.mark.django_db(transaction=True)
 def test_a_metadata_condition_filters_the_records(world: World) -> None:
     def with_condition(condition: dict[str, Any]) -> list[str]:
         body = {**DIFY_REQUEST, "retrieval_setting": {"top_k": 10}, "metadata_condition": condition}
@@ -113,7 +112,6 @@ def test_a_metadata_condition_filters_the_records(world: World) -> None:
     assert set(with_condition(either)) == {"vacation", "expenses"}
 
 
-@pytest.mark.django_db(transaction=True)
 def test_unknown_and_forbidden_knowledge_are_the_same_2001(world: World) -> None:
     def answer(key: str, knowledge_id: str) -> Any:
         return retrieve(api(key), {**DIFY_REQUEST, "knowledge_id": knowledge_id})
@@ -137,7 +135,6 @@ def test_unknown_and_forbidden_knowledge_are_the_same_2001(world: World) -> None
     assert answer(world.handbook_key, "handbook").status_code == 200
 
 
-@pytest.mark.django_db(transaction=True)
 def test_authorization_errors_are_dify_s_1001_and_1002(world: World) -> None:
     missing = retrieve(Client(), DIFY_REQUEST)
     malformed = retrieve(Client(headers={"Authorization": f"Token {world.key}"}), DIFY_REQUEST)
@@ -150,7 +147,6 @@ def test_authorization_errors_are_dify_s_1001_and_1002(world: World) -> None:
     assert set(refused.json()) == {"error_code", "error_msg"}
 
 
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("body", "named"),
     [
@@ -197,7 +193,6 @@ def test_a_bad_request_is_a_400_naming_the_problem(world: World, body: Any, name
     assert named in response.json()["error_msg"]
 
 
-@pytest.mark.django_db(transaction=True)
 def test_invalid_json_is_a_400_in_dify_s_shape(world: World) -> None:
     response = api(world.key).post(URL, "{not json", content_type="application/json")
 
@@ -205,7 +200,6 @@ def test_invalid_json_is_a_400_in_dify_s_shape(world: World) -> None:
     assert response.json()["error_code"] == 3001
 
 
-@pytest.mark.django_db(transaction=True)
 def test_it_spends_the_rest_search_s_read_budget(world: World, settings: Any) -> None:
     settings.CANON_API_RATE = "2/min"
     client = api(world.key)
@@ -230,7 +224,6 @@ def test_it_spends_the_rest_search_s_read_budget(world: World, settings: Any) ->
 
 
 @pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
 def test_dify_s_request_against_the_real_server(web: Web, world: World) -> None:
     def post(key: str | None, body: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -12,6 +12,9 @@ from django.test import Client
 from tests.compat.conftest import Web, World
 from tests.retrieval.factories import api
 
+# The world (conftest.py) is committed once per module; each test's own writes roll back.
+pytestmark = pytest.mark.django_db
+
 BASE = "/api/openai/v1"
 
 
@@ -34,7 +37,6 @@ def keys(response: Any) -> set[str]:
 
 
 @pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
 def test_the_openai_client_lists_retrieves_and_searches(web: Web, world: World) -> None:
     client = client_for(web, world.key)
 
@@ -65,7 +67,6 @@ def test_the_openai_client_lists_retrieves_and_searches(web: Web, world: World) 
 
 
 @pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
 def test_the_openai_client_s_filters_groups_threshold_and_errors(web: Web, world: World) -> None:
     plain = client_for(web, world.key)
     secret = client_for(web, world.secret_key)
@@ -121,7 +122,6 @@ def test_the_openai_client_s_filters_groups_threshold_and_errors(web: Web, world
 # --- shapes and refusals through the test client ----------------------------------------------
 
 
-@pytest.mark.django_db(transaction=True)
 def test_the_search_page_has_openai_s_shape(world: World) -> None:
     response = search(api(world.key), "handbook", {"query": ["vacation", "policy"]})
 
@@ -136,7 +136,6 @@ def test_the_search_page_has_openai_s_shape(world: World) -> None:
         assert all(isinstance(v, str | int | float | bool) for v in item["attributes"].values())
 
 
-@pytest.mark.django_db(transaction=True)
 def test_the_list_pages_with_limit_after_and_before(world: World) -> None:
     client = api(world.key)
 
@@ -162,7 +161,6 @@ def test_the_list_pages_with_limit_after_and_before(world: World) -> None:
     assert client.get(f"{BASE}/vector_stores?after=foreign").status_code == 400
 
 
-@pytest.mark.django_db(transaction=True)
 def test_file_counts_count_only_what_the_key_may_read(world: World) -> None:
     def counts(key: str) -> dict[str, int]:
         response = api(key).get(f"{BASE}/vector_stores/handbook")
@@ -173,7 +171,6 @@ def test_file_counts_count_only_what_the_key_may_read(world: World) -> None:
     assert counts(world.secret_key)["total"] == 3
 
 
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("body", "param"),
     [
@@ -201,7 +198,6 @@ def test_a_bad_search_is_a_400_naming_the_param(world: World, body: Any, param: 
     assert error["param"] is not None and error["param"].startswith(param), error
 
 
-@pytest.mark.django_db(transaction=True)
 def test_rewrite_query_is_accepted_and_the_query_searched_as_given(world: World) -> None:
     response = search(api(world.key), "handbook", {"query": "vacation", "rewrite_query": True})
 
@@ -209,7 +205,6 @@ def test_rewrite_query_is_accepted_and_the_query_searched_as_given(world: World)
     assert response.json()["search_query"] == ["vacation"]
 
 
-@pytest.mark.django_db(transaction=True)
 def test_unknown_forbidden_and_foreign_stores_are_the_same_404(world: World) -> None:
     answers = [
         api(world.key).get(f"{BASE}/vector_stores/nope"),
@@ -224,7 +219,6 @@ def test_unknown_forbidden_and_foreign_stores_are_the_same_404(world: World) -> 
         assert response.json()["error"]["code"] == "not_found"
 
 
-@pytest.mark.django_db(transaction=True)
 def test_no_key_or_a_refused_key_is_a_401_in_openai_s_shape(world: World) -> None:
     missing = Client().get(f"{BASE}/vector_stores")
     refused = api("canon_0000_nope").get(f"{BASE}/vector_stores")
@@ -234,7 +228,6 @@ def test_no_key_or_a_refused_key_is_a_401_in_openai_s_shape(world: World) -> Non
     assert missing["WWW-Authenticate"].startswith("Bearer")
 
 
-@pytest.mark.django_db(transaction=True)
 def test_it_spends_the_rest_search_s_read_budget(world: World, settings: Any) -> None:
     settings.CANON_API_RATE = "2/min"
     client = api(world.key)

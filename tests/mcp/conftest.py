@@ -1,7 +1,8 @@
 """The MCP server as a real process (`manage.py canon_mcp`, as the Procfile starts it) against
 the test database and Redis, and what the tests search: two tenants, knowledge bases, keys with
-and without an access group, documents published through the real pipeline. Data is committed
-(transactional_db) so the server's own connections see it."""
+and without an access group, documents published through the real pipeline. The world is built
+once for the module and committed (tests/conftest.py: shared_data), so the server's own
+connections see it; the tests only read it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from kb.models import KnowledgeBase, Tenant
 from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
-from tests.conftest import database_url
+from tests.conftest import database_url, shared_data
 from tests.production_support import free_port
 from tests.retrieval.factories import publish
 
@@ -94,7 +95,7 @@ class McpServer:
 def mcp_server(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[McpServer]:
-    """One server for the module's tests (each test commits its own data)."""
+    """One server for the module's tests."""
     server = McpServer(tmp_path_factory.mktemp("mcp") / "server.log")
     yield server
     server.stop()
@@ -142,8 +143,15 @@ class World:
     public_document: int
 
 
-@pytest.fixture
-def world(transactional_db: None) -> World:
+@pytest.fixture(scope="module")
+def world(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    with shared_data(django_db_blocker, tmp_path_factory, _world) as world:
+        yield world
+
+
+def _world() -> World:
     tenant = Tenant.objects.create(name="Acme", slug="acme")
     handbook = knowledge_base_create(tenant=tenant, name="Handbook", slug="handbook")
     archive = knowledge_base_create(tenant=tenant, name="Archive", slug="archive")

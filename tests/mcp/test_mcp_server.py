@@ -17,7 +17,8 @@ from retrieval.api.serializers import SearchInput
 from retrieval.mcp.tools import SEARCH_FIELDS_NOT_OFFERED
 from tests.mcp.conftest import McpServer, World, call_tool, session_call
 
-pytestmark = pytest.mark.integration
+# The world (conftest.py) is committed once for the module; each test's own writes roll back.
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
 def answer(result: Any) -> dict[str, Any]:
