@@ -370,19 +370,22 @@ def procfile_commands(path: Path = PROCFILE) -> dict[str, list[str]]:
 def run_env(env: dict[str, str]) -> dict[str, str]:
     """What `make run` adds to the stack's environment: plain HTTP on loopback (DEBUG stays
     off unless the caller set DEBUG=1), the web's address, worker children (default 2), the
-    demo's shared folder as the one folder sources may read, and the virtualenv's scripts first
-    on PATH. tests/test_production.py runs `check --deploy` in it."""
+    demo's shared folder (created here) as the one folder sources may read unless the caller
+    named others, and the virtualenv's scripts first on PATH. tests/test_production.py runs
+    `check --deploy` in it."""
     port = env.get("CANON_WEB_PORT", "8000")
     bindir = str(Path(sys.executable).parent)
+    share = env.get("CANON_SOURCES_FOLDER_ROOTS")
+    if share is None:  # the demo's own (canon.W022: a root must be a folder that exists)
+        share = str(ROOT / ".data" / "share")
+        Path(share).mkdir(parents=True, exist_ok=True)
     return {
         **env,
         "CANON_LOCAL_HTTP": "1",
         "CANON_WEB_BIND": f"127.0.0.1:{port}",
         "CANON_WORKER_CONCURRENCY": env.get("CANON_WORKER_CONCURRENCY", "2"),
-        # The demo's folder source reads this one folder (canon_bootstrap creates it).
-        "CANON_SOURCES_FOLDER_ROOTS": env.get(
-            "CANON_SOURCES_FOLDER_ROOTS", str(ROOT / ".data" / "share")
-        ),
+        # The demo's folder source reads this folder (canon_bootstrap adds the source).
+        "CANON_SOURCES_FOLDER_ROOTS": share,
         "PATH": bindir + os.pathsep + env.get("PATH", ""),
     }
 
@@ -399,8 +402,6 @@ def cmd_run() -> int:
     with stack() as current:
         env = run_env(current.env())
         per_process = demo_embedding_env(env, concurrency=int(env["CANON_WORKER_CONCURRENCY"]))
-        for root in filter(None, env["CANON_SOURCES_FOLDER_ROOTS"].split(os.pathsep)):
-            Path(root).mkdir(parents=True, exist_ok=True)  # canon.W022 wants the folder there
         _manage(env, "migrate", "--no-input", "-v", "0")
         _manage(env, "collectstatic", "--no-input", "-v", "0")
         _manage(env, "canon_bootstrap")
