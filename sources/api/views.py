@@ -10,7 +10,7 @@ naming it. Credentials are write-only: `has_credentials` says whether some are s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.db import IntegrityError
@@ -310,6 +310,20 @@ class SourceRunDetailView(APIView):
         return Response(RunDetailOutput(run).data)
 
 
+def _answer(request: Request, source_id: int, run_id: int, answer: Callable[..., int]) -> Response:
+    """A person's answer to the deletions a run holds (`sync_deletions_confirm` or `_keep`):
+    the run after it and how many documents it touched; 409 when the run holds none."""
+    principal = principal_or_401(request)
+    run = _run_or_404(_source_or_404(principal, source_id), run_id)
+    _may_manage(principal)
+    try:
+        documents = answer(run_id=run.pk, actor=_actor(request))
+    except ActionRefused as exc:
+        raise Refused(409, "conflict", str(exc)) from exc
+    run.refresh_from_db()
+    return Response(RunAnswerOutput((run, documents)).data)
+
+
 class SourceRunConfirmView(APIView):
     @extend_schema(
         operation_id="source_run_confirm",
@@ -320,15 +334,7 @@ class SourceRunConfirmView(APIView):
         "run that holds no deletions (not awaiting confirmation, or answered already) is a 409.",
     )
     def post(self, request: Request, source_id: int, run_id: int) -> Response:
-        principal = principal_or_401(request)
-        run = _run_or_404(_source_or_404(principal, source_id), run_id)
-        _may_manage(principal)
-        try:
-            deleted = sync_deletions_confirm(run_id=run.pk, actor=_actor(request))
-        except ActionRefused as exc:
-            raise Refused(409, "conflict", str(exc)) from exc
-        run.refresh_from_db()
-        return Response(RunAnswerOutput((run, deleted)).data)
+        return _answer(request, source_id, run_id, sync_deletions_confirm)
 
 
 class SourceRunKeepView(APIView):
@@ -341,12 +347,4 @@ class SourceRunKeepView(APIView):
         "run that holds no deletions is a 409.",
     )
     def post(self, request: Request, source_id: int, run_id: int) -> Response:
-        principal = principal_or_401(request)
-        run = _run_or_404(_source_or_404(principal, source_id), run_id)
-        _may_manage(principal)
-        try:
-            kept = sync_deletions_keep(run_id=run.pk, actor=_actor(request))
-        except ActionRefused as exc:
-            raise Refused(409, "conflict", str(exc)) from exc
-        run.refresh_from_db()
-        return Response(RunAnswerOutput((run, kept)).data)
+        return _answer(request, source_id, run_id, sync_deletions_keep)
