@@ -10,8 +10,11 @@ corpus). Each document gets a number field `bucket` (document i: i * 1000 // doc
 documents of the same corpus. Queries are B9's "mixed" class, run interleaved in this process
 through `retrieval.search.engine.search` and `retrieval.search.several.search_several`.
 Target (issue 25): the 1 % filtered p95 within 2x the unfiltered p95. Rows marked "(before)"
-time the 50 % and 10 % filters without the keyword leg's filtered retry of its candidates
-(`bm25.FILTER_CANDIDATES` off: a short read is only read again deeper), interleaved.
+time, interleaved, the 50 % and 10 % filters without the keyword leg's filtered retry of its
+candidates (`bm25.FILTER_CANDIDATES` off: a short read is only read again deeper), and the 1 %
+and 0.2 % filters in vector and hybrid mode without the vector leg's use of the filter's probe
+(`engine.NARROW_VECTOR` off: after a short index walk, or beside the keyword leg, the vector
+leg reads every visible chunk exactly instead of the filter's few).
 """
 
 from __future__ import annotations
@@ -26,8 +29,11 @@ from bench import b9_keyword_latency as b9
 from bench import common
 
 SELECTIVITY = {"none": None, "50%": 500, "10%": 100, "1%": 10, "0.2%": 2}
-# Filters too wide to rank filter-first: also timed without the keyword leg's filtered retry.
-BEFORE = ("50%", "10%")
+# Each filter is also timed "(before)" what was built for it: filters too wide to rank
+# filter-first without the keyword leg's filtered retry (keyword, hybrid); narrow ones without
+# the probe of the filter's chunks that the vector leg shares (vector, hybrid).
+BEFORE = {"50%": "retry", "10%": "retry", "1%": "probe", "0.2%": "probe"}
+BEFORE_MODES = {"retry": ("keyword", "hybrid"), "probe": ("vector", "hybrid")}
 TARGET = 2.0
 
 
@@ -109,7 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for mode in b9.MODES:
             for f in filters.values():
                 search(principal=principal, kb=kb, query=q, top_k=10, mode=mode, filters=f)
+    from retrieval.search import engine
     from retrieval.search.lexical import bm25
+
+    switches = {"retry": (bm25, "FILTER_CANDIDATES"), "probe": (engine, "NARROW_VECTOR")}
 
     labels = [*SELECTIVITY, *(f"{s} (before)" for s in BEFORE)]
     latency = {(s, m): [] for s in labels for m in b9.MODES}  # type: dict[tuple[str, str], list[float]]
@@ -125,9 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     latency[(s, mode)].append((time.perf_counter() - t0) * 1000)
                     short[(s, mode)] += len(result.hits) < 10
-                    if s not in BEFORE or mode == "vector":
+                    if s not in BEFORE or mode not in BEFORE_MODES[BEFORE[s]]:
                         continue
-                    bm25.FILTER_CANDIDATES = False
+                    module, flag = switches[BEFORE[s]]
+                    setattr(module, flag, False)
                     try:
                         t0 = time.perf_counter()
                         result = search(
@@ -136,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         latency[(f"{s} (before)", mode)].append((time.perf_counter() - t0) * 1000)
                         short[(f"{s} (before)", mode)] += len(result.hits) < 10
                     finally:
-                        bm25.FILTER_CANDIDATES = True
+                        setattr(module, flag, True)
             t0 = time.perf_counter()
             search(principal=principal, kb=kb, query=q, top_k=10, mode="hybrid")
             several["one"].append((time.perf_counter() - t0) * 1000)

@@ -63,6 +63,8 @@ GROUPS = "(%(all_groups)s OR d.access_groups = '{}' OR d.access_groups && %(grou
 def filters_sql(params: dict[str, Any]) -> str:
     """The client's filters as extra conditions on the document `d` (none when absent)."""
     sql = ""
+    if params.get("chunk_ids") is not None:  # a hybrid search's narrow filter, probed
+        sql += " AND c.id = ANY(%(chunk_ids)s::bigint[])"
     if params.get("document_keys") is not None:
         sql += " AND d.key = ANY(%(document_keys)s::varchar[])"
     if params.get("metadata") is not None:

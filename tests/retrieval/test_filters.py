@@ -159,8 +159,10 @@ CASES = [
 def keyword_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     """The keyword leg ranks a narrow filter's chunks filter-first; a wider one (more than
     FILTER_FIRST_MAX chunks, which these small knowledge bases never reach) best-first, a short
-    read retried with the filter applied to the candidates. `best-first` makes every filter
-    take the second path, from a first read so shallow that the retry runs too."""
+    read retried with the filter applied to the candidates. A hybrid search shares the first
+    path's probe with its vector leg, which then ranks the filter's chunks exactly; on the
+    second it walks the HNSW index. `best-first` makes every filter take the second path, from
+    a first read so shallow that the retry runs too."""
     monkeypatch.setattr(bm25, "FILTER_FIRST_MAX", 5000 if path == "filter-first" else -1)
     if path == "best-first":  # read one posting a term first: short, so retried filtered
         monkeypatch.setattr(settings, "KEYWORD_CANDIDATES", 1)

@@ -206,14 +206,23 @@ FILTER_FIRST_MAX = 5000
 FILTER_CANDIDATES = True
 
 
-def _filtered(params: dict[str, Any]) -> bool:
+def filtered(params: dict[str, Any]) -> bool:
+    """Whether the search carries a client filter (beyond the visibility rule)."""
     return any(params.get(name) is not None for name in ("filter_sql", "document_keys", "metadata"))
 
 
-def _narrow_ids(params: dict[str, Any], visible: Callable[[str], str]) -> list[int] | None:
+@dataclass(frozen=True)
+class Narrow:
+    """What `narrow_ids` found: the ids of the chunks a client filter leaves visible, or None
+    when it leaves more than FILTER_FIRST_MAX."""
+
+    ids: list[int] | None
+
+
+def narrow_ids(params: dict[str, Any], visible: Callable[[str], str]) -> Narrow:
     """The ids of the chunks the caller may see under its filters, when there are at most
-    FILTER_FIRST_MAX of them (one statement that stops at one more); None when there are more.
-    B15 (docs/BENCHMARKS.md): with a 1 % filter the candidates read best-first were nearly all
+    FILTER_FIRST_MAX of them (one statement that stops at one more). B15
+    (docs/BENCHMARKS.md): with a 1 % filter the candidates read best-first were nearly all
     filtered out, and deepening until enough were visible took 0.4-1.5 s at 100,000 chunks."""
     with routing.db().cursor() as cursor:
         cursor.execute(
@@ -221,7 +230,7 @@ def _narrow_ids(params: dict[str, Any], visible: Callable[[str], str]) -> list[i
             params,
         )
         ids = [row[0] for row in cursor.fetchall()]
-    return ids if len(ids) <= FILTER_FIRST_MAX else None
+    return Narrow(ids if len(ids) <= FILTER_FIRST_MAX else None)
 
 
 def ranked_rows(
@@ -232,16 +241,21 @@ def ranked_rows(
     columns: str,
     visible: Callable[[str], str],
     limit: int,
+    narrow: Narrow | None = None,
 ) -> list[tuple[Any, ...]]:
     """The top `limit` visible chunks by BM25, in the caller's snapshot, in two statements: the
     most promising candidates (`candidates_query`), then the exact ranking of those the caller
     may see (`ranking_query`). Deeper (and wider) only when that found fewer than
-    `limit` visible rows while some term had more postings than were read."""
+    `limit` visible rows while some term had more postings than were read. Under a client
+    filter, `narrow` is `narrow_ids` as the caller already probed it in this snapshot (a
+    hybrid search shares it with its vector leg), else probed here."""
     if not weights:
         return []
     ranking = ranking_query(columns=columns, visible=visible)
-    narrow = _narrow_ids(params, visible) if _filtered(params) else None
-    if narrow is not None:
+    if narrow is None and filtered(params):
+        narrow = narrow_ids(params, visible)
+    narrow_list = narrow.ids if narrow is not None else None
+    if narrow_list is not None:
         # A filter that leaves few chunks: rank every one of them that holds a query term,
         # exactly; reading the terms' best postings first would mostly find others.
         with routing.db().cursor() as cursor:
@@ -253,7 +267,7 @@ def ranked_rows(
                     "bm25_idfs": weights.idfs,
                     "bm25_avg": weights.avg_length,
                     "limit": limit,
-                    "bm25_ids": narrow,
+                    "bm25_ids": narrow_list,
                 },
             )
             return cursor.fetchall()
@@ -261,7 +275,7 @@ def ranked_rows(
     # Under a wide filter, a short first read is retried at the same depth with the filter
     # applied to the candidates (B15: 10 % filter, keyword p95 4.1x -> 2.1x unfiltered) before
     # reading deeper; applied from the start it cost a 50 % filter 0.9x -> 2.5x.
-    filtered = FILTER_CANDIDATES and _filtered(params)
+    retry_filtered = FILTER_CANDIDATES and filtered(params)
     depth = max(settings.KEYWORD_CANDIDATES, limit)
     keep = max(RANKED_PER_RESULT * limit, RANKED_MIN)
     bound = {
@@ -282,9 +296,9 @@ def ranked_rows(
             rows = cursor.fetchall()
         if len(rows) >= limit or (not any(cut) and len(ids) < keep):
             return rows
-        if filtered:
+        if retry_filtered:
             candidates = candidates_query(version_id=version_id, visible=visible)
-            filtered = False
+            retry_filtered = False
             continue
         depth *= DEEPEN
         keep *= DEEPEN

@@ -8,20 +8,24 @@ from typing import Any
 
 from kb.models import IndexVersion
 from retrieval.search.hits import COLUMNS
-from retrieval.search.lexical.bm25 import query_weights, ranked_rows
+from retrieval.search.lexical.bm25 import Narrow, query_weights, ranked_rows
 from retrieval.search.lexical.tsvector import tsvector_rows
 from retrieval.search.visibility import visible_sql
 
 
 def keyword_rows(
-    params: dict[str, Any], version: IndexVersion, query: str, limit: int
+    params: dict[str, Any],
+    version: IndexVersion,
+    query: str,
+    limit: int,
+    narrow: Narrow | None = None,
 ) -> tuple[list[tuple[Any, ...]], float | None]:
     """The keyword leg's rows and its bound (`Leg.bound`): BM25 over the version's postings
-    (`bm25`); a p1 version, until it is replaced, keeps its `simple` tsvector ranking
-    (`tsvector`), whose bound is unknown."""
+    (`bm25`; `narrow`: the filter's chunks, when the caller probed them); a p1 version, until
+    it is replaced, keeps its `simple` tsvector ranking (`tsvector`), whose bound is unknown."""
     if not version.uses_postings:
         return tsvector_rows(params, version, query, limit), None
-    return bm25_rows(params, version, query, limit, visible_sql)
+    return bm25_rows(params, version, query, limit, visible_sql, narrow)
 
 
 def bm25_rows(
@@ -30,6 +34,7 @@ def bm25_rows(
     query: str,
     limit: int,
     visible: Callable[..., str],
+    narrow: Narrow | None = None,
 ) -> tuple[list[tuple[Any, ...]], float]:
     """BM25 over the version's postings, with `visible` (`visible_sql` now, `_visible_then` for
     history) as the visibility rule; and the most the whole query could score
@@ -42,5 +47,6 @@ def bm25_rows(
         columns=COLUMNS,
         visible=lambda chunks: visible(iv=version.pk, params=params, chunks=chunks),
         limit=limit,
+        narrow=narrow,
     )
     return rows, weights.bound
