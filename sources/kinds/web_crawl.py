@@ -4,7 +4,8 @@
 `Crawl.sitemap` takes the sitemap's pages in document order and follows no links. Both visit a
 URL at most once (a redirect target counts as visited), never visit what robots.txt disallows,
 list each item path once, and stop with an incomplete Problem when `max_pages` pages were fetched
-and another is due. Fetching and judging one page is the kind's (`visit`)."""
+and another is due. A page naming another canonical address has that address visited next, in
+either mode. Fetching and judging one page is the kind's (`visit`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeGuard
 
 from sources.kinds.base import Item, ListingFailed, Problem
 from sources.kinds.web_http import WebClient, WebError
@@ -32,12 +34,14 @@ MAX_SITEMAP_NESTING = 2
 
 @dataclass(frozen=True)
 class Visit:
-    """What one page gave: items and problems to report, links to follow, and the address it
-    ended at after redirects (None when no answer came)."""
+    """What one page gave: items and problems to report, links to follow, the address it
+    ended at after redirects (None when no answer came), and the other address it names as
+    its canonical one (to visit instead: the page itself is not listed)."""
 
     reports: tuple[Item | Problem, ...] = ()
     links: tuple[str, ...] = ()
     final: str | None = None
+    canonical: str | None = None
 
 
 # visit(url, start, lastmod): raises ListingFailed when `start` and the page cannot be listed.
@@ -81,6 +85,9 @@ class Crawl:
                 return
             visit = self._take(url, start=url == start)
             yield from self._reports(visit)
+            if self._admits(visit.canonical) and visit.canonical not in seen:
+                seen.add(visit.canonical)
+                queue.appendleft((visit.canonical, depth))  # in the page's place, at its depth
             if depth >= self._max_depth:
                 continue
             for link in visit.links:
@@ -108,7 +115,23 @@ class Crawl:
             if self._pages >= self._max_pages:
                 yield self._limit_reached()
                 return
-            yield from self._reports(self._take(url, start=False, lastmod=entry.lastmod))
+            visit = self._take(url, start=False, lastmod=entry.lastmod)
+            yield from self._reports(visit)
+            if self._admits(visit.canonical) and visit.canonical not in self._fetched:
+                if self._pages >= self._max_pages:
+                    yield self._limit_reached()
+                    return
+                yield from self._reports(self._take(visit.canonical, start=False))
+
+    def _admits(self, url: str | None) -> TypeGuard[str]:
+        """Whether `url` (a page's canonical address) may be visited: on the site, allowed by
+        robots.txt, its item path admitted by the patterns."""
+        return (
+            url is not None
+            and self._site.contains(url)
+            and self._robots.allows(url)
+            and self._patterns.admits(url_item_path(url))
+        )
 
     def _start_check(self, start: str) -> None:
         if not self._robots.allows(start):

@@ -17,6 +17,12 @@ What is listed:
   sites link to archives and scripts, and a Problem for each would bury the real ones.
 - **Patterns** apply to the item path; a page they exclude is still read for its links (unless
   its links would not be followed or its extension says it is no page) but is not listed.
+- **What a page asks of crawlers** (`web_html`): `noindex` (a robots meta tag for all crawlers
+  or for `canonsync`, or an X-Robots-Tag header) - the page is not listed, so one listed before
+  is deleted, and its links are still followed; `nofollow` - its links are not followed (nor
+  any `<a rel="nofollow">`); `none` - both. A page whose `<link rel="canonical">` names another
+  address on the site is not listed; that address is visited next instead, in either mode
+  (once, like any address, and only if robots.txt and the patterns admit it).
 
 What the site's answers mean:
 - 304 to our If-None-Match / If-Modified-Since: the item as last time (`state` kept, content
@@ -61,7 +67,7 @@ from sources.kinds.base import (
 )
 from sources.kinds.web_config import website_config_check
 from sources.kinds.web_crawl import Crawl, Visit
-from sources.kinds.web_html import html_read
+from sources.kinds.web_html import html_read, robots_directives
 from sources.kinds.web_http import (
     Disallowed,
     OffSite,
@@ -289,11 +295,22 @@ class WebsiteKind(Kind):
             state["last_modified"] = last_modified
         links: tuple[str, ...] = ()
         metadata: dict[str, str] = {}
+        robots = robots_directives(", ".join(answer.headers.get_list("x-robots-tag")))
+        canonical: str | None = None
         if media_type == "text/html":
             page = html_read(content, url, charset=_charset(answer))
-            links = tuple(link for link in page.links if self._http.site.contains(link))
+            robots |= page.robots
+            if "nofollow" not in robots:
+                links = tuple(link for link in page.links if self._http.site.contains(link))
             metadata = page.metadata
             state["links"] = list(links)
+            canonical = page.canonical
+        if canonical == url or (canonical is not None and not self._http.site.contains(canonical)):
+            canonical = None  # itself, or another site's copy: this page is listed
+        if "noindex" in robots or canonical is not None:
+            # Not listed (so a page listed before is deleted), its links still followed;
+            # the canonical address is visited in its place.
+            return Visit(links=links, final=url, canonical=canonical)
         item = Item(
             url_item_path(url),
             version=version,

@@ -29,6 +29,7 @@ from tests.sources.site_server import (
     html,
     links,
     small_site,
+    urlset,
 )
 
 
@@ -446,3 +447,110 @@ def test_check_config_refuses_private_hosts_unless_allowed() -> None:
         WebsiteKind.check_config({"start_url": "http://127.0.0.1:8000/"}, allow_private=False)
     stored = WebsiteKind.check_config({"start_url": "http://127.0.0.1:8000/"}, allow_private=True)
     assert stored["start_url"] == "http://127.0.0.1:8000/"
+
+
+# --- what pages ask of crawlers ----------------------------------------------------------
+
+
+@pytest.fixture
+def asking_site() -> Iterator[SiteServer]:
+    """Pages with robots meta tags, an X-Robots-Tag header, a rel=nofollow link and
+    canonical addresses."""
+    server = SiteServer()
+    server.page("/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain")
+    server.page(
+        "/",
+        html(
+            links(
+                "/noindex.html",
+                "/nofollow.html",
+                "/none.html",
+                "/others.html",
+                "/header.pdf",
+                "/copy.html",
+                "/to-private.html",
+                "/self.html",
+            )
+            + '<a rel="external nofollow" href="/rel-skipped.html">x</a>'
+        ),
+    )
+    server.page(
+        "/noindex.html",
+        html(links("/via-noindex.html"), head='<meta name="robots" content="NOINDEX">'),
+    )
+    server.page("/via-noindex.html", html("<p>reached through a noindex page</p>"))
+    server.page(
+        "/nofollow.html",
+        html(links("/not-followed.html"), head='<meta name="CanonSync" content="nofollow">'),
+    )
+    server.page("/not-followed.html", html("<p>only linked from a nofollow page</p>"))
+    server.page(
+        "/none.html", html(links("/none-child.html"), head='<meta name="robots" content="none">')
+    )
+    server.page("/none-child.html", html("<p>x</p>"))
+    server.page(
+        "/others.html",
+        html("<p>for us</p>", head='<meta name="otherbot" content="noindex, nofollow">'),
+    )
+    server.routes["/header.pdf"] = Route(
+        body=PDF, content_type="application/pdf", headers={"X-Robots-Tag": "noindex"}
+    )
+    server.page("/rel-skipped.html", html("<p>x</p>"))
+    server.page(
+        "/copy.html",
+        html("<p>the same text</p>", head='<link rel="canonical" href="/canonical.html">'),
+    )
+    server.page("/canonical.html", html("<p>the same text</p>"))
+    server.page(
+        "/to-private.html",
+        html("<p>y</p>", head='<link rel="canonical" href="/private/original.html">'),
+    )
+    server.page("/private/original.html", html("<p>y</p>"))
+    server.page("/self.html", html("<p>z</p>", head='<link rel="canonical" href="self.html">'))
+    server.routes["/sitemap.xml"] = Route(
+        body=urlset(*(f"{server.url}{p}" for p in ("/copy.html", "/noindex.html", "/self.html"))),
+        content_type="application/xml",
+    )
+    yield server
+    server.stop()
+
+
+def test_robots_meta_tags_and_headers_are_honoured(asking_site: SiteServer) -> None:
+    items, problems = run(make_kind(start_url=asking_site.url + "/"))
+
+    assert problems == []
+    assert set(items) == {
+        "index",
+        "nofollow.html",  # listed; its links are not followed
+        "via-noindex.html",  # a noindex page's links are followed
+        "others.html",  # another crawler's directives are not ours
+        "canonical.html",
+        "self.html",  # its canonical address is itself
+    }
+    requested = asking_site.requested()
+    for never in ("/not-followed.html", "/none-child.html", "/rel-skipped.html"):
+        assert never not in requested, never
+    assert "/header.pdf" in requested and "header.pdf" not in items
+    assert "/private/original.html" not in requested, "robots.txt refuses the canonical page"
+    assert requested.count("/canonical.html") == 1
+
+
+def test_a_page_that_turns_noindex_is_no_longer_listed(asking_site: SiteServer) -> None:
+    first, _ = run(make_kind(start_url=asking_site.url + "/"))
+    assert "others.html" in first
+    asking_site.page(
+        "/others.html", html("<p>now hidden</p>", head='<meta name="robots" content="noindex">')
+    )
+    second, problems = run(make_kind(start_url=asking_site.url + "/"), states(first))
+    assert problems == [] and "others.html" not in second
+    assert set(second) == set(first) - {"others.html"}
+
+
+def test_a_sitemap_page_with_a_canonical_address_lists_that_address(
+    asking_site: SiteServer,
+) -> None:
+    items, problems = run(make_kind(sitemap_url=asking_site.url + "/sitemap.xml"))
+
+    assert problems == []
+    assert set(items) == {"canonical.html", "self.html"}
+    assert "/via-noindex.html" not in asking_site.requested(), "a sitemap follows no links"
