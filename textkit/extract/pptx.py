@@ -14,10 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pptx
 from lxml import etree
-from pptx.enum.shapes import MSO_SHAPE_TYPE
-from pptx.exc import PackageNotFoundError
 
 from textkit.extract import archive
 from textkit.extract.base import (
@@ -57,6 +54,11 @@ def check_head(head: bytes, media_type: str) -> None:
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
+    # python-pptx is imported when a presentation is read, not with the registry: every
+    # process that sets Django up imports the registry, few read a presentation.
+    import pptx
+    from pptx.exc import PackageNotFoundError
+
     archive.check_office_archive(
         path, what="PowerPoint presentation", label="PowerPoint (.pptx) presentation"
     )
@@ -121,6 +123,8 @@ def _reading_order(shapes: Any) -> list[Any]:
 
 
 def _shape_blocks(shape: Any, here: Location) -> Iterator[Block]:
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
     if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
         for member in _reading_order(shape.shapes):
             yield from _shape_blocks(member, here)

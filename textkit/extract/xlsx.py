@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 from xml.etree.ElementTree import ParseError as XmlParseError
 
-import openpyxl
 from lxml import etree
-from openpyxl.utils.exceptions import InvalidFileException
 
 from textkit.extract import archive, numformat, rows
 from textkit.extract.base import (
@@ -58,6 +56,10 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
 
 
 def _read(file: IO[bytes]) -> Extracted:
+    # openpyxl (with numpy) is imported when a workbook is read, not with the registry.
+    import openpyxl
+    from openpyxl.utils.exceptions import InvalidFileException
+
     # A file object, not the path: openpyxl refuses a path whose name does not end in .xlsx,
     # and stored files have no extension.
     try:
