@@ -4,22 +4,27 @@
                                         [--limit-questions N] [--json FILE]
 
 What it measures. `retrieval.search.several.search_several` merges the knowledge bases' lists by
-score when their versions embed with one provider, model and dimensions (vector and hybrid
-search), and by reciprocal rank, 1 / (60 + rank), otherwise: keyword search always, and any
-search over versions on different models. This bench asks B8's questions (`natural.jsonl`, per
-split of `splits.json`, and the keyword-style `questions.jsonl`) in vector, keyword and hybrid
-mode, top 10, of:
+score where the scores measure the same thing and by reciprocal rank elsewhere
+(`several.merge_for`: vector search by score over one embedding model; keyword search by BM25
+weighed with the statistics of all the versions together; hybrid by the learned fusion's
+probability). This bench asks B8's questions (`natural.jsonl`, per split of `splits.json`, and
+the keyword-style `questions.jsonl`) in vector, keyword and hybrid mode, top 10, of:
 
 - **one KB**: one knowledge base holding the whole corpus, searched with `search` exactly as B8
   does (`contenders.canon_ranker`): B8's own figures, measured in the same run;
-- **two KBs**: the same corpus split by document over two knowledge bases, both on the default
-  model (`use`, use-multilingual-v3, 512 dimensions), searched with `search_several` in one
-  request. Each search's per-knowledge-base lists (what `several._merged` is given) are caught
-  and merged both ways with Canon's own `_merged`: **by score** (what Canon does for vector and
-  hybrid over one model) and **by rank** (what Canon does for keyword search, and for every mode
-  over knowledge bases whose versions use different models). The list Canon itself answered is
-  checked to be the one its `merged_by` names (a mismatch is reported). Retrieval code is not
-  changed; keyword by score is not a path Canon takes and is marked so.
+- **one model**: the same corpus split by document over two knowledge bases, A and B, both on
+  the default model (`use`, use-multilingual-v3, 512 dimensions), searched with
+  `search_several` in one request;
+- **two models**: A again, with B's documents in a knowledge base on a second model
+  (`--other-provider`, by default Canon's `hash` embedding: feature-hashed words and trigrams,
+  256 dimensions; its cosines sit on another scale than USE's and it ranks worse, which is
+  what a knowledge base left on an older or cheaper model looks like).
+
+Each pair is searched once per merge (`several.MERGES`, forced with `merge=`): **by score**
+and **by rank** (reciprocal rank, 1 / (60 + rank)). Every list is Canon's own answer for that
+merge; the default call (`merge=None`) is timed and its `merged_by` recorded, and the table
+marks the merge Canon took. The keyword lists of the two pairs are the same: BM25 does not
+read the model.
 
 The split: a document goes to knowledge base A when sha256("canon-b8-several-kbs:" + key) is
 even, else to B (693 / 732 of B8's 1,425 documents). The request lists A before B, which breaks
@@ -33,26 +38,23 @@ as `bench.quality.embedders.paired` does): the mean difference and its 95 % inte
 How it is built. Every document goes through Canon's real path as B8's (`ingest.ingest`: the
 API's upload service -> outbox -> relay -> a real Celery worker -> switch) into a database of its
 own (`canon_xkb` unless `--db`, dropped and recreated unless `--reuse`; Redis db 7), one tenant,
-three knowledge bases: `xkb-whole` (the whole corpus, ingested first), `xkb-a` and `xkb-b` (the
-halves). The embedding cache is per database, so the halves' chunks reuse the whole one's
-vectors (the same text and heading path gives the same content hash): the second ingest costs
-parsing, chunking and writing, not the model, and both sides hold the same vectors. `ingest`
-numbers its idempotency keys per call (b8-0, b8-1, ...), so this bench deletes the tenant's
-upload idempotency records before each knowledge base's ingest. The whole corpus is used (no
-subset): on this 2-core machine, with a test suite running beside it (load 4-6), the whole
-knowledge base took 889 s (49,229 chunks, 55 chunks/s), the halves 133 s and 141 s (23,081 and
-26,148 chunks, from the cache), the questions 210 s: 23 minutes in all (2026-12-04).
-`--reuse` keeps the database of an earlier run and ingests only a knowledge base that is not
-there yet. `--limit-docs` (B8's own selection: the answers' documents first) is for trying it.
+four knowledge bases: `xkb-whole` (the whole corpus, ingested first), `xkb-a` and `xkb-b` (the
+halves) and `xkb-b-other` (B's documents on the second model). The embedding cache is per
+database, so the halves' chunks reuse the whole one's vectors (the same text and heading path
+gives the same content hash): the second ingest costs parsing, chunking and writing, not the
+model, and both sides hold the same vectors. `ingest` numbers its idempotency keys per call
+(b8-0, b8-1, ...), so this bench deletes the tenant's upload idempotency records before each
+knowledge base's ingest. The whole corpus is used (no subset): on this 2-core machine, nothing
+else running, the whole knowledge base took 358 s (49,229 chunks), the halves 60 s and 64 s
+(23,081 and 26,148 chunks, from the cache), B on the hash model 75 s, the questions 246 s:
+14 minutes in all (2026-12-04). `--reuse` keeps the database of an earlier run and ingests
+only a knowledge base that is not there yet. `--limit-docs` (B8's own selection: the answers'
+documents first) is for trying it.
 
-Read with care: in this database (98,458 chunks in kb_chunk) PostgreSQL plans the vector leg
-of each half (23-26 k chunks) as an exact scan through the publications, not a walk of its HNSW
-index (EXPLAIN shows it; ANALYZE does not change it), while the whole knowledge base's goes
-through its index. So the two-KB vector lists are exact and the one-KB list approximate: two KBs
-merged by score in vector mode give exactly exact dense retrieval over the whole corpus (the
-same MRR@10 on the held-out half, checked apart), and what they gain over one KB is the HNSW
-approximation's loss, not the merge's doing. It is also why search_several is slower here.
-The comparison that matters, by score against by rank, reads the same per-KB lists.
+Read with care: vector search over two halves is planned like vector search over one
+knowledge base since kb migration 0021 (extended statistics; before it, each half was sorted
+exactly, so the one-model vector figures compared exact search with the whole knowledge base's
+HNSW walk). Both halves now walk their HNSW index, as the whole does.
 
 Prints one table per question set: setting x mode, n, MRR@10, hit@10 and the differences against
 one KB; `--json FILE` writes every figure (per split, kind and language too) and the latencies.
@@ -65,7 +67,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,16 +82,21 @@ DB_NAME = "canon_xkb"
 REDIS_DB = 7
 TENANT_SLUG = "xkb"
 WHOLE, HALF_A, HALF_B = "xkb-whole", "xkb-a", "xkb-b"
+# Half B again, on the second embedding model (--other-*): the two-model pair is A + this.
+HALF_B_OTHER = "xkb-b-other"
 SPLIT_SEED = "canon-b8-several-kbs"
 MODES = ("vector", "keyword", "hybrid")
 BOOTSTRAP = 2000
 BOOTSTRAP_SEED = 25
 
-# The settings compared, in report order.
+# The settings compared, in report order: one KB, then each pair of halves merged each way
+# (`several.MERGES`). "one model": A + B, both on --provider; "two models": A + B on --other-*.
 ONE = "one KB"
-BY_SCORE = "two KBs, by score"
-BY_RANK = "two KBs, by rank"
-SETTINGS = (ONE, BY_SCORE, BY_RANK)
+PAIRS = ("one model", "two models")
+HOWS = ("score", "rank")  # several.MERGES
+SETTINGS = (ONE, *(f"{pair}, by {how}" for pair in PAIRS for how in HOWS))
+# The merge Canon takes by default, per (pair, mode), as its answers said (`merged_by`).
+CANON: dict[tuple[str, str], str] = {}
 
 
 def half(key: str) -> str:
@@ -100,36 +107,46 @@ def half(key: str) -> str:
 
 def subset(corpus: Corpus, slug: str) -> Corpus:
     """The corpus of one half: its documents, the same questions (scored on the whole)."""
+    side = HALF_B if slug == HALF_B_OTHER else slug
     docs = (
         corpus.documents
         if slug == WHOLE
-        else [d for d in corpus.documents if half(d["key"]) == slug]
+        else [d for d in corpus.documents if half(d["key"]) == side]
     )
     return Corpus(directory=corpus.directory, documents=docs, questions=corpus.questions)
 
 
-def canon_merge(mode: str) -> str:
-    """The setting Canon itself takes for two knowledge bases on one model."""
-    return BY_RANK if mode == "keyword" else BY_SCORE
+def canon_setting(pair: str, mode: str) -> str:
+    """The setting Canon itself took for `pair` in `mode` (`several.merge_for`)."""
+    return f"{pair}, by {CANON.get((pair, mode), '?')}"
 
 
 # --- building ----------------------------------------------------------------------------------
 
 
+SLUGS = (WHOLE, HALF_A, HALF_B, HALF_B_OTHER)
+
+
 def knowledge_bases(corpus: Corpus, a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The three knowledge bases, ingested (or, with --reuse, found) in order: whole, A, B.
+    """The four knowledge bases, ingested (or, with --reuse, found) in order: whole, A, B and
+    B on the other model.
     Returns them by slug and each one's ingest figures."""
     from kb.models import Build, Document, KnowledgeBase, Tenant
     from kb.services.index_versions import knowledge_base_create
     from retrieval.models import IdempotencyRecord
 
     tenant, _ = Tenant.objects.get_or_create(slug=TENANT_SLUG, defaults={"name": "Several KBs"})
-    wanted = (a.provider, a.model, a.dimensions)
+    model = {
+        slug: (a.other_provider, a.other_model, a.other_dimensions)
+        if slug == HALF_B_OTHER
+        else (a.provider, a.model, a.dimensions)
+        for slug in SLUGS
+    }
     kbs: dict[str, Any] = {}
     summaries: dict[str, Any] = {}
     missing = [
         slug
-        for slug in (WHOLE, HALF_A, HALF_B)
+        for slug in SLUGS
         if not KnowledgeBase.objects.filter(tenant=tenant, slug=slug).exists()
     ]
     worker = common.Worker(concurrency=a.concurrency) if missing else None
@@ -138,8 +155,9 @@ def knowledge_bases(corpus: Corpus, a: argparse.Namespace) -> tuple[dict[str, An
         return worker is not None and worker.proc.poll() is None
 
     try:
-        for slug in (WHOLE, HALF_A, HALF_B):
+        for slug in SLUGS:
             part = subset(corpus, slug)
+            wanted = model[slug]
             kb = KnowledgeBase.objects.filter(tenant=tenant, slug=slug).first()
             if kb is not None:
                 version = kb.active_index_version
@@ -164,9 +182,9 @@ def knowledge_bases(corpus: Corpus, a: argparse.Namespace) -> tuple[dict[str, An
                     tenant=tenant,
                     name=slug,
                     slug=slug,
-                    provider=a.provider,
-                    model=a.model,
-                    dimensions=a.dimensions,
+                    provider=wanted[0],
+                    model=wanted[1],
+                    dimensions=wanted[2],
                 )
                 kb.refresh_from_db()
                 # ingest() numbers its idempotency keys b8-<i> per call; the records of the
@@ -203,29 +221,25 @@ def live_keys(kb: Any) -> set[str]:
 
 
 class TwoKbs:
-    """`search_several` over A and B; each search's per-KB lists caught as `_merged` gets them,
-    then merged both ways by that same `_merged`."""
+    """`search_several` over two knowledge bases, once per merge (`several.MERGES`, forced):
+    each list is Canon's own answer for that merge."""
 
-    def __init__(self, kbs: list[Any]) -> None:
+    def __init__(self, pair: str, kbs: list[Any]) -> None:
         from retrieval.search import several
 
+        self.pair = pair
         self.kbs = kbs
         self.principal = principal_for(kbs[0])
         self.several = several
-        self.merged: Callable[..., Any] = several._merged
-        self.caught: list[Any] = []
-        self.mismatches: list[tuple[str, str]] = []
         self.merged_by: dict[str, set[str]] = {m: set() for m in MODES}
 
-    def _catch(self, per_kb: Any, *, by_score: bool) -> Any:
-        self.caught.append(per_kb)
-        return self.merged(per_kb, by_score=by_score)
-
-    def __call__(self, query: str, mode: str) -> dict[str, list[str]]:
-        """Document keys of the first TOP_K hits, merged by score and by rank."""
-        self.caught.clear()
-        self.several._merged = self._catch
-        try:
+    def __call__(self, query: str, mode: str) -> tuple[dict[str, list[str]], float]:
+        """Document keys of the first TOP_K hits per merge, and the milliseconds the merge
+        Canon takes by default (`merge=None`, its `merged_by` recorded) took."""
+        lists: dict[str, list[str]] = {}
+        took = 0.0
+        for how in ("default", *self.several.MERGES):
+            t0 = time.perf_counter()
             result = self.several.search_several(
                 principal=self.principal,
                 kbs=self.kbs,
@@ -233,28 +247,21 @@ class TwoKbs:
                 top_k=TOP_K,
                 mode=mode,
                 rerank=False,
+                merge=None if how == "default" else how,
             )
-        finally:
-            self.several._merged = self.merged
-        if len(self.caught) != 1:
-            raise RuntimeError(f"caught {len(self.caught)} merges for one search")
-        per_kb = self.caught[0]
-        lists = {
-            BY_SCORE: self.merged(per_kb, by_score=True)[:TOP_K],
-            BY_RANK: self.merged(per_kb, by_score=False)[:TOP_K],
-        }
-        merged_by = str(result.merged_by)
-        self.merged_by[mode].add(merged_by)
-        own = BY_SCORE if merged_by == "score" else BY_RANK
-        if [h.chunk_id for h in lists[own]] != [h.chunk_id for h in result.hits]:
-            self.mismatches.append((mode, query))
-        return {name: [h.document_key for h in hits] for name, hits in lists.items()}
+            if how == "default":
+                took = (time.perf_counter() - t0) * 1000
+                self.merged_by[mode].add(str(result.merged_by))
+                CANON[(self.pair, mode)] = str(result.merged_by)
+                continue
+            lists[f"{self.pair}, by {how}"] = [h.document_key for h in result.hits]
+        return lists, took
 
 
 def run_questions(
-    questions: Sequence[dict[str, Any]], whole: Any, two: TwoKbs, *, warmup: int = 3
+    questions: Sequence[dict[str, Any]], whole: Any, pairs: list[TwoKbs], *, warmup: int = 3
 ) -> tuple[dict[tuple[str, str], list[list[str]]], dict[str, dict[str, list[float]]]]:
-    """Every question in every mode: one KB (B8's own search) and two KBs (both merges).
+    """Every question in every mode: one KB (B8's own search) and each pair (every merge).
     Returns the ranked document keys per (setting, mode), and latencies per mode."""
     from bench.quality.contenders import canon_ranker
 
@@ -262,25 +269,23 @@ def run_questions(
     for q in questions[:warmup]:
         for m in MODES:
             one[m](q["question"])
-            two(q["question"], m)
+            for pair in pairs:
+                pair(q["question"], m)
     ranked: dict[tuple[str, str], list[list[str]]] = {(s, m): [] for s in SETTINGS for m in MODES}
     latency: dict[str, dict[str, list[float]]] = {
         "one KB (search)": {m: [] for m in MODES},
-        "two KBs (search_several)": {m: [] for m in MODES},
+        **{f"{pair.pair} (search_several)": {m: [] for m in MODES} for pair in pairs},
     }
     for i, q in enumerate(questions):
         for m in MODES:
-            # Alternate which goes first, so drift on a shared machine hits both alike.
-            for first in (True, False) if i % 2 == 0 else (False, True):
-                t0 = time.perf_counter()
-                if first:
-                    ranked[(ONE, m)].append(one[m](q["question"]))
-                    latency["one KB (search)"][m].append((time.perf_counter() - t0) * 1000)
-                else:
-                    both = two(q["question"], m)
-                    latency["two KBs (search_several)"][m].append((time.perf_counter() - t0) * 1000)
-                    for name, keys in both.items():
-                        ranked[(name, m)].append(keys)
+            t0 = time.perf_counter()
+            ranked[(ONE, m)].append(one[m](q["question"]))
+            latency["one KB (search)"][m].append((time.perf_counter() - t0) * 1000)
+            for pair in pairs:
+                lists, took = pair(q["question"], m)
+                latency[f"{pair.pair} (search_several)"][m].append(took)
+                for name, keys in lists.items():
+                    ranked[(name, m)].append(keys)
         if (i + 1) % 100 == 0:
             print(f"[xkb] {i + 1}/{len(questions)} questions", flush=True)
     return ranked, latency
@@ -366,7 +371,8 @@ def table(
             hit = sum(hit_at(r, w, TOP_K) for r, w in zip(lists, answers, strict=True)) / n
             name = setting
             if setting != ONE:
-                name += " (Canon's)" if canon_merge(m) == setting else " (forced)"
+                pair = setting.split(",")[0]
+                name += " (Canon's)" if canon_setting(pair, m) == setting else ""
             entry: dict[str, Any] = {"n": n, "mrr@10": round(mrr, 4), "hit@10": round(hit, 4)}
             if setting == ONE:
                 d_mrr = d_hit = "—"
@@ -434,6 +440,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--provider", default="use")
     parser.add_argument("--model", default="use-multilingual-v3")
     parser.add_argument("--dimensions", type=int, default=512)
+    parser.add_argument("--other-provider", default="hash", help="half B's second model")
+    parser.add_argument("--other-model", default="hash-v1")
+    parser.add_argument("--other-dimensions", type=int, default=256)
     parser.add_argument("--db", default=DB_NAME, help="its own database, dropped and recreated")
     parser.add_argument("--reuse", action="store_true", help="keep the database of an earlier run")
     parser.add_argument("--redis-db", type=int, default=REDIS_DB)
@@ -455,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         limit_questions=a.limit_questions,
     )
     tag_natural(corpus.questions, splits.load())
-    sizes = {slug: len(subset(corpus, slug).documents) for slug in (WHOLE, HALF_A, HALF_B)}
+    sizes = {slug: len(subset(corpus, slug).documents) for slug in SLUGS}
     print(f"[xkb] {len(corpus.questions)} questions; documents {sizes}", flush=True)
 
     setup(a.db, a.redis_db, fresh=not a.reuse)
@@ -470,7 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ask only what both sides can answer: an answer document live in the whole KB and in its half.
     whole_live = live_keys(kbs[WHOLE])
     halves_live = live_keys(kbs[HALF_A]) | live_keys(kbs[HALF_B])
-    both_live = whole_live & halves_live
+    others_live = live_keys(kbs[HALF_A]) | live_keys(kbs[HALF_B_OTHER])
+    both_live = whole_live & halves_live & others_live
     asked = [
         {**q, "answers": [k for k in q["answers"] if k in both_live]}
         for q in corpus.questions
@@ -480,9 +490,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if left_out:
         print(f"[xkb] {left_out} questions left out: no answer document live on both sides")
 
-    two = TwoKbs([kbs[HALF_A], kbs[HALF_B]])
+    pairs = [
+        TwoKbs("one model", [kbs[HALF_A], kbs[HALF_B]]),
+        TwoKbs("two models", [kbs[HALF_A], kbs[HALF_B_OTHER]]),
+    ]
     t0 = time.perf_counter()
-    ranked, latency = run_questions(asked, kbs[WHOLE], two)
+    ranked, latency = run_questions(asked, kbs[WHOLE], pairs)
     queries_s = round(time.perf_counter() - t0, 1)
 
     tables: dict[str, Any] = {}
@@ -502,11 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for who, per in latency.items()
     }
     print(f"\nlatency p50 / p95 ms: {json.dumps(lat)}")
-    print(f"merged_by as Canon answered: { {m: sorted(v) for m, v in two.merged_by.items()} }")
-    print(
-        f"Canon's own answer vs the merge its merged_by names: {len(two.mismatches)} of "
-        f"{len(asked) * len(MODES)} searches differ {two.mismatches[:5]}"
-    )
+    merged_by = {p.pair: {m: sorted(v) for m, v in p.merged_by.items()} for p in pairs}
+    print(f"merged_by as Canon answered by default: {merged_by}")
     run_s = round(time.perf_counter() - wall, 1)
     print(
         f"[xkb] {len(asked)} questions x {len(MODES)} modes in {queries_s} s; build {build_s} s; "
@@ -517,6 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "id": "B8 several KBs",
             "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "provider": {"provider": a.provider, "model": a.model, "dimensions": a.dimensions},
+            "other_provider": {
+                "provider": a.other_provider,
+                "model": a.other_model,
+                "dimensions": a.other_dimensions,
+            },
             "database": a.db,
             "split_seed": SPLIT_SEED,
             "documents": sizes,
@@ -526,8 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tables": tables,
             "figures": full_figures(asked, ranked),
             "latency": lat,
-            "merged_by": {m: sorted(v) for m, v in two.merged_by.items()},
-            "mismatches": two.mismatches,
+            "merged_by": merged_by,
             "build_s": build_s,
             "queries_s": queries_s,
             "run_s": run_s,

@@ -366,9 +366,11 @@ class SearchOutput(serializers.Serializer):
     merged_by = serializers.ChoiceField(
         choices=["score", "rank"],
         allow_null=True,
-        help_text="A search of several knowledge bases: how their lists were merged. score: "
-        "vector or hybrid over one embedding model, the scores share a scale; rank: keyword "
-        "search, or different models, by reciprocal rank (1 / (60 + rank in its knowledge base)).",
+        help_text="A search of several knowledge bases: how their lists were merged. score: the "
+        "scores share a scale (vector search over one embedding model; keyword search, its "
+        "terms weighed by the knowledge bases' statistics together; hybrid search with the "
+        "learned fusion, a probability); rank: they do not (vector search over different "
+        "models), by reciprocal rank (1 / (60 + rank in its knowledge base)).",
     )
     took_ms = serializers.FloatField()
     as_of = serializers.DateTimeField(allow_null=True)

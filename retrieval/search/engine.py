@@ -23,7 +23,7 @@ from retrieval.search.hits import (
     SearchResult,
     hits_from_rows,
 )
-from retrieval.search.lexical.bm25 import Narrow, filtered, narrow_ids
+from retrieval.search.lexical.bm25 import Narrow, Statistics, filtered, narrow_ids
 from retrieval.search.lexical.leg import keyword_rows
 from retrieval.search.ranking import explain_ranking
 from retrieval.search.rerank import rerank_plan, rerank_stage
@@ -76,6 +76,7 @@ def _ranked_lists(
     query: str | None,
     limit: int,
     approximate: bool = True,
+    shared: Statistics | None = None,
 ) -> list[Leg] | None:
     """The search's lists (vector, keyword, or both) in the current snapshot, or None if
     `version` is no longer the knowledge base's active one there. A row proves it is: the
@@ -83,7 +84,8 @@ def _ranked_lists(
     (`visible_sql`). So the re-check (`_still_active`) runs only when a list came back empty. A
     candidate version (`params["candidate"]`) is never re-checked. The vector leg is the
     approximate statement, then the exact form if that came back short; `approximate=False`:
-    the exact form alone (the caller's approximate statement came back short)."""
+    the exact form alone (the caller's approximate statement came back short). `shared`: the
+    keyword leg weighs the query's terms by these statistics (`bm25.query_weights`)."""
     check = not params.get("candidate")
     ranked: list[Leg] = []
     # Both legs, or a vector search whose index walk already came back short.
@@ -102,7 +104,7 @@ def _ranked_lists(
         check = False  # a row, or the re-check, showed the version active in this snapshot
         ranked.append(Leg(hits_from_rows(rows), 1.0))
     if query is not None:
-        rows, bound = keyword_rows(params, version, query, limit, narrow)
+        rows, bound = keyword_rows(params, version, query, limit, narrow, shared)
         if not rows and check and not _still_active(kb_id=kb_id, version=version):
             return None
         ranked.append(Leg(hits_from_rows(rows), bound))

@@ -1,22 +1,36 @@
 """One search over several knowledge bases: each read through its own active index version,
 all in one snapshot, the hits merged into one list that names each hit's knowledge base.
 
-How the lists are merged: each knowledge base's hits are first ranked as a search of it alone
-would rank them (its legs fused). Scores are comparable across knowledge bases only where they
-measure the same thing: a vector or hybrid search over versions that embed with the same
-provider, model and dimensions gives cosines (and fused scores) on one scale, so those lists
-merge by score. Otherwise — keyword search, whose BM25 depends on each knowledge base's own term
-statistics, or versions embedding with different models — they merge by rank, with reciprocal
-rank fusion (1 / (60 + rank)): the first hits of each knowledge base come first, interleaved,
-which needs no common scale. `SearchResult.merged_by` says which. A configured reranker then
-reorders the merged head for a hybrid search, on its own single scale.
+How the lists are merged (`merge_for`; `bench/quality/several_kbs.py` measured each choice,
+docs/BENCHMARKS.md). Each knowledge base's hits are ranked as a search of it alone would rank
+them, then merged **by score** wherever the scores measure the same thing:
+
+- vector search over versions that embed with one provider, model and dimensions: cosines on
+  one scale;
+- keyword search over versions with BM25 postings: the query's terms are weighed by the
+  statistics of all the versions together (`bm25.Statistics`, summed: chunks, lengths, each
+  term's chunk count), as a search engine spanning several indexes does, so every knowledge
+  base's BM25 is the score it would have in one index holding them all;
+- hybrid search with the learned fusion (the default): its score is the fitted probability
+  that the chunk answers the query, read from features that are mostly relative to each leg's
+  own best (`fusion.FEATURES`), which held across two different embedding models.
+
+Otherwise — vector search over different models, whose cosines sit on different scales; a p1
+version's keyword ranking; hybrid with the `convex` or `rrf` fusion, whose scores are relative
+to each knowledge base's best — **by rank**, with reciprocal rank fusion (1 / (60 + rank)):
+each knowledge base's first hits come first, interleaved, which needs no common scale.
+`SearchResult.merged_by` says which. A configured reranker then reorders the merged head for a
+hybrid search, on its own single scale.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
 from dataclasses import replace
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 
 from kb.models import IndexVersion, KnowledgeBase
@@ -24,12 +38,25 @@ from retrieval.principals import Principal
 from retrieval.search.engine import _active_version, _ranked_lists
 from retrieval.search.fusion import depth
 from retrieval.search.hits import Hit, SearchFilters, SearchResult
+from retrieval.search.lexical.bm25 import Statistics, query_statistics
 from retrieval.search.rerank import rerank_plan, rerank_ranked, rerank_stage
 from retrieval.search.snapshot import search_snapshot
 from retrieval.search.vector import embed_query
 from retrieval.search.visibility import search_params
+from textkit import analysis
 
 RRF_K = 60
+MERGES = ("score", "rank")
+
+
+def merge_for(mode: str, versions: list[IndexVersion]) -> str:
+    """How `mode` merges the lists of knowledge bases on `versions` (the module's rule)."""
+    postings = all(version.uses_postings for version in versions)
+    if mode == "vector":
+        return "score" if len({_space(v) for v in versions}) == 1 else "rank"
+    if mode == "keyword":
+        return "score" if postings else "rank"
+    return "score" if postings and settings.HYBRID_FUSION == "learned" else "rank"
 
 
 def search_several(
@@ -43,13 +70,18 @@ def search_several(
     using: str = DEFAULT_DB_ALIAS,
     rerank: bool = True,
     score_threshold: float | None = None,
+    merge: str | None = None,
 ) -> SearchResult:
     """Top chunks visible to `principal` in any of `kbs` (each already resolved in the
     principal's scope), `filters` by knowledge base id. The query is embedded once per distinct
     embedding space, before the snapshot; then every knowledge base's lists are read in one
-    repeatable-read snapshot, each proving its version active there. If any was swapped in
-    between, the whole search starts again with the new versions. `score_threshold` drops each
-    knowledge base's hits scoring below it, on its own scale, before the merge."""
+    repeatable-read snapshot, each proving its version active there (a keyword search reads
+    the versions' statistics first, in the same snapshot). If any was swapped in between, the
+    whole search starts again with the new versions. `score_threshold` drops each knowledge
+    base's hits scoring below it, on its own scale, before the merge. `merge`: "score" or
+    "rank", by default `merge_for` the mode and the versions (the bench compares both)."""
+    if merge is not None and merge not in MERGES:
+        raise ValueError(f"unknown merge {merge!r}")
     started = time.perf_counter()
     versions: dict[int, IndexVersion | None] = {kb.pk: kb.active_index_version for kb in kbs}
     limit = depth(top_k) if mode == "hybrid" else top_k
@@ -58,15 +90,20 @@ def search_several(
             if versions[kb.pk] is None:
                 versions[kb.pk] = _active_version(kb_id=kb.pk, using=using)
         active = {pk: version for pk, version in versions.items() if version is not None}
+        how = merge or merge_for(mode, list(active.values()))
         vectors: dict[tuple[str, str, int], list[float]] = {}
         if mode in ("vector", "hybrid"):
             for version in active.values():
                 space = _space(version)
                 if space not in vectors:
                     vectors[space] = embed_query(version, query)
-        per_kb: list[tuple[KnowledgeBase, list[Hit]]] = []
         swapped = False
         with search_snapshot(using):
+            shared = (
+                _shared_statistics(query, list(active.values()))
+                if mode == "keyword" and all(v.uses_postings for v in active.values())
+                else None
+            )
             legs_by_kb = []
             for kb in kbs:
                 version = active[kb.pk]
@@ -79,6 +116,7 @@ def search_several(
                     vector=vectors.get(_space(version)),
                     query=query if mode in ("keyword", "hybrid") else None,
                     limit=limit,
+                    shared=shared,
                 )
                 if legs is None:
                     versions[kb.pk] = None
@@ -88,13 +126,13 @@ def search_several(
         if swapped:
             continue
         plain = rerank_plan(mode=mode, requested=False)
+        per_kb: list[tuple[KnowledgeBase, list[Hit]]] = []
         for kb, legs in legs_by_kb:
             hits, _ = rerank_stage(plain, query=query, legs=legs, top_k=top_k)
             if score_threshold is not None:
                 hits = [hit for hit in hits if hit.score >= score_threshold]
             per_kb.append((kb, [replace(hit, kb=kb.slug) for hit in hits]))
-        by_score = mode != "keyword" and len({_space(v) for v in active.values()}) == 1
-        merged = _merged(per_kb, by_score=by_score)
+        merged = merged_lists(per_kb, how=how)
         plan = rerank_plan(mode=mode, requested=rerank)
         hits, reranked = rerank_ranked(plan, query=query, hits=merged, top_k=top_k)
         return SearchResult(
@@ -104,7 +142,7 @@ def search_several(
             hits=hits,
             rerank=reranked,
             knowledge_bases={kb.slug: active[kb.pk].number for kb in kbs},
-            merged_by="score" if by_score else "rank",
+            merged_by=how,
         )
 
 
@@ -112,15 +150,27 @@ def _space(version: IndexVersion) -> tuple[str, str, int]:
     return (version.provider, version.model, version.dimensions)
 
 
-def _merged(per_kb: list[tuple[KnowledgeBase, list[Hit]]], *, by_score: bool) -> list[Hit]:
-    """The knowledge bases' lists as one: by score, or by reciprocal rank (ties: the order
-    of the knowledge bases in the request, then rank)."""
+def _shared_statistics(query: str, versions: list[IndexVersion]) -> Statistics | None:
+    """The versions' statistics for the query's terms, summed (None without terms); each
+    version counted once, however many knowledge bases list it."""
+    terms = analysis.query_terms(query)
+    if not terms:
+        return None
+    unique = {version.pk: version for version in versions}
+    parts = [query_statistics(version_id=pk, terms=terms) for pk in unique]
+    return functools.reduce(operator.add, parts)
+
+
+def merged_lists(per_kb: list[tuple[KnowledgeBase, list[Hit]]], *, how: str) -> list[Hit]:
+    """The knowledge bases' lists as one, best first: by score, or by reciprocal rank (the
+    score becoming 1 / (60 + rank)). Ties: the better rank in its own list, then the order of
+    the knowledge bases in the request."""
     keyed: list[tuple[float, int, int, Hit]] = []
     for order, (_, hits) in enumerate(per_kb):
         for rank, hit in enumerate(hits, start=1):
-            score = hit.score if by_score else 1.0 / (RRF_K + rank)
-            keyed.append((-score, rank if not by_score else 0, order, hit))
+            score = 1.0 / (RRF_K + rank) if how == "rank" else hit.score
+            keyed.append((-score, rank, order, hit))
     keyed.sort(key=lambda item: item[:3])
-    if by_score:
+    if how != "rank":
         return [hit for _, _, _, hit in keyed]
     return [replace(hit, score=round(-negative, 6)) for negative, _, _, hit in keyed]

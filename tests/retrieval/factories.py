@@ -12,6 +12,7 @@ from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication, Revision
 from kb.services.documents import document_create, revision_create
+from retrieval.search.hits import Hit
 from sources.services.runs import sync_request
 from sources.services.sources import source_save
 from work.models import IngestionTask
@@ -118,3 +119,17 @@ def source_with_run(kb: KnowledgeBase, folder: Path, settings: Any) -> tuple[Any
     )
     run, _ = sync_request(source=source)
     return source, run
+
+
+def hit(chunk_id: int, score: float) -> Hit:
+    """A bare hit for ranking tests: chunk `chunk_id` of document d<chunk_id>."""
+    return Hit(
+        chunk_id=chunk_id,
+        score=score,
+        text="",
+        ordinal=0,
+        document_key=f"d{chunk_id}",
+        document_title="",
+        revision=1,
+        build_id=1,
+    )

@@ -11,19 +11,7 @@ from retrieval.search import fusion
 from retrieval.search.fusion import depth, fuse
 from retrieval.search.hits import Hit, Leg
 from retrieval.search.ranking import explain_ranking
-
-
-def hit(chunk_id: int, score: float) -> Hit:
-    return Hit(
-        chunk_id=chunk_id,
-        score=score,
-        text="",
-        ordinal=0,
-        document_key=f"d{chunk_id}",
-        document_title="",
-        revision=1,
-        build_id=1,
-    )
+from tests.retrieval.factories import hit
 
 
 def ids(hits: list[Hit]) -> list[int]:

@@ -1,6 +1,7 @@
 """Issue 25, item 3: one search over several knowledge bases — each through its own active
 index version, every hit naming its knowledge base, merged by score where the scores share a
-scale and by rank where they do not; a key sees only the knowledge bases it may search."""
+scale (keyword search weighing terms by all the versions' statistics together) and by rank
+where they do not; a key sees only the knowledge bases it may search."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from kb.models import KnowledgeBase, Tenant
 from kb.services.index_versions import knowledge_base_create
 from kb.services.metadata import metadata_field_save
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import api, publish, search
+from retrieval.search.several import merged_lists
+from tests.retrieval.factories import api, hit, publish, search
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +51,7 @@ def test_hits_come_from_every_knowledge_base_and_name_it(
     assert ("handbook", "leave") in found and ("wiki", "vpn") in found
     assert ("handbook", "salaries") not in found  # the key lacks the hr group
     assert body["knowledge_bases"] == {"handbook": 1, "wiki": 1}
-    assert body["merged_by"] == ("rank" if mode == "keyword" else "score")
+    assert body["merged_by"] == "score"
     scores = [hit["score"] for hit in body["hits"]]
     assert scores == sorted(scores, reverse=True)
 
@@ -62,7 +64,9 @@ def test_one_knowledge_base_answers_as_before(
     assert {hit["kb"] for hit in body["hits"]} == {"wiki"}
 
 
-def test_different_embedding_models_merge_by_rank(tenant: Tenant, api_key: str) -> None:
+def test_vector_search_over_different_embedding_models_merges_by_rank(
+    tenant: Tenant, api_key: str
+) -> None:
     a = knowledge_base_create(tenant=tenant, name="A", slug="a", dimensions=64)
     b = knowledge_base_create(tenant=tenant, name="B", slug="b", dimensions=32)
     publish(a, "one", "Vacation days are counted in hours.")
@@ -73,6 +77,65 @@ def test_different_embedding_models_merge_by_rank(tenant: Tenant, api_key: str) 
     # reciprocal rank: each knowledge base's first hit before either's second
     assert [hit["kb"] for hit in body["hits"][:2]] in (["a", "b"], ["b", "a"])
     assert body["hits"][0]["score"] == pytest.approx(1 / 61, abs=1e-6)
+    # hybrid search merges by the learned fusion's probability, whatever the models
+    hybrid = ask(api(api_key), ["a", "b"], "hybrid").json()
+    assert hybrid["merged_by"] == "score"
+    assert all(0 < hit["score"] < 1 for hit in hybrid["hits"])
+
+
+def test_hybrid_search_with_a_fixed_weight_fusion_merges_by_rank(
+    both: tuple[KnowledgeBase, KnowledgeBase], api_key: str, settings: Any
+) -> None:
+    settings.HYBRID_FUSION = "convex"  # scores relative to each knowledge base's best
+    body = ask(api(api_key), ["handbook", "wiki"], "hybrid").json()
+    assert body["merged_by"] == "rank"
+
+
+def test_keyword_scores_are_those_of_one_index_holding_both(tenant: Tenant, api_key: str) -> None:
+    """BM25 over several knowledge bases weighs the terms by their statistics together, so
+    each hit scores as it would in one knowledge base holding every document."""
+    docs = {
+        "a": {
+            "leave": "Annual leave: every employee has 25 vacation days a year.",
+            "sick": "Sick leave needs a note from the third day.",
+            "canteen": "The canteen serves vegetarian dishes every day.",
+        },
+        "b": {
+            "vpn": "The VPN client asks for a token every day.",
+            "parental": "Parental leave lasts up to three years; leave days are unpaid.",
+        },
+    }
+    union = knowledge_base_create(tenant=tenant, name="All", slug="all")
+    for slug, texts in docs.items():
+        kb = knowledge_base_create(tenant=tenant, name=slug.upper(), slug=slug)
+        for key, text in texts.items():
+            publish(kb, key, text)
+            publish(union, key, text)
+    for query in ("leave days", "every day", "vacation token"):
+        several = search(
+            api(api_key), {"kb": ["a", "b"], "query": query, "mode": "keyword", "top_k": 10}
+        ).json()
+        one = search(
+            api(api_key), {"kb": "all", "query": query, "mode": "keyword", "top_k": 10}
+        ).json()
+        assert several["merged_by"] == "score"
+        assert len(several["hits"]) >= 2, query
+        assert scored(several) == scored(one), query
+        assert {h["kb"] for h in several["hits"]} <= {"a", "b"}
+
+
+def scored(body: dict[str, Any]) -> list[tuple[float, str]]:
+    """(score, document key) of the hits, best first, ties by key (chunk ids differ)."""
+    return sorted((-h["score"], h["document_key"]) for h in body["hits"])
+
+
+def test_merging_by_rank_interleaves_and_by_score_sorts() -> None:
+    per_kb = [(None, [hit(1, 0.9), hit(2, 0.8)]), (None, [hit(3, 0.5), hit(4, 0.4)])]
+    by_score = merged_lists(per_kb, how="score")  # type: ignore[arg-type]
+    assert [h.chunk_id for h in by_score] == [1, 2, 3, 4]
+    by_rank = merged_lists(per_kb, how="rank")  # type: ignore[arg-type]
+    assert [h.chunk_id for h in by_rank] == [1, 3, 2, 4]
+    assert [h.score for h in by_rank] == [round(1 / 61, 6)] * 2 + [round(1 / 62, 6)] * 2
 
 
 def test_a_knowledge_base_the_key_may_not_search_is_the_same_404(

@@ -79,28 +79,59 @@ def idf(*, chunks: int, df: int) -> float:
     return math.log(1 + (chunks - df + 0.5) / (df + 0.5))
 
 
-def query_weights(*, version_id: int, query: str) -> QueryWeights:
-    """The query's terms with their IDF from the version's statistics (one statement, which
-    also sets the transaction up for `candidates_query`). Terms no retained chunk of the version
-    contains are dropped: they cannot match."""
+@dataclass(frozen=True)
+class Statistics:
+    """A version's statistics for a query's terms: its retained chunks, their summed length,
+    and each term's chunk count (df) where it is above 0."""
+
+    chunks: int
+    length: int
+    dfs: dict[str, int]
+
+    def __add__(self, other: Statistics) -> Statistics:
+        dfs = dict(self.dfs)
+        for term, df in other.dfs.items():
+            dfs[term] = dfs.get(term, 0) + df
+        return Statistics(self.chunks + other.chunks, self.length + other.length, dfs)
+
+
+def query_statistics(*, version_id: int, terms: list[str]) -> Statistics:
+    """The version's statistics for `terms` (one statement, which also sets the transaction up
+    for `candidates_query`)."""
+    with routing.db().cursor() as cursor:
+        cursor.execute(_STATISTICS, [version_id, ["", *terms]])
+        stats = {row[0]: (int(row[1]), int(row[2])) for row in cursor.fetchall()}
+    chunks, length = stats.pop("", (0, 0))
+    return Statistics(chunks, length, {t: df for t, (df, _) in stats.items() if df > 0})
+
+
+def query_weights(*, version_id: int, query: str, shared: Statistics | None = None) -> QueryWeights:
+    """The query's terms with their IDF from the version's statistics. Terms no retained chunk
+    of the version contains are dropped: they cannot match.
+
+    `shared`: statistics summed over several versions (a keyword search of several knowledge
+    bases, `retrieval.search.several`): the IDFs, average length and bound are then theirs, as
+    if the versions were one index, so BM25 scores compare across them; the terms kept and
+    their `dfs` (how deep to read) stay this version's."""
     terms = analysis.query_terms(query)
     if not terms:
         return QueryWeights([], [], [], 1.0)
-    with routing.db().cursor() as cursor:
-        cursor.execute(
-            _STATISTICS,
-            [version_id, ["", *terms]],
-        )
-        stats = {row[0]: (int(row[1]), int(row[2])) for row in cursor.fetchall()}
-    total_chunks, total_length = stats.pop("", (0, 0))
-    present = [t for t in terms if stats.get(t, (0, 0))[0] > 0]
-    absent = len(terms) - len(present)
+    own = query_statistics(version_id=version_id, terms=terms)
+    stats = shared or own
+    present = [t for t in terms if own.dfs.get(t, 0) > 0]
+    absent = [t for t in terms if stats.dfs.get(t, 0) == 0]
     return QueryWeights(
         terms=present,
-        idfs=[idf(chunks=total_chunks, df=stats[t][0]) for t in present],
-        dfs=[stats[t][0] for t in present],
-        avg_length=(total_length / total_chunks) if total_chunks else 1.0,
-        absent_idf=absent * idf(chunks=total_chunks, df=0),
+        idfs=[idf(chunks=stats.chunks, df=stats.dfs[t]) for t in present],
+        dfs=[own.dfs[t] for t in present],
+        avg_length=(stats.length / stats.chunks) if stats.chunks else 1.0,
+        # Terms of the query that only other versions hold still count against the bound.
+        absent_idf=len(absent) * idf(chunks=stats.chunks, df=0)
+        + math.fsum(
+            idf(chunks=stats.chunks, df=stats.dfs[t])
+            for t in terms
+            if t not in own.dfs and stats.dfs.get(t, 0) > 0
+        ),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from kb.models import IndexVersion
 from retrieval.search.hits import COLUMNS
-from retrieval.search.lexical.bm25 import Narrow, query_weights, ranked_rows
+from retrieval.search.lexical.bm25 import Narrow, Statistics, query_weights, ranked_rows
 from retrieval.search.lexical.tsvector import tsvector_rows
 from retrieval.search.visibility import visible_sql
 
@@ -19,13 +19,15 @@ def keyword_rows(
     query: str,
     limit: int,
     narrow: Narrow | None = None,
+    shared: Statistics | None = None,
 ) -> tuple[list[tuple[Any, ...]], float | None]:
     """The keyword leg's rows and its bound (`Leg.bound`): BM25 over the version's postings
-    (`bm25`; `narrow`: the filter's chunks, when the caller probed them); a p1 version, until
-    it is replaced, keeps its `simple` tsvector ranking (`tsvector`), whose bound is unknown."""
+    (`bm25`; `narrow`: the filter's chunks, when the caller probed them; `shared`: statistics
+    of several versions to weigh the terms by); a p1 version, until it is replaced, keeps its
+    `simple` tsvector ranking (`tsvector`), whose bound is unknown."""
     if not version.uses_postings:
         return tsvector_rows(params, version, query, limit), None
-    return bm25_rows(params, version, query, limit, visible_sql, narrow)
+    return bm25_rows(params, version, query, limit, visible_sql, narrow, shared)
 
 
 def bm25_rows(
@@ -35,11 +37,12 @@ def bm25_rows(
     limit: int,
     visible: Callable[..., str],
     narrow: Narrow | None = None,
+    shared: Statistics | None = None,
 ) -> tuple[list[tuple[Any, ...]], float]:
     """BM25 over the version's postings, with `visible` (`visible_sql` now, `_visible_then` for
     history) as the visibility rule; and the most the whole query could score
     (`QueryWeights.bound`)."""
-    weights = query_weights(version_id=version.pk, query=query)
+    weights = query_weights(version_id=version.pk, query=query, shared=shared)
     rows = ranked_rows(
         version_id=version.pk,
         weights=weights,
