@@ -282,9 +282,9 @@ def _rows_span(keys: list[str], start: int, table: Table) -> tuple[int, int] | N
         if not keys[begin] or not rows[0].startswith(keys[begin]):
             continue
         at = begin
-        for row, cells in zip(rows, table.rows, strict=True):
+        for number, row in enumerate(rows):
             taken = ""
-            for width in range(1, len(cells) + 1):
+            for width in range(1, table.lines_per_row(number) + 1):
                 if at + width > len(keys):
                     break
                 taken += keys[at + width - 1]

@@ -13,7 +13,13 @@ right-aligned numbers under a left-aligned heading still fall in their column.
 
 What is not a table, though it stands in columns: a table of contents (two columns whose last
 one is page numbers, or dot leaders), a list (its bullets or numbers in a column), prose set in
-columns (its cells are long). A cell that wraps onto a second line ends the table there.
+columns (its cells are long).
+
+A cell that wraps: a line whose first column is empty, with one cell or fewer than the other
+columns, within a row's distance of the line above, continues the row above (each of its cells
+appended to the cell of its column): a long description wrapped onto a second line stays in its
+row. A line that fills every other column is a row whose label is left blank. A row label that
+wraps is not told from a new row, and ends up as one.
 """
 
 from __future__ import annotations
@@ -66,13 +72,22 @@ class _Line:
 
 @dataclass(frozen=True)
 class Table:
-    """A table's rows (the first is its header), each a list of cell texts, one per column."""
+    """A table's rows (the first is its header), each a list of cell texts, one per column;
+    and the text of the lines each row stands on, in page order (two or more when a cell
+    wraps)."""
 
     rows: list[list[str]]
+    lines: list[list[str]]
 
     def line_keys(self) -> list[str]:
-        """Each row as `pdf` finds it among the page's text lines: its text without spaces."""
-        return [line_key(" ".join(row)) for row in self.rows]
+        """Each row as `pdf` finds it among the page's text lines: its lines' text without
+        spaces, in their order."""
+        return [line_key("".join(texts)) for texts in self.lines]
+
+    def lines_per_row(self, row: int) -> int:
+        """How many of the page's text lines row `row` may take: a line per cell at most, for
+        each of its lines (PDFium may break a line before each far-apart cell)."""
+        return len(self.rows[row]) * len(self.lines[row])
 
 
 def line_key(text: str) -> str:
@@ -193,10 +208,11 @@ class _Boxes:
         return max(top - bottom, 1.0)
 
 
-def _candidate_tables(lines: list[_Line]) -> list[list[_Line]]:
+def _candidate_tables(lines: list[_Line]) -> list[list[list[_Line]]]:
     """Runs of lines that line up under the columns of their first line, or of their second
-    when it has more cells (a header over a column of row labels has none above them)."""
-    found: list[list[_Line]] = []
+    when it has more cells (a header over a column of row labels has none above them); each
+    row its line and the lines that continue it (a wrapped cell's)."""
+    found: list[list[list[_Line]]] = []
     index = 0
     while index < len(lines):
         header = lines[index]
@@ -209,20 +225,35 @@ def _candidate_tables(lines: list[_Line]) -> list[list[_Line]]:
             wider = _boundaries(below)
             if _fits(header, wider):
                 bounds = wider
-        table = [header]
+        table = [[header]]
+        taken = 1
         for line in lines[index + 1 :]:
-            previous = table[-1]
+            previous = table[-1][-1]
             if abs(previous.middle - line.middle) > ROW_GAP * max(previous.size, line.size):
                 break
-            if len(line.cells) < MIN_CELLS or not _fits(line, bounds):
+            if not _fits(line, bounds):
                 break
-            table.append(line)
+            if _continues(line, bounds):
+                table[-1].append(line)
+            elif len(line.cells) >= MIN_CELLS:
+                table.append([line])
+            else:
+                break
+            taken += 1
         if len(table) >= MIN_ROWS:
             found.append(table)
-            index += len(table)
+            index += taken
         else:
             index += 1
     return found
+
+
+def _continues(line: _Line, bounds: list[float]) -> bool:
+    """A wrapped cell's line: its first column empty, and one cell, or fewer than all the
+    other columns would have (a line filling them is a row that leaves its label blank, as
+    "the same as above")."""
+    one_or_few = len(line.cells) == 1 or len(line.cells) < len(bounds)
+    return one_or_few and _column(line.cells[0].left, bounds) > 0
 
 
 def _boundaries(header: _Line) -> list[float]:
@@ -248,15 +279,19 @@ def _fits(line: _Line, bounds: list[float]) -> bool:
     return len(set(columns)) == len(columns)
 
 
-def _read(lines: list[_Line]) -> Table | None:
-    """The lines' cell texts, placed in the header's columns; None when they are not a table's
-    (a table of contents, a list, prose in columns)."""
-    bounds = _boundaries(max(lines[:2], key=lambda line: len(line.cells)))
+def _read(table: list[list[_Line]]) -> Table | None:
+    """The rows' cell texts, placed in the header's columns (a row's continuation lines
+    appended cell by cell); None when they are not a table's (a table of contents, a list,
+    prose in columns)."""
+    bounds = _boundaries(max((row[0] for row in table[:2]), key=lambda line: len(line.cells)))
     rows = []
-    for line in lines:
+    for lines in table:
         row = [""] * (len(bounds) + 1)
-        for cell in line.cells:
-            row[_column(cell.left, bounds)] = _SPACES_RE.sub(" ", cell.text).strip()
+        for line in lines:
+            for cell in line.cells:
+                column = _column(cell.left, bounds)
+                text = _SPACES_RE.sub(" ", cell.text).strip()
+                row[column] = f"{row[column]} {text}".strip()
         rows.append(row)
     cells = [cell for row in rows for cell in row if cell]
     if median(len(cell) for cell in cells) > MAX_MEDIAN_CELL:
@@ -267,4 +302,5 @@ def _read(lines: list[_Line]) -> Table | None:
         return None  # a table of contents: titles and their page numbers
     if all(_LIST_MARKER_RE.fullmatch(row[0]) for row in rows if row[0]):
         return None  # a list: its markers stand in a column of their own
-    return Table(rows)
+    texts = [[" ".join(cell.text for cell in line.cells) for line in lines] for lines in table]
+    return Table(rows, texts)

@@ -160,3 +160,48 @@ def test_lists_contents_prose_and_code_in_columns_are_not_tables(tmp_path: Path)
     words = " ".join(b.text for b in blocks)
     for expected in ("Back up the database.", "Introduction", "checksum it verified", "doubled"):
         assert expected in words
+
+
+def test_a_cell_that_wraps_onto_a_second_line_stays_in_its_row(tmp_path: Path) -> None:
+    options = [
+        ("Option", "Default", "Meaning"),
+        ("timeout", "30", "Seconds to wait for the server"),
+        ("", "", "before giving up on it."),
+        ("retries", "3", "How often to try again"),
+        ("verbose", "off", "Print each request and"),
+        ("", "", "each answer in full."),
+    ]
+    blocks = blocks_of(
+        tmp_path,
+        [
+            text(72, 740, "The client reads these options from its configuration file."),
+            *grid(options, (72, 170, 260), top=700),
+            text(72, 580, "Unknown options are reported and ignored."),
+        ],
+    )
+
+    assert [(b.kind, b.text) for b in blocks] == [
+        (PARAGRAPH, "The client reads these options from its configuration file."),
+        (
+            TABLE,
+            "Option\tDefault\tMeaning\n"
+            "timeout\t30\tSeconds to wait for the server before giving up on it.\n"
+            "retries\t3\tHow often to try again\n"
+            "verbose\toff\tPrint each request and each answer in full.",
+        ),
+        (PARAGRAPH, "Unknown options are reported and ignored."),
+    ]
+
+
+def test_a_line_in_the_first_column_after_a_table_is_not_a_wrapped_cell(tmp_path: Path) -> None:
+    blocks = blocks_of(
+        tmp_path,
+        [
+            *grid(PACKAGES, (72, 220, 340), top=700),
+            text(72, 636, "All three come from the stable mirror."),
+        ],
+    )
+
+    assert [b.kind for b in blocks] == [TABLE, PARAGRAPH]
+    assert blocks[1].text == "All three come from the stable mirror."
+    assert blocks[0].text.endswith("grep\t3.8\t0.4 MB")
