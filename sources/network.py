@@ -4,9 +4,12 @@ it and refuses loopback, link-local, private, multicast and reserved addresses u
 it). Every redirect is checked again (`GuardedTransport`), so a public page cannot send the
 crawler to 169.254.169.254.
 
-What this does not stop: a name that resolves to a public address here and a private one a
-moment later (DNS rebinding) between the check and the connect; a deployment that needs that
-closed puts the workers behind an egress proxy."""
+A name that resolves to a public address at the check and to a private one a moment later, at
+the connect (DNS rebinding), is stopped for websites: `GuardedTransport` also checks the address
+each connection actually reached, before anything is sent on it. S3 (boto3) and Git over HTTP
+(dulwich) connect through urllib3 and are checked only before the request; a deployment that
+needs that window closed for them too puts the workers behind an egress proxy (through a proxy,
+which resolves the names itself, the connection checks are the proxy's)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
 
@@ -66,12 +70,66 @@ def url_check(
     host_check(parts.hostname or "", allow_private=allow_private)
 
 
+def peer_check(address: str, *, host: str) -> None:
+    """Raise AddressRefused when a connection to `host` reached `address`, a private one (or
+    one that cannot be told)."""
+    try:
+        reached = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        raise AddressRefused(f"The host {host} led to an address that cannot be told.") from None
+    if _private(reached):
+        raise AddressRefused(
+            f"The host {host} led to a loopback, link-local or private address ({address}) "
+            "when connecting; sources may not reach those unless CANON_SOURCES_ALLOW_PRIVATE "
+            "is set."
+        )
+
+
+class _PeerCheckedBackend(httpcore.NetworkBackend):
+    """httpcore's network backend, with each new TCP connection's peer address checked before
+    the connection is used: what the name resolved to at the connect, not at the check."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        peer = stream.get_extra_info("server_addr")
+        try:
+            peer_check(str(peer[0]) if peer else "", host=host)
+        except AddressRefused:
+            stream.close()
+            raise
+        return stream
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        raise AddressRefused("Sources do not connect to local sockets.")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
 class GuardedTransport(httpx.BaseTransport):
-    """An httpx transport that checks every request's host (redirects included) first."""
+    """An httpx transport that checks every request's host (redirects included) first, and,
+    unless private addresses are allowed, the address each new connection reached."""
 
     def __init__(self, *, allow_private: bool, **kwargs: Any) -> None:
         self._inner = httpx.HTTPTransport(**kwargs)
         self._allow_private = allow_private
+        if not allow_private:
+            # httpx builds its httpcore pool without a way to pass a network backend; the pool
+            # keeps it here (httpx and httpcore are pinned; a test connects to prove it).
+            pool = self._inner._pool
+            pool._network_backend = _PeerCheckedBackend(pool._network_backend)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         host_check(request.url.host, allow_private=self._allow_private)

@@ -3,6 +3,7 @@ crawl and a sitemap list, robots.txt, redirects, limits, conditional GETs and po
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -323,6 +324,20 @@ def test_private_addresses_are_refused_unless_allowed(site: SiteServer) -> None:
     with pytest.raises(ListingFailed, match="loopback, link-local or private"):
         run(make_kind(start_url=site.url, allow_private=False))
     assert site.requests == []
+
+
+def test_a_name_that_resolves_public_then_connects_private_is_refused(
+    site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the check before the request sees a public address, the connection
+    reaches loopback. The address each connection reached is checked before it is used."""
+    from sources import network
+
+    monkeypatch.setattr(network, "_addresses", lambda host: [ipaddress.ip_address("192.0.32.10")])
+    kind = make_kind(start_url=site.url.replace("127.0.0.1", "localhost"), allow_private=False)
+    with pytest.raises(ListingFailed, match=r"localhost led to a loopback.*127\.0\.0\.1"):
+        run(kind)
+    assert site.requests == [], "nothing was sent on the connection"
 
 
 @pytest.mark.parametrize(
