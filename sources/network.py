@@ -5,11 +5,12 @@ it). Every redirect is checked again (`GuardedTransport`), so a public page cann
 crawler to 169.254.169.254.
 
 A name that resolves to a public address at the check and to a private one a moment later, at
-the connect (DNS rebinding), is stopped for websites: `GuardedTransport` also checks the address
-each connection actually reached, before anything is sent on it. S3 (boto3) and Git over HTTP
-(dulwich) connect through urllib3 and are checked only before the request; a deployment that
-needs that window closed for them too puts the workers behind an egress proxy (through a proxy,
-which resolves the names itself, the connection checks are the proxy's)."""
+the connect (DNS rebinding), is stopped for websites and Git over HTTP: `GuardedTransport` (and
+the Git kind's urllib3 connections) also check the address each connection actually reached,
+before anything is sent on it (`peer_check`). The S3 kind (boto3, whose connections Canon does
+not build) is checked only before each request; a deployment that needs that window closed for
+it too puts the workers behind an egress proxy (through a proxy, which resolves the names
+itself, the connection checks are the proxy's)."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import socket
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from stat import S_ISLNK, S_ISREG
@@ -35,6 +36,8 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import urllib3
+import urllib3.connection
+import urllib3.poolmanager
 from dulwich.client import (
     GitClient,
     HTTPUnauthorized,
@@ -59,7 +62,7 @@ from sources.kinds.base import (
     SourceUnavailable,
 )
 from sources.kinds.front_matter import front_matter
-from sources.network import AddressRefused, host_check, url_check
+from sources.network import AddressRefused, host_check, peer_check, url_check
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 # Written into the cache when it is made: only a directory holding it is ever deleted.
@@ -400,11 +403,59 @@ def _size(repo: Repo, sha: ObjectID, before: Mapping[str, Any] | None, version: 
     return len(data)
 
 
+class _PeerChecked:
+    """For urllib3's connections: the address a new connection reached is checked before
+    anything (a TLS handshake included) is sent on it (`network.peer_check`)."""
+
+    host: str
+
+    def _new_conn(self) -> socket.socket:
+        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+        try:
+            peer_check(str(sock.getpeername()[0]), host=self.host)
+        except AddressRefused:
+            sock.close()
+            raise
+        return sock
+
+
+class _CheckedHTTPConnection(_PeerChecked, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _CheckedHTTPSConnection(_PeerChecked, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _CheckedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _CheckedHTTPConnection
+
+
+class _CheckedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _CheckedHTTPSConnection
+
+
 class _GuardedPoolManager(urllib3.PoolManager):
     """Checks the host of every request, redirects included (urllib3 follows them through
-    `urlopen`), before connecting."""
+    `urlopen`), before connecting; and, unless private addresses are allowed, the address each
+    new connection reached (a name may resolve elsewhere at the connect: DNS rebinding)."""
 
-    allow_private = False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.allow_private = False  # checked until told otherwise
+
+    @property
+    def allow_private(self) -> bool:
+        return self._allow_private
+
+    @allow_private.setter
+    def allow_private(self, allowed: bool) -> None:
+        self._allow_private = allowed
+        self.pool_classes_by_scheme = (
+            dict(urllib3.poolmanager.pool_classes_by_scheme)
+            if allowed
+            else {"http": _CheckedHTTPPool, "https": _CheckedHTTPSPool}
+        )
 
     def urlopen(  # type: ignore[override]
         self, method: str, url: str, redirect: bool = True, **kw: Any

@@ -4,6 +4,7 @@ the disk, and over HTTP from dulwich's own smart-HTTP server (with and without b
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -528,6 +529,26 @@ def test_over_http(
     assert compared(one, listed(kind, one.manifest))["new"] == {"docs/b.txt"}
     with pytest.raises(ListingFailed, match="no Git repository"):
         listed(make_kind(f"{serve()}/missing", cache="other"))
+
+
+def test_a_name_that_resolves_public_then_connects_private_is_refused(
+    origin: Origin,
+    make_kind: Callable[..., GitKind],
+    serve: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DNS rebinding: the check before each request sees a public address, the connection
+    reaches loopback; the address the connection reached is checked before it is used."""
+    from sources import network
+
+    origin.write("a.txt", "a")
+    origin.commit()
+    url = f"{serve()}/origin".replace("127.0.0.1", "localhost")
+    monkeypatch.setattr(network, "_addresses", lambda host: [ipaddress.ip_address("192.0.32.10")])
+    with pytest.raises(ListingFailed, match=r"localhost led to a loopback.*127\.0\.0\.1"):
+        listed(make_kind(url, allow_private=False))
+    # allowed, the same URL is read
+    assert set(listed(make_kind(url, cache="allowed")).items) == {"a.txt"}
 
 
 def test_over_http_with_basic_auth(
