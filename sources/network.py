@@ -5,12 +5,11 @@ it). Every redirect is checked again (`GuardedTransport`), so a public page cann
 crawler to 169.254.169.254.
 
 A name that resolves to a public address at the check and to a private one a moment later, at
-the connect (DNS rebinding), is stopped for websites and Git over HTTP: `GuardedTransport` (and
-the Git kind's urllib3 connections) also check the address each connection actually reached,
-before anything is sent on it (`peer_check`). The S3 kind (boto3, whose connections Canon does
-not build) is checked only before each request; a deployment that needs that window closed for
-it too puts the workers behind an egress proxy (through a proxy, which resolves the names
-itself, the connection checks are the proxy's)."""
+the connect (DNS rebinding), is stopped too: every direct connection a source makes has the
+address it actually reached checked before anything is sent on it (`peer_check`): the
+website kind's through `GuardedTransport`, the Git and S3 kinds' through urllib3 connection
+classes (`PeerChecked`). Through a proxy, which resolves the names itself, the connection
+checks are the proxy's."""
 
 from __future__ import annotations
 
@@ -84,6 +83,23 @@ def peer_check(address: str, *, host: str) -> None:
             "when connecting; sources may not reach those unless CANON_SOURCES_ALLOW_PRIVATE "
             "is set."
         )
+
+
+class PeerChecked:
+    """For urllib3 connection classes (the Git kind's, botocore's for S3), before them in the
+    bases: the address a new connection reached is checked before anything, a TLS handshake
+    included, is sent on it."""
+
+    host: str
+
+    def _new_conn(self) -> socket.socket:
+        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+        try:
+            peer_check(str(sock.getpeername()[0]), host=self.host)
+        except AddressRefused:
+            sock.close()
+            raise
+        return sock
 
 
 class _PeerCheckedBackend(httpcore.NetworkBackend):

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import socket
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from stat import S_ISLNK, S_ISREG
@@ -62,7 +61,7 @@ from sources.kinds.base import (
     SourceUnavailable,
 )
 from sources.kinds.front_matter import front_matter
-from sources.network import AddressRefused, host_check, peer_check, url_check
+from sources.network import AddressRefused, PeerChecked, host_check, url_check
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 # Written into the cache when it is made: only a directory holding it is ever deleted.
@@ -403,27 +402,11 @@ def _size(repo: Repo, sha: ObjectID, before: Mapping[str, Any] | None, version: 
     return len(data)
 
 
-class _PeerChecked:
-    """For urllib3's connections: the address a new connection reached is checked before
-    anything (a TLS handshake included) is sent on it (`network.peer_check`)."""
-
-    host: str
-
-    def _new_conn(self) -> socket.socket:
-        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
-        try:
-            peer_check(str(sock.getpeername()[0]), host=self.host)
-        except AddressRefused:
-            sock.close()
-            raise
-        return sock
-
-
-class _CheckedHTTPConnection(_PeerChecked, urllib3.connection.HTTPConnection):
+class _CheckedHTTPConnection(PeerChecked, urllib3.connection.HTTPConnection):
     pass
 
 
-class _CheckedHTTPSConnection(_PeerChecked, urllib3.connection.HTTPSConnection):
+class _CheckedHTTPSConnection(PeerChecked, urllib3.connection.HTTPSConnection):
     pass
 
 

@@ -22,11 +22,18 @@ from urllib.parse import urlsplit
 
 import boto3
 from botocore import UNSIGNED
+from botocore.awsrequest import (
+    AWSHTTPConnection,
+    AWSHTTPConnectionPool,
+    AWSHTTPSConnection,
+    AWSHTTPSConnectionPool,
+)
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectTimeoutError,
+    HTTPClientError,
     ReadTimeoutError,
 )
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -42,7 +49,7 @@ from sources.kinds.base import (
     SourceError,
     SourceUnavailable,
 )
-from sources.network import AddressRefused, host_check, url_check
+from sources.network import AddressRefused, PeerChecked, host_check, url_check
 
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 CREDENTIAL_CODES = frozenset(
@@ -267,6 +274,8 @@ class S3Kind(Kind):
             region_name=str(self.config.get("region") or "") or "us-east-1",
         )
         self._s3 = session.client("s3", endpoint_url=endpoint, config=config)
+        if not self.limits.allow_private:
+            _check_peers(self._s3)
         return self._s3
 
     def _host_check(self, error: type[SourceError]) -> None:
@@ -283,6 +292,8 @@ class S3Kind(Kind):
     def _told(self, exc: Exception, what: str) -> str:
         """A person's sentence for a failed call, from codes and class names only."""
         where = f"The bucket {self.bucket} at {self.endpoint}"
+        if isinstance(exc, HTTPClientError) and isinstance(exc.kwargs.get("error"), AddressRefused):
+            return str(exc.kwargs["error"])  # a connection that reached a refused address
         if isinstance(exc, ClientError):
             code, status = _code(exc), _status(exc)
             if code in CREDENTIAL_CODES:
@@ -304,6 +315,34 @@ class S3Kind(Kind):
         if self._s3 is not None:
             self._s3.close()
             self._s3 = None
+
+
+class _CheckedAWSHTTPConnection(PeerChecked, AWSHTTPConnection):
+    pass
+
+
+class _CheckedAWSHTTPSConnection(PeerChecked, AWSHTTPSConnection):
+    pass
+
+
+class _CheckedAWSHTTPPool(AWSHTTPConnectionPool):
+    ConnectionCls = _CheckedAWSHTTPConnection
+
+
+class _CheckedAWSHTTPSPool(AWSHTTPSConnectionPool):
+    ConnectionCls = _CheckedAWSHTTPSConnection
+
+
+def _check_peers(client: Any) -> None:
+    """Every direct connection of `client` checks the address it reached (DNS rebinding,
+    `network.PeerChecked`). botocore builds its urllib3 pool manager itself and keeps it on the
+    endpoint's HTTP session (botocore is pinned; a test connects to prove it); pools for a
+    proxy are left alone, the proxy resolving the names itself."""
+    session = client._endpoint.http_session
+    session._manager.pool_classes_by_scheme = {
+        "http": _CheckedAWSHTTPPool,
+        "https": _CheckedAWSHTTPSPool,
+    }
 
 
 def _endpoint_check(endpoint: str, *, allow_private: bool) -> None:

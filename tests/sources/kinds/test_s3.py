@@ -5,6 +5,7 @@ readable message that holds no part of a credential."""
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import re
 from collections.abc import Iterator
@@ -42,9 +43,10 @@ def _kind(
     max_item_bytes: int = 1000,
     max_items: int = 1000,
     page_size: int = 1000,
+    endpoint: str | None = None,
 ) -> S3Kind:
     kind = S3Kind(
-        config={"endpoint_url": s3_server.endpoint, "bucket": bucket, "prefix": prefix},
+        config={"endpoint_url": endpoint or s3_server.endpoint, "bucket": bucket, "prefix": prefix},
         credentials=(
             {"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY}
             if credentials is None
@@ -329,6 +331,27 @@ def test_a_loopback_endpoint_is_refused_unless_private_addresses_are_allowed(
     with pytest.raises(ConfigInvalid, match="loopback"):
         S3Kind.check_config(config, allow_private=False)
     assert S3Kind.check_config(config, allow_private=True) == config
+
+
+def test_a_name_that_resolves_public_then_connects_private_is_refused(
+    s3_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the check before the client is made sees a public address, the
+    connection reaches loopback; the address each connection reached is checked first."""
+    from sources import network
+
+    bucket = s3_server.new_bucket()
+    _put(s3_server, bucket, "a.md")
+    endpoint = s3_server.endpoint.replace("127.0.0.1", "localhost")
+    monkeypatch.setattr(network, "_addresses", lambda host: [ipaddress.ip_address("192.0.32.10")])
+    refused = "localhost led to a loopback, link-local or private address (127.0.0.1)"
+    kind = _kind(s3_server, bucket, allow_private=False, endpoint=endpoint)
+    with pytest.raises(ListingFailed, match=re.escape(refused)):
+        list(kind.listing({}))
+    with pytest.raises(SourceUnavailable, match=re.escape(refused)):
+        kind.fetch(Item(path="a.md", version="1"))
+    allowed = _kind(s3_server, bucket, allow_private=True, endpoint=endpoint)
+    assert set(_items(allowed)) == {"a.md"}
 
 
 def test_a_server_that_stops_mid_listing_fails_the_listing(s3_server: Any) -> None:
