@@ -157,6 +157,7 @@ def test_the_procfile_runs_web_worker_beat_and_mcp_from_the_virtualenv() -> None
         ("canon-web.service", "gunicorn"),
         ("canon-worker.service", "celery"),
         ("canon-beat.service", "celery"),
+        ("canon-mcp.service", "python"),
     ],
 )
 def test_each_systemd_unit_runs_canon_as_its_own_user_from_the_install(

@@ -1,6 +1,7 @@
-"""Canon's three processes started exactly as the systemd units and the Procfile say, against the
-test database and Redis: the web answers its probes and takes an upload, the worker builds it,
-beat sends the periodic jobs, and SIGTERM stops each one cleanly (exit 0, nothing left)."""
+"""Canon's four processes started exactly as the systemd units and the Procfile say, against
+the test database and Redis: the web answers its probes and takes an upload, the worker builds
+it, beat sends the periodic jobs, the MCP server answers its probe on its own port, and SIGTERM
+stops each one cleanly (exit 0, nothing left)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,12 @@ from tests.production_support import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-UNITS = {"web": "canon-web.service", "worker": "canon-worker.service", "beat": "canon-beat.service"}
+UNITS = {
+    "web": "canon-web.service",
+    "worker": "canon-worker.service",
+    "beat": "canon-beat.service",
+    "mcp": "canon-mcp.service",
+}
 
 
 def _systemd(env: dict[str, str], logs: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -71,7 +77,7 @@ def queue() -> Iterator[str]:
 def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
     how: str, kb: KnowledgeBase, api_key: str, queue: str, tmp_path: Path
 ) -> None:
-    port = free_port()
+    port, mcp_port = free_port(), free_port()
     test_values = {
         "DATABASE_URL": database_url(),
         "REDIS_URL": settings.CELERY_BROKER_URL,
@@ -79,6 +85,7 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
         "CANON_QUEUE": queue,
         "CANON_WEB_BIND": f"127.0.0.1:{port}",  # systemd's env file
         "CANON_WEB_PORT": str(port),  # make run's
+        "CANON_MCP_BIND": f"127.0.0.1:{mcp_port}",  # never the default port a developer uses
         "CANON_WEB_WORKERS": "1",
         "CANON_WORKER_CONCURRENCY": "1",
         "CANON_STORAGE_ROOT": str(settings.STORAGE_ROOT),
@@ -140,12 +147,14 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
             services["web"].wait_for_log("Handling signal: hup")
             services["web"].wait_for_log("Worker exiting")  # the old one, after the new booted
             assert httpx.get(f"{web}/readyz", headers=headers).status_code == 200
+        mcp = services["mcp"].wait_for_http(f"http://127.0.0.1:{mcp_port}/healthz")
+        assert mcp.status_code == 200, mcp.text
     finally:
-        for name in ("web", "beat", "worker"):
+        for name in services:
             codes[name] = services[name].stop()
-    assert codes == {"web": 0, "beat": 0, "worker": 0}, {
-        n: s.log()[-3000:] for n, s in services.items()
-    }
+    assert codes == dict.fromkeys(services, 0), {n: s.log()[-3000:] for n, s in services.items()}
+    assert set(services) == {"web", "worker", "beat", "mcp"}
+    assert "Application shutdown complete" in services["mcp"].log()
     assert "Shutting down: Master" in services["web"].log()
     if how == "systemd":  # LOG_FORMAT=json: every line of the web's log is one JSON object
         lines = [json.loads(line) for line in services["web"].log().splitlines() if line]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from typing import Any
 
 import anyio
@@ -79,4 +80,13 @@ class Command(BaseCommand):
             forwarded_allow_ips=os.environ.get("CANON_MCP_FORWARDED_ALLOW_IPS", "127.0.0.1"),
             timeout_graceful_shutdown=30,
         )
+        # uvicorn shuts down gracefully on SIGTERM or SIGINT, then raises the signal again with
+        # the handler it found: this one, so the process exits 0 like Canon's other processes
+        # (systemd and `make run` stop them so) instead of dying of the signal.
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, _exit_cleanly)
         uvicorn.Server(config).run()
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
