@@ -35,8 +35,8 @@ from retrieval.search.vector import approximate_rows, embed_query, exact_rows
 from retrieval.search.visibility import search_params, visible_sql
 
 MODES = ("vector", "keyword", "hybrid")
-# A hybrid search under a narrow filter ranks the vector leg exactly over the filter's chunks
-# (`_narrow`); B15 times it against the index walk with this off.
+# Under a narrow filter the vector leg ranks exactly the filter's chunks (`_narrow`: a hybrid
+# search's, or a vector search's after a short walk); B15 times it against this off.
 NARROW_VECTOR = True
 
 

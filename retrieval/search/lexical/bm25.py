@@ -119,18 +119,15 @@ def query_weights(*, version_id: int, query: str, shared: Statistics | None = No
     own = query_statistics(version_id=version_id, terms=terms)
     stats = shared or own
     present = [t for t in terms if own.dfs.get(t, 0) > 0]
-    absent = [t for t in terms if stats.dfs.get(t, 0) == 0]
     return QueryWeights(
         terms=present,
         idfs=[idf(chunks=stats.chunks, df=stats.dfs[t]) for t in present],
         dfs=[own.dfs[t] for t in present],
         avg_length=(stats.length / stats.chunks) if stats.chunks else 1.0,
-        # Terms of the query that only other versions hold still count against the bound.
-        absent_idf=len(absent) * idf(chunks=stats.chunks, df=0)
-        + math.fsum(
-            idf(chunks=stats.chunks, df=stats.dfs[t])
-            for t in terms
-            if t not in own.dfs and stats.dfs.get(t, 0) > 0
+        # What the query's other terms weigh (no chunk of this version holds them, though
+        # another version's may) counts against the leg's bound.
+        absent_idf=math.fsum(
+            idf(chunks=stats.chunks, df=stats.dfs.get(t, 0)) for t in terms if t not in present
         ),
     )
 
