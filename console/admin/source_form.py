@@ -181,6 +181,7 @@ class SourceForm(forms.ModelForm):
                 label=_label(name) + (" (required)" if required and not self.source else ""),
                 max_length=2000,
                 widget=forms.TextInput(attrs={"class": "vTextField"}),
+                help_text=kind_class.CONFIG_HELP.get(name, ""),
             )
             self.initial[config_field(kind, name)] = _shown(config.get(name))
         stored = self.source is not None and self.source.has_credentials

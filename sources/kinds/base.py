@@ -122,6 +122,8 @@ class Kind(ABC):
     # Configuration keys this kind reads, and which of them are required.
     CONFIG_FIELDS: ClassVar[tuple[str, ...]] = ()
     REQUIRED_FIELDS: ClassVar[tuple[str, ...]] = ()
+    # What a configuration key means, where its name does not say (the admin's help text).
+    CONFIG_HELP: ClassVar[dict[str, str]] = {}
     # Credential keys (stored encrypted, never shown again).
     SECRET_FIELDS: ClassVar[tuple[str, ...]] = ()
 

@@ -7,17 +7,24 @@ storage may be configured through AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID, and a 
 reach that bucket with those keys. With no credentials the requests are unsigned (a public
 bucket). The endpoint's host passes `sources.network.host_check` before every listing.
 
-An item's version is the ETag and the size. Tags can change without changing the ETag, so a tag
-change alone makes no new version: the tags are read again when the bytes change.
+An item's version is the ETag and the size. Tags can change without changing the ETag, so by
+default a tag change alone makes no new version: the tags are read again when the bytes change.
+With `tags_each_sync` set to "yes", every listing also reads each object's tags (one more request
+an object) and a digest of them joins the version, so a tag change alone is fetched and the
+document's mapped metadata updated (the same bytes make no new revision); an object whose tags
+cannot be read is an incomplete Problem (the run then deletes nothing).
 
 No message carries a credential: errors are rebuilt from the error code and HTTP status, never
 from boto's text (which may quote a request), and chained to nothing (as kb/storage/s3.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import boto3
@@ -78,7 +85,12 @@ _REGION = re.compile(r"[a-z0-9-]{1,40}")
 class S3Kind(Kind):
     name = "s3"
     label = "S3 bucket"
-    CONFIG_FIELDS = ("endpoint_url", "bucket", "prefix", "region")
+    CONFIG_FIELDS = ("endpoint_url", "bucket", "prefix", "region", "tags_each_sync")
+    CONFIG_HELP: ClassVar[dict[str, str]] = {
+        "tags_each_sync": "yes: read every object's tags at each sync (one more request an "
+        "object), so a tag change alone updates the document's metadata. Empty or no: tags "
+        "are read when the bytes change.",
+    }
     REQUIRED_FIELDS = ("bucket",)
     SECRET_FIELDS = ("access_key_id", "secret_access_key")
 
@@ -95,7 +107,8 @@ class S3Kind(Kind):
     def check_config(cls, config: Mapping[str, Any], *, allow_private: bool) -> dict[str, Any]:
         """Strings only; `endpoint_url` (optional, AWS when empty) an http(s) URL whose host a
         source may reach, with no user information; a valid bucket name; `prefix` stored as a
-        folder ('docs/'); `region` like 'eu-west-1'."""
+        folder ('docs/'); `region` like 'eu-west-1'; `tags_each_sync` "yes" or "no" (kept only
+        when "yes")."""
         checked = super().check_config(config, allow_private=allow_private)
         for field in cls.CONFIG_FIELDS:
             if not isinstance(checked.get(field, ""), str):
@@ -113,6 +126,12 @@ class S3Kind(Kind):
             checked["prefix"] = _folder(checked["prefix"])
         if checked.get("region") and not _REGION.fullmatch(checked["region"]):
             raise ConfigInvalid(f"{checked['region']!r} is not a region name (e.g. eu-west-1).")
+        if "tags_each_sync" in checked:
+            answer = checked.pop("tags_each_sync").strip().lower()
+            if answer not in ("", "yes", "no"):
+                raise ConfigInvalid("The 'tags_each_sync' of an S3 bucket source is yes or no.")
+            if answer == "yes":
+                checked["tags_each_sync"] = "yes"
         return checked
 
     @property
@@ -154,6 +173,8 @@ class S3Kind(Kind):
                     if not self.patterns.admits(path):
                         continue
                     found = self._listed(entry, path)
+                    if isinstance(found, Item) and self.config.get("tags_each_sync") == "yes":
+                        found = self._with_tags(client, found, str(entry["Key"]))
                     listed += 1
                     if listed > self.limits.max_items:
                         yield Problem(
@@ -181,6 +202,18 @@ class S3Kind(Kind):
             size=size,
             modified=entry.get("LastModified"),
         )
+
+    def _with_tags(self, client: Any, item: Item, key: str) -> Item | Problem:
+        """`item` with a digest of the object's tags in its version (none without tags, so an
+        untagged object keeps the version it had without the option)."""
+        try:
+            tags = self._tags(client, key, None)
+        except SourceUnavailable as exc:
+            return Problem(item.path, f"its tags could not be read: {exc}", incomplete=True)
+        if not tags:
+            return item
+        digest = hashlib.sha256(json.dumps(tags, sort_keys=True).encode()).hexdigest()[:16]
+        return replace(item, version=f"{item.version}-tags:{digest}")
 
     # -- fetch -------------------------------------------------------------------------------
 

@@ -76,6 +76,14 @@ def test_an_index_admin_adds_a_folder_source_syncs_it_and_watches_the_run(
     iris.visit(f"/admin/kb/knowledgebase/{kb.pk}/home/")
     iris.wait_for_text("No source: documents arrive by upload only.")
     iris.click("#add-source-link")
+    Select(browser.find_element(By.ID, "id_kind")).select_by_value("s3")
+    assert browser.find_element(By.ID, "id_config__s3__tags_each_sync").is_displayed()
+    assert "one more request an object" in iris.text()  # what the option costs, said
+    browser.execute_script(
+        "arguments[0].scrollIntoView({block: 'center'})",
+        browser.find_element(By.ID, "id_config__s3__tags_each_sync"),
+    )
+    iris.screenshot("source-add-s3")
     Select(browser.find_element(By.ID, "id_kind")).select_by_value("folder")
     assert browser.find_element(By.ID, "id_config__folder__path").is_displayed()
     assert not browser.find_element(By.ID, "id_config__s3__bucket").is_displayed()

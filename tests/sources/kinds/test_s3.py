@@ -44,9 +44,15 @@ def _kind(
     max_items: int = 1000,
     page_size: int = 1000,
     endpoint: str | None = None,
+    **config: str,
 ) -> S3Kind:
     kind = S3Kind(
-        config={"endpoint_url": endpoint or s3_server.endpoint, "bucket": bucket, "prefix": prefix},
+        config={
+            "endpoint_url": endpoint or s3_server.endpoint,
+            "bucket": bucket,
+            "prefix": prefix,
+            **config,
+        },
         credentials=(
             {"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY}
             if credentials is None
@@ -148,6 +154,37 @@ def test_patterns_filter_across_many_pages(s3_server: Any) -> None:
 
     assert paths == [f"docs/{n:02}.md" for n in range(20)] + ["z.md"]
     assert len(calls) == 6  # 23 keys, 4 a page
+
+
+def test_tags_read_each_sync_make_a_tag_change_a_new_version(s3_server: Any) -> None:
+    bucket = s3_server.new_bucket()
+    _put(s3_server, bucket, "tagged.md", b"# A", Tagging="team=birds")
+    _put(s3_server, bucket, "plain.md", b"# B")
+    default = _items(_kind(s3_server, bucket))
+    watching = _kind(s3_server, bucket, tags_each_sync="yes")
+    before = _items(watching)
+    assert before["plain.md"].version == default["plain.md"].version  # untagged: as without
+    assert before["tagged.md"].version.startswith(default["tagged.md"].version + "-tags:")
+
+    _admin(s3_server).put_object_tagging(
+        Bucket=bucket, Key="tagged.md", Tagging={"TagSet": [{"Key": "team", "Value": "fish"}]}
+    )
+    after = _items(watching)
+    assert after["tagged.md"].version != before["tagged.md"].version  # the bytes are the same
+    assert after["plain.md"].version == before["plain.md"].version
+    assert _items(_kind(s3_server, bucket)) == default  # without the option: unseen
+    assert watching.fetch(after["tagged.md"]).metadata == {"team": "fish"}
+
+
+def test_tags_each_sync_is_yes_or_no() -> None:
+    config = {"bucket": "team-docs"}
+    checked = S3Kind.check_config({**config, "tags_each_sync": " YES "}, allow_private=False)
+    assert checked["tags_each_sync"] == "yes"
+    assert "tags_each_sync" not in S3Kind.check_config(
+        {**config, "tags_each_sync": "no"}, allow_private=False
+    )
+    with pytest.raises(ConfigInvalid, match="yes or no"):
+        S3Kind.check_config({**config, "tags_each_sync": "sometimes"}, allow_private=False)
 
 
 def test_fetch_brings_the_bytes_tags_and_user_metadata(s3_server: Any) -> None:
