@@ -26,7 +26,7 @@ from sources.services.runs import (
     sync_request,
     syncs_start_due,
 )
-from sources.services.sources import source_pause
+from sources.services.sources import source_pause, source_save
 from tests.helpers import run_pending
 from work.models import IngestionTask
 
@@ -409,3 +409,41 @@ def test_metadata_that_does_not_fit_is_left_out_and_said(
     assert Document.objects.get(key="share/a.md").metadata == {}
     assert "pages" in run.problems[0]["reason"] and run.problems[0]["path"] == "a.md"
     assert MetadataField.objects.filter(kb=kb).count() == 1
+
+
+def test_an_s3_tag_change_alone_updates_the_documents_metadata_when_tags_are_read_each_sync(
+    kb: KnowledgeBase, s3_server: Any
+) -> None:
+    """With `tags_each_sync`, a tag-only change (same bytes, same ETag) reaches the document's
+    mapped metadata on the next run, without a new revision; without it, it waits for the
+    bytes to change."""
+    from tests.s3server import ACCESS_KEY, SECRET_KEY
+
+    metadata_field_save(kb=kb, name="team", type="string")
+    bucket = s3_server.new_bucket()
+    admin = s3_server.client()
+    body = b"# Leave\n\n25 days.\n"
+    admin.put_object(Bucket=bucket, Key="leave.md", Body=body, Tagging="team=hr")
+    sources = {
+        how: source_save(
+            kb=kb,
+            name=f"Bucket {how}",
+            slug=f"bucket-{how}",
+            kind="s3",
+            config={"endpoint_url": s3_server.endpoint, "bucket": bucket, **extra},
+            credentials={"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY},
+            metadata_map={"team": "team"},
+        )
+        for how, extra in (("each", {"tags_each_sync": "yes"}), ("bytes", {}))
+    }
+    for source in sources.values():
+        assert counts(sync(source)) == {"new": 1}
+    admin.put_object_tagging(
+        Bucket=bucket, Key="leave.md", Tagging={"TagSet": [{"Key": "team", "Value": "people"}]}
+    )
+
+    assert counts(sync(sources["each"])) == {"unchanged": 1}  # fetched: same bytes, new tags
+    assert counts(sync(sources["bytes"])) == {"unchanged": 1}  # not even fetched
+    teams = {d.key: d.metadata.get("team") for d in Document.objects.filter(kb=kb)}
+    assert teams == {"bucket-each/leave.md": "people", "bucket-bytes/leave.md": "hr"}
+    assert Revision.objects.filter(document__kb=kb).count() == 2  # one each, no new one
