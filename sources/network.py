@@ -102,6 +102,26 @@ class PeerChecked:
         return sock
 
 
+def peer_checked_pools(**pools: type) -> dict[str, type]:
+    """urllib3 connection pool classes by scheme (`http=..., https=...`, urllib3's or
+    botocore's) made into ones whose connections are `PeerChecked`: what a pool manager's
+    `pool_classes_by_scheme` takes."""
+    return {
+        scheme: type(
+            f"PeerChecked{pool.__name__}",
+            (pool,),
+            {
+                "ConnectionCls": type(
+                    f"PeerChecked{pool.ConnectionCls.__name__}",  # type: ignore[attr-defined]
+                    (PeerChecked, pool.ConnectionCls),  # type: ignore[attr-defined]
+                    {},
+                )
+            },
+        )
+        for scheme, pool in pools.items()
+    }
+
+
 class _PeerCheckedBackend(httpcore.NetworkBackend):
     """httpcore's network backend, with each new TCP connection's peer address checked before
     the connection is used: what the name resolved to at the connect, not at the check."""

@@ -51,7 +51,7 @@ MERGES = ("score", "rank")
 
 def merge_for(mode: str, versions: list[IndexVersion]) -> str:
     """How `mode` merges the lists of knowledge bases on `versions` (the module's rule)."""
-    postings = all(version.uses_postings for version in versions)
+    postings = _postings(versions)
     if mode == "vector":
         return "score" if len({_space(v) for v in versions}) == 1 else "rank"
     if mode == "keyword":
@@ -90,7 +90,8 @@ def search_several(
             if versions[kb.pk] is None:
                 versions[kb.pk] = _active_version(kb_id=kb.pk, using=using)
         active = {pk: version for pk, version in versions.items() if version is not None}
-        how = merge or merge_for(mode, list(active.values()))
+        current = list(active.values())
+        how = merge or merge_for(mode, current)
         vectors: dict[tuple[str, str, int], list[float]] = {}
         if mode in ("vector", "hybrid"):
             for version in active.values():
@@ -100,8 +101,8 @@ def search_several(
         swapped = False
         with search_snapshot(using):
             shared = (
-                _shared_statistics(query, list(active.values()))
-                if mode == "keyword" and all(v.uses_postings for v in active.values())
+                _shared_statistics(query, current)
+                if mode == "keyword" and _postings(current)
                 else None
             )
             legs_by_kb = []
@@ -144,6 +145,11 @@ def search_several(
             knowledge_bases={kb.slug: active[kb.pk].number for kb in kbs},
             merged_by=how,
         )
+
+
+def _postings(versions: list[IndexVersion]) -> bool:
+    """Whether every version ranks keywords by BM25 over postings (none is a p1 version)."""
+    return all(version.uses_postings for version in versions)
 
 
 def _space(version: IndexVersion) -> tuple[str, str, int]:

@@ -35,7 +35,6 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import urllib3
-import urllib3.connection
 import urllib3.poolmanager
 from dulwich.client import (
     GitClient,
@@ -61,7 +60,7 @@ from sources.kinds.base import (
     SourceUnavailable,
 )
 from sources.kinds.front_matter import front_matter
-from sources.network import AddressRefused, PeerChecked, host_check, url_check
+from sources.network import AddressRefused, host_check, peer_checked_pools, url_check
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 # Written into the cache when it is made: only a directory holding it is ever deleted.
@@ -402,20 +401,10 @@ def _size(repo: Repo, sha: ObjectID, before: Mapping[str, Any] | None, version: 
     return len(data)
 
 
-class _CheckedHTTPConnection(PeerChecked, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _CheckedHTTPSConnection(PeerChecked, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _CheckedHTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _CheckedHTTPConnection
-
-
-class _CheckedHTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _CheckedHTTPSConnection
+# The pools of a manager that checks where each connection landed (DNS rebinding).
+_CHECKED_POOLS = peer_checked_pools(
+    http=urllib3.HTTPConnectionPool, https=urllib3.HTTPSConnectionPool
+)
 
 
 class _GuardedPoolManager(urllib3.PoolManager):
@@ -435,9 +424,7 @@ class _GuardedPoolManager(urllib3.PoolManager):
     def allow_private(self, allowed: bool) -> None:
         self._allow_private = allowed
         self.pool_classes_by_scheme = (
-            dict(urllib3.poolmanager.pool_classes_by_scheme)
-            if allowed
-            else {"http": _CheckedHTTPPool, "https": _CheckedHTTPSPool}
+            dict(urllib3.poolmanager.pool_classes_by_scheme) if allowed else dict(_CHECKED_POOLS)
         )
 
     def urlopen(  # type: ignore[override]

@@ -29,12 +29,7 @@ from urllib.parse import urlsplit
 
 import boto3
 from botocore import UNSIGNED
-from botocore.awsrequest import (
-    AWSHTTPConnection,
-    AWSHTTPConnectionPool,
-    AWSHTTPSConnection,
-    AWSHTTPSConnectionPool,
-)
+from botocore.awsrequest import AWSHTTPConnectionPool, AWSHTTPSConnectionPool
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -56,7 +51,7 @@ from sources.kinds.base import (
     SourceError,
     SourceUnavailable,
 )
-from sources.network import AddressRefused, PeerChecked, host_check, url_check
+from sources.network import AddressRefused, host_check, peer_checked_pools, url_check
 
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 CREDENTIAL_CODES = frozenset(
@@ -350,20 +345,8 @@ class S3Kind(Kind):
             self._s3 = None
 
 
-class _CheckedAWSHTTPConnection(PeerChecked, AWSHTTPConnection):
-    pass
-
-
-class _CheckedAWSHTTPSConnection(PeerChecked, AWSHTTPSConnection):
-    pass
-
-
-class _CheckedAWSHTTPPool(AWSHTTPConnectionPool):
-    ConnectionCls = _CheckedAWSHTTPConnection
-
-
-class _CheckedAWSHTTPSPool(AWSHTTPSConnectionPool):
-    ConnectionCls = _CheckedAWSHTTPSConnection
+# botocore's pools, made to check where each connection landed (DNS rebinding).
+_CHECKED_POOLS = peer_checked_pools(http=AWSHTTPConnectionPool, https=AWSHTTPSConnectionPool)
 
 
 def _check_peers(client: Any) -> None:
@@ -372,10 +355,7 @@ def _check_peers(client: Any) -> None:
     endpoint's HTTP session (botocore is pinned; a test connects to prove it); pools for a
     proxy are left alone, the proxy resolving the names itself."""
     session = client._endpoint.http_session
-    session._manager.pool_classes_by_scheme = {
-        "http": _CheckedAWSHTTPPool,
-        "https": _CheckedAWSHTTPSPool,
-    }
+    session._manager.pool_classes_by_scheme = dict(_CHECKED_POOLS)
 
 
 def _endpoint_check(endpoint: str, *, allow_private: bool) -> None:
