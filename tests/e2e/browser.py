@@ -17,6 +17,8 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.wait import WebDriverWait
 
 from kb.models import Tenant, TenantMembership
 from tests.fault.harness import beat_once
@@ -92,6 +94,13 @@ class Person:
 
     def click(self, selector: str) -> None:
         self.driver.find_element(By.CSS_SELECTOR, selector).click()
+
+    def submit(self, selector: str, *, timeout: float = 30) -> None:
+        """Click a button that posts a form and wait until the answer has replaced the page, so
+        that a `visit` right after cannot race the post's redirect (which would land last)."""
+        page = self.driver.find_element(By.TAG_NAME, "html")
+        self.click(selector)
+        WebDriverWait(self.driver, timeout).until(staleness_of(page))
 
     def text(self) -> str:
         """The page's text; a body replaced while it was read (a navigation, a reload) is read

@@ -108,7 +108,7 @@ def test_one_unparseable_file_does_not_block_a_swap(
     show(browser, "#known-failures")
     ian.screenshot("swap-names-the-known-failure")
     ian.fill("id_reason", "smaller chunks")
-    ian.click("#confirm-button")
+    ian.submit("#confirm-button")
     ian.wait_for_text("Index version 2 is active")
     kb.refresh_from_db()
     assert kb.active_index_version_id == v2.pk
@@ -144,7 +144,7 @@ def test_one_unparseable_file_does_not_block_a_swap(
     cm.visit(f"/admin/kb/document/{leave.document_id}/change/")
     browser.find_element(By.CSS_SELECTOR, f"#build-{leave.pk} .retry-link").click()
     cm.fill("id_reason", "the provider is back")
-    cm.click("#confirm-button")
+    cm.submit("#confirm-button")
     cm.visit(f"/admin/kb/knowledgebase/{kb.pk}/home/")
     cm.wait_for_text("Re-index into v3 (ready to swap)", timeout=120, reload=True)
     cm.screenshot("home-v3-ready-after-retry")
@@ -247,7 +247,7 @@ def test_a_clashing_bulk_upload_asks_first(
     cm.screenshot("clashing-upload-asks-first")
 
     # she confirms: now it is revision 2
-    cm.click("#confirm-button")
+    cm.submit("#confirm-button")
     cm.wait_for_text("Revision 2 of travel-expenses from travel-expenses.txt")
     assert travel.revisions.count() == 2
     cm.screenshot("clash-confirmed")

@@ -43,7 +43,7 @@ def _bulk(person: Person, action: str) -> None:
 
 def _confirm(person: Person, reason: str) -> None:
     person.fill("id_reason", reason)
-    person.click("#confirm-button")
+    person.submit("#confirm-button")
 
 
 def test_work_queues_bulk_actions_diff_and_refusals_in_a_real_browser(
@@ -115,7 +115,7 @@ def test_work_queues_bulk_actions_diff_and_refusals_in_a_real_browser(
     cm.click("input[type=submit]")
     cm.wait_for_text("2 files would become new revisions")  # asked first (issue 26, item 3)
     cm.screenshot("upload-files-asks-before-new-revisions")
-    cm.click("#confirm-button")
+    cm.submit("#confirm-button")
     cm.wait_for_text("Revision 2 of Travel-Policy from Travel-Policy.md")
     cm.wait_for_text("Awaiting approval (2)", reload=True)
     travel = Document.objects.get(key="Travel-Policy")

@@ -90,11 +90,11 @@ def test_metadata_fields_values_and_summary_in_a_real_browser(
     cora.click("button[name=index]")
     cora.wait_for_text("Set metadata on 2 documents")
     cora.fill("id_metadata__department", "people")
-    cora.click("#confirm-button")
+    cora.submit("#confirm-button")
     cora.wait_for_text("department: — → people")
     cora.fill("id_reason", "HR owns these")
     cora.screenshot("bulk-metadata-confirm")
-    cora.click("#confirm-button")
+    cora.submit("#confirm-button")
     cora.wait_for_text("Set metadata on 2")
 
     # the home's summary counts the values of the documents she may read
