@@ -24,6 +24,8 @@ from kb.services.index_versions import knowledge_base_create
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(TenantScopedAdmin):
     list_display = ["slug", "name", "home", "tenant", "active_index_version", "require_approval"]
+    ordering = ["tenant__slug", "slug"]  # a stable order for the list and any autocomplete
+    search_fields = ["slug", "name"]
     fields = [
         "tenant",
         "name",
