@@ -28,7 +28,9 @@ browser:
 	  echo "chromium is not installed: the browser tests will be skipped"
 
 # Runs inside `make test`, with DATABASE_URL and REDIS_URL pointing at the stack. lint-imports checks
-# the floors' contract in pyproject.toml.
+# the floors' contract in pyproject.toml. The suite runs on PYTEST_WORKERS pytest-xdist workers, a
+# file's tests on one worker: much of it waits on real processes, so two fit a 2-core machine.
+PYTEST_WORKERS ?= 2
 check:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -36,7 +38,7 @@ check:
 	$(VENV)/bin/lint-imports
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Benchmarks (docs/BENCHMARKS.md): the `bench` extra, langchain-postgres without its pgvector<0.4
 # pin, Debian's wrk, and groff for B8's Chinese man pages (its corpus comes from Debian packages). BENCH_ARGS, e.g. "--chunks 100000 --seconds 15" or "--only B1,B2".

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -30,6 +31,24 @@ from retrieval.principals import api_key_create
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
+
+
+def _redis_database_per_xdist_worker() -> None:
+    """Under pytest-xdist (`make test` runs two workers), each worker uses a Redis database of
+    its own, as pytest-django gives it a test database of its own: caches, rate limits, breakers
+    and beat's locks key on ids that both workers' databases reuse. The settings are read before
+    this module is imported but not used yet (Celery and the cache connect on first use), and
+    the processes the tests start inherit the environment."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    url = urlsplit(settings.REDIS_URL)._replace(path=f"/{1 + int(worker.removeprefix('gw'))}")
+    settings.REDIS_URL = settings.CELERY_BROKER_URL = os.environ["REDIS_URL"] = urlunsplit(url)
+    if "CANON_CACHE_URL" not in os.environ:
+        settings.CACHES["default"]["LOCATION"] = settings.REDIS_URL
+
+
+_redis_database_per_xdist_worker()
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +87,16 @@ def shared_data(
         yield data
     finally:
         with django_db_blocker.unblock():
-            call_command("flush", verbosity=0, interactive=False, inhibit_post_migrate=True)
+            # Sequences go on (as a transactional test's flush leaves them): an id is never
+            # reused, so what lives outside the tables and is named by an id (a version's
+            # HNSW index, kb/ann.py) can never be taken for a later test's.
+            call_command(
+                "flush",
+                verbosity=0,
+                interactive=False,
+                inhibit_post_migrate=True,
+                reset_sequences=False,
+            )
             connection.creation.deserialize_db_from_string(before)
 
 
