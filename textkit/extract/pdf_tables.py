@@ -19,12 +19,16 @@ A cell that wraps: a line whose first column is empty, with one cell or fewer th
 columns, within a row's distance of the line above, continues the row above (each of its cells
 appended to the cell of its column): a long description wrapped onto a second line stays in its
 row. A line that fills every other column is a row whose label is left blank. A row label that
-wraps is not told from a new row, and ends up as one.
+wraps is told from a new row only where rows stand clearly further apart than a line's height
+(padded cells, as word processors set tables): there a line with fewer cells than columns, one
+line below the line above, continues its row whichever columns it fills. In a table whose rows
+are a line apart, a wrapped label's second line ends the table.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +49,10 @@ CELL_GAP = 1.3
 ROW_GAP = 2.5
 # Cells this long (median, in characters) are prose set in columns, not a table's cells.
 MAX_MEDIAN_CELL = 40
+# A wrapped cell's next line stands at most this many font sizes below the line above; a table
+# whose rows stand this many times further apart than that has padded rows (_closer_than_rows).
+WRAP_GAP = 1.5
+ROW_OVER_LINE = 1.5
 GROUP_CHARS = 700  # as `rows`: a group and its header fit one chunk at the default size
 
 _DOT_LEADER_RE = re.compile(r"(?:\.\s*){4,}|(?:·\s*){4,}|…{2,}")
@@ -229,11 +237,12 @@ def _candidate_tables(lines: list[_Line]) -> list[list[list[_Line]]]:
         taken = 1
         for line in lines[index + 1 :]:
             previous = table[-1][-1]
-            if abs(previous.middle - line.middle) > ROW_GAP * max(previous.size, line.size):
+            gap = abs(previous.middle - line.middle)
+            if gap > ROW_GAP * max(previous.size, line.size):
                 break
             if not _fits(line, bounds):
                 break
-            if _continues(line, bounds):
+            if _continues(line, bounds) or _closer_than_rows(line, gap, bounds, table):
                 table[-1].append(line)
             elif len(line.cells) >= MIN_CELLS:
                 table.append([line])
@@ -254,6 +263,21 @@ def _continues(line: _Line, bounds: list[float]) -> bool:
     "the same as above")."""
     one_or_few = len(line.cells) == 1 or len(line.cells) < len(bounds)
     return one_or_few and _column(line.cells[0].left, bounds) > 0
+
+
+def _closer_than_rows(
+    line: _Line, gap: float, bounds: list[float], table: list[list[_Line]]
+) -> bool:
+    """A wrapped line of any cell, the row label's included: a line with fewer cells than
+    columns, one line's height below the line above, in a table whose rows stand clearly
+    further apart than that (their cells padded, as a word processor sets them). Where rows
+    are a line apart, a line in the first column alone is not told from a row (or from the text
+    after the table) and is not taken for a wrapped label."""
+    if len(line.cells) > len(bounds) or len(table) < 2:
+        return False
+    starts = [row[0].middle for row in table]
+    pitch = median(abs(a - b) for a, b in itertools.pairwise(starts))
+    return gap <= WRAP_GAP * line.size and gap * ROW_OVER_LINE <= pitch
 
 
 def _boundaries(header: _Line) -> list[float]:

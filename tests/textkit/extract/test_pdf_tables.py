@@ -193,6 +193,66 @@ def test_a_cell_that_wraps_onto_a_second_line_stays_in_its_row(tmp_path: Path) -
     ]
 
 
+def test_in_a_table_with_padded_rows_a_wrapped_row_label_stays_in_its_row(tmp_path: Path) -> None:
+    """Rows 24 points apart (cells padded, as a word processor sets a table), a cell's lines
+    13: the label's second line joins its row, and so do a label and a description wrapping
+    together, in the middle of the table and in its last row."""
+
+    def row(top: float, *cells: str) -> list[str]:
+        return [text(x, top, cell) for x, cell in zip((72, 200, 280), cells, strict=True) if cell]
+
+    blocks = blocks_of(
+        tmp_path,
+        [
+            *row(700, "Leave", "Days", "Who approves"),
+            *row(676, "Annual leave", "25", "Your manager"),
+            *row(663, "(full time)", "", ""),
+            *row(639, "Parental leave", "90", "Human resources,"),
+            *row(626, "for either parent", "", "in writing"),
+            *row(602, "Sick leave", "10", "Nobody"),
+            *row(589, "(per year)", "", ""),
+            text(72, 550, "Ask before you book travel."),
+        ],
+    )
+
+    assert [(b.kind, b.text) for b in blocks] == [
+        (
+            TABLE,
+            "Leave\tDays\tWho approves\n"
+            "Annual leave (full time)\t25\tYour manager\n"
+            "Parental leave for either parent\t90\tHuman resources, in writing\n"
+            "Sick leave (per year)\t10\tNobody",
+        ),
+        (PARAGRAPH, "Ask before you book travel."),
+    ]
+
+
+def test_where_rows_are_a_line_apart_a_lone_first_column_line_ends_the_table(
+    tmp_path: Path,
+) -> None:
+    """Rows 13 points apart: a line in the first column alone could be a wrapped label or the
+    text after the table; it is not taken into the table."""
+    lines = [
+        ("Leave", "Days", "Who approves"),
+        ("Annual leave", "25", "Your manager"),
+        ("Sick leave", "10", "Nobody"),
+    ]
+    blocks = blocks_of(
+        tmp_path,
+        [
+            *[
+                text(x, 700 - 13 * number, cell)
+                for number, cells in enumerate(lines)
+                for x, cell in zip((72, 200, 280), cells, strict=True)
+            ],
+            text(72, 661, "(per year)"),
+        ],
+    )
+
+    assert blocks[0].kind == TABLE and blocks[0].text.endswith("Sick leave\t10\tNobody")
+    assert "(per year)" not in blocks[0].text
+
+
 def test_a_line_in_the_first_column_after_a_table_is_not_a_wrapped_cell(tmp_path: Path) -> None:
     blocks = blocks_of(
         tmp_path,
