@@ -27,7 +27,7 @@ BENCHES = {
     "B12": ("bench.b12_replica", []),  # a standby of the server, copied and stopped by it
     "B13": ("bench.b13_reconcile", []),  # 1M generated chunks (canon_reconcile); ~15 min here
     "B14": ("bench.storage", []),  # a moto S3 server against the local directory (canon_bench)
-    "B15": ("bench.b15_filters", ["--chunks"]),  # B9's database (canon_keyword), filters added
+    "B15": ("bench.b15_filters", ["--chunks"]),  # B9's corpus kind, 100 chunks a document
     "B16": ("bench.b16_sync", []),  # a folder source of 10,000 files (canon_bench)
 }
 
