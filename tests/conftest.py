@@ -40,9 +40,10 @@ def _redis_database_per_xdist_worker() -> None:
     this module is imported but not used yet (Celery and the cache connect on first use), and
     the processes the tests start inherit the environment."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker:
+    url = urlsplit(settings.REDIS_URL)
+    if not worker or url.scheme not in ("redis", "rediss"):  # a socket URL names its db apart
         return
-    url = urlsplit(settings.REDIS_URL)._replace(path=f"/{1 + int(worker.removeprefix('gw'))}")
+    url = url._replace(path=f"/{1 + int(worker.removeprefix('gw'))}")
     settings.REDIS_URL = settings.CELERY_BROKER_URL = os.environ["REDIS_URL"] = urlunsplit(url)
     if "CANON_CACHE_URL" not in os.environ:
         settings.CACHES["default"]["LOCATION"] = settings.REDIS_URL
