@@ -11,11 +11,12 @@ keeps half the documents and `bucket < 1` one. The second knowledge base holds 1
 the same corpus. Queries are B9's "mixed" class, run interleaved in this process
 through `retrieval.search.engine.search` and `retrieval.search.several.search_several`.
 Target (issue 25): the 1 % filtered p95 within 2x the unfiltered p95. Rows marked "(before)"
-time, interleaved, the 50 % and 10 % filters without the keyword leg's filtered retry of its
-candidates (`bm25.FILTER_CANDIDATES` off: a short read is only read again deeper), and the 1 %
-and 0.2 % filters in vector and hybrid mode without the vector leg's use of the filter's probe
-(`engine.NARROW_VECTOR` off: after a short index walk, or beside the keyword leg, the vector
-leg reads every visible chunk exactly instead of the filter's few).
+time, interleaved, the 50 % and 10 % filters in keyword and hybrid mode without the keyword
+leg's filtered retry of its candidates (`bm25.FILTER_CANDIDATES` off: a short read is only read
+again deeper), and every filter in vector mode (and the narrow ones in hybrid mode) without the
+vector leg's probe of the filter's chunks (`engine.NARROW_VECTOR` off: the vector leg walks its
+index and, when that comes back short, reads every visible chunk exactly instead of the
+filter's few).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from bench import b9_keyword_latency as b9
 from bench import common
 
 SELECTIVITY = {"none": None, "50%": 500, "10%": 100, "1%": 10, "0.2%": 2, "0.1%": 1}
-# Each filter is also timed "(before)" what was built for it: filters too wide to rank
-# filter-first without the keyword leg's filtered retry (keyword, hybrid); narrow ones without
-# the probe of the filter's chunks that the vector leg shares (vector, hybrid).
-BEFORE = {"50%": "retry", "10%": "retry", "1%": "probe", "0.2%": "probe", "0.1%": "probe"}
-BEFORE_MODES = {"retry": ("keyword", "hybrid"), "probe": ("vector", "hybrid")}
+# Each filter is also timed "(before)" what was built for it, per mode: filters too wide to rank
+# filter-first without the keyword leg's filtered retry; every filter in vector mode, and the
+# narrow ones in hybrid mode, without the vector leg's probe of the filter's chunks.
+WIDE = {"vector": "probe", "keyword": "retry", "hybrid": "retry"}
+NARROW = {"vector": "probe", "hybrid": "probe"}
+BEFORE = {"50%": WIDE, "10%": WIDE, "1%": NARROW, "0.2%": NARROW, "0.1%": NARROW}
 TARGET = 2.0
 DB_NAME = "canon_b15"
 
@@ -138,9 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     latency[(s, mode)].append((time.perf_counter() - t0) * 1000)
                     short[(s, mode)] += len(result.hits) < 10
-                    if s not in BEFORE or mode not in BEFORE_MODES[BEFORE[s]]:
+                    switch = BEFORE.get(s, {}).get(mode)
+                    if switch is None:
                         continue
-                    module, flag = switches[BEFORE[s]]
+                    module, flag = switches[switch]
                     setattr(module, flag, False)
                     try:
                         t0 = time.perf_counter()

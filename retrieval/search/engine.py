@@ -35,8 +35,8 @@ from retrieval.search.vector import approximate_rows, embed_query, exact_rows
 from retrieval.search.visibility import search_params, visible_sql
 
 MODES = ("vector", "keyword", "hybrid")
-# Under a narrow filter the vector leg ranks exactly the filter's chunks (`_narrow`: a hybrid
-# search's, or a vector search's after a short walk); B15 times it against this off.
+# Under a narrow client filter the vector leg ranks exactly the filter's chunks, probed before
+# any index walk (`_narrow`); B15 times it against this off.
 NARROW_VECTOR = True
 
 
@@ -82,15 +82,14 @@ def _ranked_lists(
     `version` is no longer the knowledge base's active one there. A row proves it is: the
     visibility rule requires the version be active in the statement's snapshot, the same one
     (`visible_sql`). So the re-check (`_still_active`) runs only when a list came back empty. A
-    candidate version (`params["candidate"]`) is never re-checked. The vector leg is the
+    candidate version (`params["candidate"]`) is never re-checked. The vector leg is, under a
+    client filter that leaves few chunks, the exact form over those (`_narrow`), else the
     approximate statement, then the exact form if that came back short; `approximate=False`:
     the exact form alone (the caller's approximate statement came back short). `shared`: the
     keyword leg weighs the query's terms by these statistics (`bm25.query_weights`)."""
     check = not params.get("candidate")
     ranked: list[Leg] = []
-    # Both legs, or a vector search whose index walk already came back short.
-    probe = vector is not None and (query is not None or not approximate)
-    narrow = _narrow(params, version) if probe else None
+    narrow = _narrow(params, version) if vector is not None else None
     if vector is not None:
         if narrow is not None and narrow.ids is not None:
             # A narrow filter: its chunks ranked exactly, no index walk that would give up.
@@ -113,10 +112,12 @@ def _ranked_lists(
 
 def _narrow(params: dict[str, Any], version: IndexVersion) -> Narrow | None:
     """Under a client filter, the filter's visible chunks when they are few
-    (`bm25.narrow_ids`), probed once for both legs of a hybrid search, or for a vector search
-    whose walk came back short. B15 (docs/BENCHMARKS.md): with a 1 % filter the vector leg's
-    index walk (at the hybrid depth) often gave up after hnsw.max_scan_tuples, and the exact
-    form over every visible chunk then found the filter's few slowly (0.2 %: 94 ms p50)."""
+    (`bm25.narrow_ids`), probed once for both legs of a hybrid search, and before a vector
+    search walks its index. B15 (docs/BENCHMARKS.md): with a 1 % filter the vector leg's index
+    walk often gave up after hnsw.max_scan_tuples, and the exact form over every visible chunk
+    then found the filter's few slowly (0.2 %: 94 ms p50); probed only after a short walk, a
+    0.1 % filter still cost vector search 2.1-2.3x unfiltered at the median, the walk's giving
+    up. The probe stops at FILTER_FIRST_MAX + 1 rows (about 6 ms when a filter is wide)."""
     if not NARROW_VECTOR or not filtered(params):
         return None
     return narrow_ids(
@@ -176,7 +177,9 @@ def search(
         limit = plan.depth(depth(top_k) if mode == "hybrid" else top_k)
         if index_version is not None:
             params["candidate"] = True
-        if mode == "vector":
+        # Vector mode: the index walk in one statement, unless a client filter is probed first.
+        walk_first = mode == "vector" and not (NARROW_VECTOR and filtered(params))
+        if walk_first:
             assert vector is not None
             with one_statement(using):
                 rows = approximate_rows(params, version, vector, limit)
@@ -192,7 +195,7 @@ def search(
                 vector=vector,
                 query=query if mode in ("keyword", "hybrid") else None,
                 limit=limit,
-                approximate=mode != "vector",  # vector mode's came back short just now
+                approximate=not walk_first,  # a walk that just came back short
             )
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None
