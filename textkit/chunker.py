@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textkit.extract.base import HEADING, PARAGRAPH, Block, Location, merged_location
 from textkit.text import token_count
@@ -119,6 +119,7 @@ class _Section:
     path: list[str]
     text: str
     parts: list[_Part]
+    heading_starts: tuple[int, ...] = ()  # each heading of `path`: where it starts in the document
 
     def where(self, start: int, end: int) -> _Where:
         """The document range and locations of the section's text[start:end]."""
@@ -132,6 +133,7 @@ class _Section:
             first.document_start + start - first.section_start,
             last.document_start + end - last.section_start,
             [part.location for part in inside],
+            self.heading_starts,
         )
 
 
@@ -140,12 +142,14 @@ class _Where:
     start: int
     end: int
     locations: list[Location | None]
+    heading_starts: tuple[int, ...] = ()  # of the first section's headings
 
     def __add__(self, other: _Where) -> _Where:
         return _Where(
             min(self.start, other.start),
             max(self.end, other.end),
             self.locations + other.locations,
+            self.heading_starts,
         )
 
 
@@ -211,14 +215,21 @@ def _sections(blocks: list[Block]) -> list[_Section]:
     """Every run of non-heading blocks under the same headings, with their heading path. The
     document offsets count as `Extracted.text()` does: every block, then a blank line."""
     sections: list[_Section] = []
-    headings: list[tuple[int, str]] = []
+    headings: list[tuple[int, str, int]] = []  # level, title, where it starts
     texts: list[str] = []
     parts: list[_Part] = []
     offset = 0
     section_length = 0
 
     def close() -> None:
-        sections.append(_Section([title for _, title in headings], "\n\n".join(texts), parts))
+        sections.append(
+            _Section(
+                [title for _, title, _ in headings],
+                "\n\n".join(texts),
+                parts,
+                tuple(start for _, _, start in headings),
+            )
+        )
 
     for block in blocks:
         if block.kind == HEADING:
@@ -227,7 +238,7 @@ def _sections(blocks: list[Block]) -> list[_Section]:
                 texts, parts, section_length = [], [], 0
             while headings and headings[-1][0] >= block.level:
                 headings.pop()
-            headings.append((block.level, block.text))
+            headings.append((block.level, block.text, offset))
         elif block.text.strip():
             if texts:
                 section_length += 2
@@ -261,7 +272,7 @@ def _prefixed(smalls: list[_Draft], draft: _Draft) -> _Draft:
     parts = [part for small_path, small, _ in smalls for part in (*_below(small_path, path), small)]
     for _, _, small_where in smalls:
         where = small_where + where
-    return path, "\n\n".join([*parts, text]), where
+    return path, "\n\n".join([*parts, text]), _from_written_headings(smalls[0], path, where)
 
 
 def _together(smalls: list[_Draft]) -> _Draft:
@@ -275,7 +286,19 @@ def _together(smalls: list[_Draft]) -> _Draft:
     where = smalls[0][2]
     for _, _, small_where in smalls[1:]:
         where = where + small_where
-    return shared, "\n\n".join(parts), where
+    return shared, "\n\n".join(parts), _from_written_headings(smalls[0], shared, where)
+
+
+def _from_written_headings(first: _Draft, path: list[str], where: _Where) -> _Where:
+    """`where` of a chunk that begins with the small section `first`: from the first of its
+    headings the chunk writes as lines (those not in the chunk's own `path`), so the range
+    starts at the chunk's first character."""
+    first_path, _, first_where = first
+    written = _below(first_path, path)
+    if not written or len(first_where.heading_starts) != len(first_path):
+        return where
+    heading_start = first_where.heading_starts[len(first_path) - len(written)]
+    return replace(where, start=min(where.start, heading_start))
 
 
 def _check_arguments(size: int, overlap: int) -> None:

@@ -76,8 +76,27 @@ def test_small_sections_gathered_into_one_chunk_span_their_range() -> None:
     ]
     text = Extracted("", blocks).text()
     [piece] = chunk_blocks(blocks, size=400, overlap=0)
-    assert (piece.char_start, piece.char_end) == (text.index("See also one."), len(text))
+    # The chunk writes heading A as its first line, so its range starts there.
+    assert piece.text.startswith("A\n\nSee also one.")
+    assert (piece.char_start, piece.char_end) == (0, len(text))
     assert piece.location == Location(PAGE, 1, 2)
+
+
+def test_a_gathered_chunk_that_writes_its_first_heading_starts_its_range_there() -> None:
+    """Small sections under different headings gathered into one chunk write their headings as
+    lines: the range starts at the first of them, the chunk's first character (hypothesis found
+    a range that started at the first section's text instead)."""
+    blocks = [
+        Block(HEADING, "Leave", level=1),
+        Block(PARAGRAPH, "Ask early."),
+        Block(HEADING, "Travel", level=1),
+        Block(PARAGRAPH, "Book trains."),
+    ]
+    text = Extracted("", blocks).text()
+    [piece] = chunk_blocks(blocks, size=400, overlap=0)
+    assert piece.text == "Leave\n\nAsk early.\n\nTravel\n\nBook trains."
+    assert (piece.char_start, piece.char_end) == (0, len(text))
+    assert text[piece.char_start : piece.char_end] == piece.text
 
 
 @settings(max_examples=60, deadline=None)
