@@ -126,9 +126,11 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
     return extract_markup(path.read_bytes())
 
 
-def extract_markup(data: bytes) -> Extracted:
+def extract_markup(data: bytes, *, asides_are_text: bool = False) -> Extracted:
     """The title and blocks of HTML or XHTML bytes: what `extract` does with a file's content,
-    for formats that hold HTML inside (EPUB chapters, an e-mail's HTML body)."""
+    for formats that hold HTML inside (EPUB chapters, an e-mail's HTML body).
+    `asides_are_text` keeps every `<aside>` whatever its class or role (a book's notes and
+    sidebars), where a web page's asides outside its main content are furniture."""
     declared = EncodingDetector.find_declared_encoding(data, is_html=True)
     markup = decode(data, declared).replace("\x00", "")
     if not markup.strip():
@@ -136,7 +138,7 @@ def extract_markup(data: bytes) -> Extracted:
     # A streaming parser target rather than a tree: no depth limit, and no per-node objects.
     # huge_tree lifts libxml2's 10 MB limit on a single text node. The markup is already
     # decoded, so the explicit encoding overrides any <meta charset>.
-    target = _HtmlTarget()
+    target = _HtmlTarget(asides_are_text=asides_are_text)
     parser = etree.HTMLParser(target=target, encoding="utf-8", huge_tree=True, no_network=True)
     parser.feed(markup.encode("utf-8"))
     parser.close()
@@ -188,7 +190,8 @@ class _HtmlTarget:
     depth of an open heading, <pre>, <table> or main-content element says where it ends.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, asides_are_text: bool = False) -> None:
+        self.asides_are_text = asides_are_text
         self.writer = _TextWriter()
         # Each block, whether it is inside the main content, and whether inside a table of
         # contents (kept aside: it is the content only of a page that has nothing else).
@@ -289,6 +292,8 @@ class _HtmlTarget:
         )
 
     def _is_boilerplate(self, tag: str, attrib: Mapping[str, str]) -> bool:
+        if tag == "aside" and self.asides_are_text:
+            return False
         if tag in _SKIPPED_TAGS or (tag in _OUTSIDE_MAIN_TAGS and self.main_at is None):
             return True
         if not attrib:

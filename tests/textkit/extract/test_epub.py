@@ -238,3 +238,46 @@ def test_archive_limits_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     parts = book_parts(**{"OEBPS/noise.bin": os.urandom(2 * 1024 * 1024)})
     with pytest.raises(ParseError, match="more than the limit of 1 MB; it may be a zip bomb"):
         parse_file(write_epub(tmp_path / "big.epub", parts), EPUB)
+
+
+def test_each_spine_document_is_read_once_whatever_its_toc_mentions(tmp_path: Path) -> None:
+    # Given a book built like Debian's live-manual: the manifest lists a chapter once per section
+    # of its table of contents ("b-first.xhtml#s1", ...), and the spine walks every one of them
+    items = [
+        ("c1", "Text/b-first.xhtml", ""),
+        ("c1#s1", "Text/b-first.xhtml#s1", ""),
+        ("c1#s2", "Text/b-first.xhtml#s2", ""),
+        ("c2", "Text/a-second.xhtml", ""),
+        ("c2#t", "Text/a-second.xhtml#t", ""),
+    ]
+    opf = package("The Knowledge Book", items, ["c1", "c1#s1", "c1#s2", "c2", "c2#t", "c1"])
+    path = write_epub(tmp_path / "toc.epub", book_parts(**{"OEBPS/content.opf": opf}))
+    # When it is read
+    text = parse_file(path, EPUB)
+    # Then each document's text is there once, in the order the spine first names it
+    assert text.count("Indexes make search fast.") == 1
+    assert text.count("chunk\ta passage") == 1
+    assert text.index("Chapter One") < text.index("Chapter Two")
+
+
+def test_aside_notes_are_the_books_text(tmp_path: Path) -> None:
+    # Given a chapter with a footnote and a sidebar, both <aside> as EPUB 3 writes them
+    body = (
+        "<section><h1>Chapter One</h1>"
+        '<p>Indexes make search fast.<a epub:type="noteref" href="#n1">1</a></p>'
+        '<aside class="sidebar"><h2>Sidebar</h2><p>Postings are rows of the index.</p></aside>'
+        '<aside epub:type="footnote" id="n1"><p>Measured on ten million chunks.</p></aside>'
+        "</section>"
+    )
+    parts = book_parts(**{"OEBPS/Text/b-first.xhtml": chapter("The Knowledge Book", body)})
+    # When the book is read
+    extracted = extract(write_epub(tmp_path / "notes.epub", parts), EPUB)
+    # Then the notes are kept where they stand
+    texts = [block.text for block in extracted.blocks]
+    assert texts[:5] == [
+        "Chapter One",
+        "Indexes make search fast.1",
+        "Sidebar",
+        "Postings are rows of the index.",
+        "Measured on ten million chunks.",
+    ]
