@@ -27,9 +27,7 @@ from sources.kinds.base import (
     Problem,
     SourceUnavailable,
 )
-from sources.kinds.front_matter import front_matter
-
-MARKDOWN_SUFFIXES = (".md", ".markdown")
+from sources.kinds.front_matter import item_front_matter
 
 
 class FolderKind(Kind):
@@ -158,7 +156,7 @@ class FolderKind(Kind):
             data = self._read(directory, parts, item.path)
         finally:
             os.close(directory)
-        metadata = front_matter(data) if item.path.lower().endswith(MARKDOWN_SUFFIXES) else {}
+        metadata = item_front_matter(item, data)
         return Fetched(data=data, media_type="", metadata=metadata)
 
     def _read(self, directory: int, parts: list[str], path: str) -> bytes:

@@ -59,10 +59,9 @@ from sources.kinds.base import (
     Problem,
     SourceUnavailable,
 )
-from sources.kinds.front_matter import front_matter
+from sources.kinds.front_matter import item_front_matter
 from sources.network import AddressRefused, host_check, peer_checked_pools, url_check
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 # Written into the cache when it is made: only a directory holding it is ever deleted.
 MARKER = "canon-source-cache.json"
 # Sent as the user name when only a token is given (GitHub's convention; GitLab takes any).
@@ -180,7 +179,7 @@ class GitKind(Kind):
             raise ItemProblem(f"{item.path} is not a file in the repository.")
         if len(data) > limit:
             raise ItemProblem(f"{item.path} is {len(data)} bytes, over the limit of {limit} bytes.")
-        metadata = front_matter(data) if item.path.lower().endswith(MARKDOWN_SUFFIXES) else {}
+        metadata = item_front_matter(item, data)
         return Fetched(data=data, media_type="", metadata=metadata)
 
     def close(self) -> None:

@@ -51,6 +51,7 @@ from sources.kinds.base import (
     SourceError,
     SourceUnavailable,
 )
+from sources.kinds.front_matter import item_front_matter
 from sources.network import AddressRefused, host_check, peer_checked_pools, url_check
 
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -213,9 +214,10 @@ class S3Kind(Kind):
     # -- fetch -------------------------------------------------------------------------------
 
     def fetch(self, item: Item) -> Fetched:
-        """The object's bytes; metadata its user metadata (x-amz-meta-*) with its tags over
-        them. The object may have changed since the listing: the bytes read now are returned,
-        and the next run lists the new ETag and fetches again (same bytes, no new revision)."""
+        """The object's bytes; metadata a Markdown object's front matter, its user metadata
+        (x-amz-meta-*) over that and its tags over both. The object may have changed since the
+        listing: the bytes read now are returned, and the next run lists the new ETag and
+        fetches again (same bytes, no new revision)."""
         client = self._client(SourceUnavailable)
         key = self.prefix + item.path
         limit = self.limits.max_item_bytes
@@ -239,7 +241,8 @@ class S3Kind(Kind):
             body.close()
         if len(data) > limit:
             raise ItemProblem(f"{item.path} is over the limit of {limit} bytes.")
-        metadata: dict[str, Any] = dict(response.get("Metadata") or {})
+        metadata = item_front_matter(item, data)
+        metadata.update(response.get("Metadata") or {})
         metadata.update(self._tags(client, key, response.get("VersionId")))
         content_type = str(response.get("ContentType") or "").strip()
         media_type = "" if content_type.split(";")[0].strip().lower() in UNTYPED else content_type

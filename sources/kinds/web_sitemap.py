@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from lxml import etree
 
@@ -75,8 +75,10 @@ def _gunzipped(data: bytes) -> bytes:
 
 
 def _date(text: str) -> datetime | None:
-    """W3C datetime (what sitemaps use) as far as fromisoformat reads it; None otherwise."""
+    """W3C datetime (what sitemaps use) as far as fromisoformat reads it; None otherwise. A
+    date or time without a zone (`2025-03-01`) is taken as UTC, as the W3C profile allows."""
     try:
-        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -65,6 +66,7 @@ from sources.kinds.base import (
     Problem,
     SourceUnavailable,
 )
+from sources.kinds.front_matter import item_front_matter
 from sources.kinds.web_config import website_config_check
 from sources.kinds.web_crawl import Crawl, Visit
 from sources.kinds.web_html import html_read, robots_directives
@@ -172,7 +174,7 @@ class WebsiteKind(Kind):
         except WebError as exc:
             raise ItemProblem(f"{item.path}: {exc}.") from None
         if answer.status == 200 and answer.content is not None:
-            metadata = {}
+            metadata: dict[str, Any] = item_front_matter(item, answer.content)
             if answer.media_type == "text/html":
                 metadata = html_read(answer.content, answer.url, charset=_charset(answer)).metadata
             return Fetched(answer.content, answer.media_type, metadata)
@@ -322,6 +324,8 @@ class WebsiteKind(Kind):
             state=state,
             content=content,
         )
+        if matter := item_front_matter(item, content):
+            item = replace(item, metadata=matter)
         return Visit((item,), links, url)
 
 

@@ -1,5 +1,6 @@
 """Markdown: headings (ATX and setext) become heading blocks, fenced code stays verbatim, and
-the rest is stripped of markup, keeping the words. The title is the first heading.
+the rest is stripped of markup, keeping the words. YAML or TOML front matter is metadata, never
+text (`front_matter`): its `title` field is the title, else the first heading is.
 
 Every pattern here is linear: bracketed text may not contain brackets, so an attempt stops at
 the next bracket, and runs are matched possessively.
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from textkit.extract.base import CODE, HEADING, Block, Extracted
 from textkit.extract.encoding import decode, refuse_binary
+from textkit.extract.front_matter import split_front_matter
 from textkit.extract.plain import paragraph_blocks
 
 MEDIA_TYPES = ("text/markdown",)
@@ -51,8 +53,9 @@ _MD_ESCAPE_RE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|~<>])")
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
-    blocks = markdown_blocks(decode(path.read_bytes()))
-    title = next((block.text for block in blocks if block.kind == HEADING), "")
+    matter = split_front_matter(decode(path.read_bytes()))
+    blocks = markdown_blocks(matter.body)
+    title = matter.title or next((block.text for block in blocks if block.kind == HEADING), "")
     return Extracted(title=title, blocks=blocks)
 
 

@@ -213,6 +213,36 @@ def test_fetch_brings_the_bytes_tags_and_user_metadata(s3_server: Any) -> None:
     assert blob.metadata == {}
 
 
+def test_a_markdown_objects_front_matter_comes_under_its_metadata_and_tags(
+    s3_server: Any,
+) -> None:
+    # Given a Markdown object with front matter, user metadata and tags naming the same field
+    bucket = s3_server.new_bucket()
+    note = b"---\ntitle: Herons\nteam: from-front-matter\nyear: soon\n---\n# Herons\n"
+    _put(
+        s3_server,
+        bucket,
+        "herons.md",
+        note,
+        Metadata={"author": "Ann", "team": "from-metadata"},
+        Tagging="team=birds",
+    )
+    _put(s3_server, bucket, "herons.txt", note)
+    kind = _kind(s3_server, bucket)
+    items = _items(kind)
+    # When both are fetched
+    markdown, text = kind.fetch(items["herons.md"]), kind.fetch(items["herons.txt"])
+    # Then the front matter's fields are offered, what the bucket says winning; a text file
+    # offers none
+    assert markdown.metadata == {
+        "title": "Herons",
+        "year": "soon",
+        "author": "Ann",
+        "team": "birds",
+    }
+    assert text.metadata == {}
+
+
 def test_a_changed_object_has_a_new_version_and_its_new_bytes(s3_server: Any) -> None:
     bucket = s3_server.new_bucket()
     _put(s3_server, bucket, "a.md", b"first")

@@ -136,6 +136,26 @@ def test_item_names_media_types_and_metadata(site: SiteServer) -> None:
     assert items["index"].modified is not None and items["index"].modified.year == 2025
 
 
+def test_a_markdown_pages_front_matter_is_its_metadata(site: SiteServer) -> None:
+    # Given a page served as Markdown with front matter, and linked from the start page
+    note = "---\ntitle: Herons\nyear: soon\n---\n# Herons\n\nThey wade.\n"
+    site.page("/notes/herons", note, content_type="text/markdown; charset=utf-8")
+    site.page("/start.html", html(links("/notes/herons")))
+    kind = make_kind(start_url=site.url + "/start.html")
+    # When it is crawled, and fetched again
+    items, _ = run(kind)
+    page = items["notes/herons"]
+    kind = make_kind(start_url=site.url + "/start.html")
+    try:
+        fetched = kind.fetch(page)
+    finally:
+        kind.close()
+    # Then its front matter is offered to the metadata map both times
+    assert (page.name, page.media_type) == ("herons.md", "text/markdown")
+    assert dict(page.metadata) == {"title": "Herons", "year": "soon"}
+    assert fetched.metadata == {"title": "Herons", "year": "soon"}
+
+
 def test_versions_come_from_etag_then_last_modified_then_the_bytes(site: SiteServer) -> None:
     items, _ = run(make_kind(start_url=site.url))
 
@@ -383,7 +403,9 @@ def test_sitemap_lists_its_pages_and_follows_no_links(site: SiteServer) -> None:
     assert problems == []
     assert "/deep/one.html" not in site.requested(), "links are not followed"
     assert "/private/secret.html" not in site.requested()
-    assert items["docs/guide/"].modified is not None, "lastmod from the sitemap"
+    modified = items["docs/guide/"].modified
+    assert modified is not None, "lastmod from the sitemap"
+    assert modified.tzinfo is not None, "a zoneless lastmod is UTC, never a naive datetime"
 
 
 def test_sitemap_index_with_gzip_and_a_missing_sitemap(site: SiteServer) -> None:

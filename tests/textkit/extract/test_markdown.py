@@ -100,3 +100,45 @@ def test_markdown_soft_line_breaks_join_but_lists_and_hard_breaks_stay() -> None
     assert "Every employee earns 25 days of paid leave." in texts
     assert "one\ntwo" in texts
     assert "Line  \nbreak" in texts
+
+
+def test_yaml_front_matter_is_metadata_never_text_nor_title(tmp_path: Path) -> None:
+    # Given a note whose front matter has no title (its last field once became the title)
+    markdown = (
+        "---\nauthor: Ann Example\ntags: [herons, wading]\nyear: soon\n---\n\n"
+        "Herons stand still in shallow water.\n\n## Feeding\n\nThey strike fast.\n"
+    )
+    # When it is read
+    extracted = extract(write(tmp_path, "herons.md", markdown), TEXT_MARKDOWN)
+    # Then the fields are neither text nor the title: the first heading is the title
+    assert extracted.title == "Feeding"
+    assert [(b.kind, b.text) for b in extracted.blocks] == [
+        (PARAGRAPH, "Herons stand still in shallow water."),
+        (HEADING, "Feeding"),
+        (PARAGRAPH, "They strike fast."),
+    ]
+
+
+def test_front_matter_title_is_the_title(tmp_path: Path) -> None:
+    yaml_note = "---\r\ntitle: Herons of the marsh\r\nyear: soon\r\n...\r\n# Herons\r\nText.\r\n"
+    toml_note = '+++\ntitle = "Egrets at dawn"\ndate = 2024-03-01\n+++\n# Egrets\n\nText.\n'
+    for name, markdown, title in [
+        ("herons.md", yaml_note, "Herons of the marsh"),
+        ("egrets.md", toml_note, "Egrets at dawn"),
+    ]:
+        extracted = extract(write(tmp_path, name, markdown), TEXT_MARKDOWN)
+        assert extracted.title == title
+        assert extracted.text() == f"{title.split()[0]}\n\nText."
+
+
+def test_front_matter_that_does_not_read_is_still_not_text(tmp_path: Path) -> None:
+    # a colon in an unquoted value: not valid YAML, but plainly fields
+    markdown = "---\ntitle: Herons: a guide\nyear: soon\n---\nText.\n"
+    extracted = extract(write(tmp_path, "broken.md", markdown), TEXT_MARKDOWN)
+    assert (extracted.title, extracted.text()) == ("", "Text.")
+
+
+def test_a_rule_and_a_heading_at_the_start_are_not_front_matter(tmp_path: Path) -> None:
+    markdown = "---\nPart one\n---\n\nText.\n"
+    extracted = extract(write(tmp_path, "rule.md", markdown), TEXT_MARKDOWN)
+    assert (extracted.title, extracted.text()) == ("Part one", "Part one\n\nText.")
