@@ -5,9 +5,18 @@ Headers. From, To, Cc, Date and Subject open the text as one short paragraph ("F
 Canon has no per-document metadata fields yet, so the headers go into the text, where search and
 a model can read them: "the mail Alice sent in March" finds it.
 
-Body. The text/plain part when there is one, else the text/html part through the HTML
-extractor (or, in an Outlook file with neither, its RTF body through the RTF extractor). Quoted
-replies are kept: they are often the only copy of what is being answered.
+Body. Every inline text part (text/plain or text/html without a file name), in order: clients
+split a message's text around an inline picture, or add a part after a forwarded one. Of the
+versions of a multipart/alternative, the plain text when it is substantial (at least half as long
+as the richer version's text), else the richer one (the HTML through the HTML extractor): an empty
+or stub plain part ("view this in a client that shows HTML") must not hide a 37 KB HTML body. An
+Outlook file chooses between its plain and HTML bodies the same way, or reads its RTF body when it
+has neither. Quoted replies are kept: they are often the only copy of what is being answered.
+
+Charsets. A part's declared charset is checked, not trusted (`charsets.decode_declared`): UTF-8
+labelled GB2312, GBK labelled gb2312 (read as GB18030, its superset) and GBK labelled ISO-8859-1
+are read as what they are. A file saved as UTF-16 or UTF-32 (with or without a byte-order mark,
+as Windows tools save it) is decoded before it is parsed, not read as raw MIME.
 
 Attachments are part of the document. Each one of a kind Canon reads (its format found from its
 name among the registry's, checked against its first bytes) follows the body as a section under
@@ -46,7 +55,9 @@ from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
-from textkit.extract import encoding, html, plain, rtf
+from bs4.dammit import EncodingDetector
+
+from textkit.extract import charsets, encoding, html, plain, rtf
 from textkit.extract.base import (
     HEADING,
     OLE_MAGIC,
@@ -67,6 +78,9 @@ MAX_ATTACHMENTS = 50
 MAX_PARTS = 1000
 MAX_HEADER_CHARS = 8 * 1024
 _HEADER_NAMES = ("From", "To", "Cc", "Date", "Subject")
+_BODY_TYPES = frozenset({"text/plain", "text/html"})
+# A plain version at least this long, against the richer version's text, is the one read.
+SUBSTANTIAL_PLAIN = 0.5
 # How many leading bytes an attachment's first-byte check wants (detect.SNIFF_BYTES).
 _SNIFF_BYTES = 4096
 
@@ -90,6 +104,8 @@ def check_head(head: bytes, media_type: str) -> None:
                 "The file is named like an Outlook message (.msg), but its content is not one."
             )
         return
+    if _unmarked_utf16(head):
+        return  # a mail saved as UTF-16 without a byte-order mark: its NULs are not binary
     encoding.refuse_binary(head, "an e-mail (.eml)")
 
 
@@ -200,23 +216,49 @@ def _nested(blocks: list[Block]) -> list[Block]:
 
 def _read_eml(data: bytes, *, nested: bool = False) -> _Mail:
     try:
-        message = BytesParser(policy=policy.default).parsebytes(data)
+        message = BytesParser(policy=policy.default).parsebytes(_mime_bytes(data))
         assert isinstance(message, EmailMessage)
         return _eml_mail(message, nested=nested)
     except RecursionError:
         raise ParseError("The e-mail nests its parts too deeply to be read.") from None
 
 
+def _mime_bytes(data: bytes) -> bytes:
+    """The message as MIME is written, in bytes ASCII-compatible: a file saved as UTF-16 or
+    UTF-32 decoded and written back as UTF-8 (the parts' 8-bit text with it, which the UTF-8
+    check of `charsets` then reads), a UTF-8 byte-order mark dropped."""
+    for bom, name in encoding.BOMS:
+        if data.startswith(bom):
+            return data.decode(name, errors="replace").encode("utf-8")
+    unmarked = _unmarked_utf16(data[:_SNIFF_BYTES])
+    if unmarked:
+        return data.decode(unmarked, errors="replace").encode("utf-8")
+    return data
+
+
+def _unmarked_utf16(head: bytes) -> str | None:
+    """ "utf-16-le" or "utf-16-be" when `head` is UTF-16 without a byte-order mark (a message
+    starts with ASCII header lines: every other byte NUL), else None."""
+    sample = head[:512] if len(head) % 2 == 0 else head[:511]
+    if len(sample) < 8:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) == len(odd) and even.count(0) == 0:
+        return "utf-16-le"
+    if even.count(0) == len(even) and odd.count(0) == 0:
+        return "utf-16-be"
+    return None
+
+
 def _eml_mail(message: EmailMessage, *, nested: bool) -> _Mail:
     headers = [(name, _eml_header(message, name)) for name in _HEADER_NAMES]
     leaves = _eml_leaves(message)
-    body_part = message.get_body(preferencelist=("plain", "html"))
-    body: list[Block] = []
-    if isinstance(body_part, EmailMessage):
-        body = _eml_body(body_part)
+    read: list[EmailMessage] = []
+    body = _eml_body(message, read)
+    read_ids = {id(part) for part in read}
     attachments: list[_Attachment] = []
     for part in leaves:
-        if part is body_part:
+        if id(part) in read_ids:
             continue
         embedded = part.get_content_type() == MESSAGE_RFC822 and part.is_multipart()
         name = part.get_filename() or ""
@@ -269,23 +311,65 @@ def _eml_leaves(message: EmailMessage) -> list[EmailMessage]:
     return leaves
 
 
-def _eml_body(part: EmailMessage) -> list[Block]:
+def _eml_body(part: EmailMessage, read: list[EmailMessage]) -> list[Block]:
+    """The body blocks `part` holds (see the module docstring); the text parts read are added
+    to `read`, so that they are not attachments too."""
+    if part.get_content_maintype() == "multipart" and part.is_multipart():
+        children = [child for child in part.get_payload() if isinstance(child, EmailMessage)]
+        if part.get_content_subtype() == "alternative":
+            return _eml_alternative(children, read)
+        return [block for child in children for block in _eml_body(child, read)]
+    if part.get_content_type() not in _BODY_TYPES or part.get_filename():
+        return []
+    if part.get_content_disposition() == "attachment":
+        return []
+    read.append(part)
+    return _eml_text_blocks(part)
+
+
+def _eml_alternative(versions: list[EmailMessage], read: list[EmailMessage]) -> list[Block]:
+    """The plain version when it is substantial, else the richest (the last, RFC 2046) that
+    has text."""
+    plain_read: list[EmailMessage] = []
+    plain_blocks: list[Block] = []
+    richest: tuple[list[Block], list[EmailMessage]] | None = None
+    for version in versions:
+        version_read: list[EmailMessage] = []
+        blocks = _eml_body(version, version_read)
+        if version.get_content_type() == "text/plain":
+            if not plain_read:
+                plain_read, plain_blocks = version_read, blocks
+        elif _length(blocks):
+            richest = (blocks, version_read)
+    rich_blocks, rich_read = richest or ([], [])
+    chosen = _richer(plain_blocks, rich_blocks)
+    read.extend(plain_read if chosen is plain_blocks else rich_read)
+    return chosen
+
+
+def _richer(plain_blocks: list[Block], rich_blocks: list[Block]) -> list[Block]:
+    """The plain version when it is substantial against the rich one, else the rich one."""
+    if _length(plain_blocks) >= SUBSTANTIAL_PLAIN * _length(rich_blocks):
+        return plain_blocks
+    return rich_blocks
+
+
+def _length(blocks: list[Block]) -> int:
+    """How much text the blocks hold, whitespace not counted."""
+    return sum(len("".join(block.text.split())) for block in blocks)
+
+
+def _eml_text_blocks(part: EmailMessage) -> list[Block]:
     payload = part.get_payload(decode=True)
     data = payload if isinstance(payload, bytes) else b""
-    charset = part.get_content_charset()
-    text = _decode(data, charset)
     if part.get_content_subtype() == "html":
+        label = part.get_content_charset() or EncodingDetector.find_declared_encoding(
+            data, is_html=True
+        )
+        text = charsets.decode_declared(data, label)
         return html.extract_markup(text.encode("utf-8")).blocks
+    text = charsets.decode_declared(data, part.get_content_charset())
     return plain.paragraph_blocks(text.replace("\r\n", "\n"))
-
-
-def _decode(data: bytes, charset: str | None) -> str:
-    if charset:
-        try:
-            return data.decode(charset, errors="replace")
-        except LookupError:
-            pass
-    return encoding.decode(data)
 
 
 # MSG
@@ -344,14 +428,14 @@ def _msg_date(message: Any) -> str:
 
 
 def _msg_body(message: Any) -> list[Block]:
-    """The plain body, else the HTML stream (not extract-msg's HTML made from RTF), else the
-    RTF body through the RTF extractor."""
+    """The plain body when it is substantial against the HTML stream (not extract-msg's HTML
+    made from RTF), else the HTML; with neither, the RTF body through the RTF extractor."""
     text = message.body or ""
-    if text.strip():
-        return plain.paragraph_blocks(text.replace("\r\n", "\n"))
+    plain_blocks = plain.paragraph_blocks(text.replace("\r\n", "\n")) if text.strip() else []
     markup = message.getStream("__substg1.0_10130102")
-    if markup:
-        return html.extract_markup(markup).blocks
+    html_blocks = html.extract_markup(markup).blocks if markup else []
+    if plain_blocks or html_blocks:
+        return _richer(plain_blocks, html_blocks)
     rtf_body = message.rtfBody
     if rtf_body:
         return rtf.extract_data(rtf_body).blocks

@@ -4,8 +4,11 @@ body preferred over HTML, quoted replies kept, attachments Canon reads inlined u
 
 from __future__ import annotations
 
+import base64
 import io
 import os
+import quopri
+from email.header import Header
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -298,3 +301,188 @@ def test_ole_file_that_is_not_a_message_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "doc.msg", compound_file({"WordDocument": b"x" * 100}))
     with pytest.raises(ParseError, match=r"not a valid Outlook message \(\.msg\)"):
         extract(path, MSG)
+
+
+# Bodies: every inline text part, the richer alternative; charsets verified, not trusted
+
+
+def mime(subject: str, content_type: str, body: bytes, *, cte: str = "8bit") -> bytes:
+    """A one-part message as a mail client writes it, its body bytes exactly `body`."""
+    head = (
+        "From: Li Example <li@example.cn>\r\nTo: team@example.com\r\n"
+        f"Subject: {Header(subject, 'utf-8').encode()}\r\nMIME-Version: 1.0\r\n"
+        f"Content-Type: {content_type}\r\nContent-Transfer-Encoding: {cte}\r\n\r\n"
+    )
+    if cte == "base64":
+        body = base64.encodebytes(body)
+    return head.encode("ascii") + body
+
+
+def multipart(subject: str, subtype: str, parts: list[tuple[str, bytes]]) -> bytes:
+    """A multipart message of (headers, body) parts, base64 bodies."""
+    lines = [
+        f"From: a@example.com\r\nSubject: {subject}\r\nMIME-Version: 1.0\r\n"
+        f'Content-Type: multipart/{subtype}; boundary="b1"\r\n\r\n'.encode()
+    ]
+    for headers, body in parts:
+        lines.append(
+            f"--b1\r\n{headers}\r\nContent-Transfer-Encoding: base64\r\n\r\n".encode()
+            + base64.encodebytes(body)
+        )
+    lines.append(b"--b1--\r\n")
+    return b"".join(lines)
+
+
+NEWSLETTER_HTML = (
+    "<html><body><h1>March news</h1>"
+    + "".join(
+        f"<p>Story {n}: the reading room opens at {n} o'clock with new shelves.</p>"
+        for n in range(600)
+    )
+    + "</body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    "plain", ["", "\r\n  \r\n", "This message is HTML; open it in a mail program that shows HTML."]
+)
+def test_an_empty_or_token_plain_part_gives_way_to_the_html(tmp_path: Path, plain: str) -> None:
+    # Given an alternative whose plain part is empty (or a stub) and whose HTML is 37 KB
+    data = multipart(
+        "Newsletter",
+        "alternative",
+        [
+            ('Content-Type: text/plain; charset="utf-8"', plain.encode()),
+            ('Content-Type: text/html; charset="utf-8"', NEWSLETTER_HTML.encode()),
+        ],
+    )
+    assert len(NEWSLETTER_HTML) > 37_000
+    # When it is read
+    extracted = extract(write(tmp_path, "news.eml", data), EML)
+    # Then the body is the HTML's text, not the headers alone
+    text = extracted.text()
+    assert "March news" in text and "Story 599: the reading room opens" in text
+    assert "open it in a mail program" not in text
+
+
+def test_every_inline_text_part_is_read_in_order(tmp_path: Path) -> None:
+    # Given a mixed message whose text is split around an inline picture (Apple Mail writes
+    # this), then a second alternative block and a named text attachment
+    data = multipart(
+        "Site visit",
+        "mixed",
+        [
+            ("Content-Type: text/plain; charset=utf-8", b"Photos from the site visit."),
+            ("Content-Type: image/png\r\nContent-Disposition: inline", PNG),
+            ("Content-Type: text/plain; charset=utf-8", b"The east wall needs repair."),
+            ("Content-Type: text/html; charset=utf-8", b"<p>Budget approved by <b>Dana</b>.</p>"),
+            (
+                'Content-Type: text/plain\r\nContent-Disposition: attachment; filename="n.txt"',
+                b"Attached notes.",
+            ),
+        ],
+    )
+    # When it is read
+    blocks = extract(write(tmp_path, "visit.eml", data), EML).blocks
+    # Then every inline text part is the body, in order; the named one is an attachment
+    assert [(b.kind, b.text) for b in blocks[1:]] == [
+        (PARAGRAPH, "Photos from the site visit."),
+        (PARAGRAPH, "The east wall needs repair."),
+        (PARAGRAPH, "Budget approved by Dana."),
+        (HEADING, "Attachment: n.txt"),
+        (PARAGRAPH, "Attached notes."),
+    ]
+
+
+def test_a_substantial_plain_part_is_preferred_over_its_html(tmp_path: Path) -> None:
+    plain = "Hello Bob,\n\nThe figures are attached, with the regional breakdown.\n"
+    html_body = "<p>Hello Bob,</p><p>The figures are attached, with the regional breakdown.</p>"
+    data = multipart(
+        "Figures",
+        "alternative",
+        [
+            ("Content-Type: text/plain; charset=utf-8", plain.encode()),
+            ("Content-Type: text/html; charset=utf-8", html_body.encode()),
+        ],
+    )
+    blocks = extract(write(tmp_path, "figures.eml", data), EML).blocks
+    assert [b.text for b in blocks[1:]] == [
+        "Hello Bob,",
+        "The figures are attached, with the regional breakdown.",
+    ]
+
+
+CHINESE = (
+    "各位同事：\n\n附件是第三季度的销售报告，请在周五之前查收并反馈意见。"
+    "总理朱镕基曾视察过我们的工厂，李堃和张喆将负责接待。\n\n谢谢！\n王经理\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("label", "encoding", "cte"),
+    [
+        ("gb2312", "utf-8", "base64"),  # a UTF-8 body labelled GB2312
+        ("gb2312", "gbk", "base64"),  # GBK text (镕, 堃, 喆 are not in GB2312) labelled gb2312
+        ("GB2312", "gbk", "8bit"),
+        ("iso-8859-1", "gbk", "8bit"),  # a GBK body labelled ISO-8859-1
+        ("iso-8859-1", "gbk", "quoted-printable"),
+        ("us-ascii", "gb18030", "base64"),
+    ],
+)
+def test_a_wrongly_labelled_chinese_body_is_read_right(
+    tmp_path: Path, label: str, encoding: str, cte: str
+) -> None:
+    body = CHINESE.encode(encoding)
+    if cte == "quoted-printable":
+        body = quopri.encodestring(body)
+    data = mime("季度报告", f"text/plain; charset={label}", body, cte=cte)
+    text = extract(write(tmp_path, "cn.eml", data), EML).text()
+    assert "附件是第三季度的销售报告" in text and "朱镕基" in text and "李堃和张喆" in text
+    assert "\ufffd" not in text
+
+
+@pytest.mark.parametrize(
+    ("label", "text", "encoding"),
+    [
+        ("iso-8859-1", "Café crème, déjà vu — naïve façade.", "cp1252"),
+        ("utf-8", "Grüße aus München, schöne Straße.", "cp1252"),  # not UTF-8 after all
+        ("gb2312", "会议改到周四下午三点，地点在三楼会议室。", "gb2312"),
+        ("big5", "會議改到週四下午三點，地點在三樓會議室。", "big5"),
+        ("shift_jis", "会議は木曜日の午後三時に変更になりました。", "shift_jis"),
+        ("euc-kr", "회의는 목요일 오후 세 시로 변경되었습니다.", "euc-kr"),
+    ],
+)
+def test_a_body_labelled_right_stays_right(
+    tmp_path: Path, label: str, text: str, encoding: str
+) -> None:
+    data = mime("Note", f"text/plain; charset={label}", text.encode(encoding), cte="base64")
+    assert extract(write(tmp_path, "note.eml", data), EML).blocks[1].text == text
+
+
+def test_a_short_gbk_body_labelled_latin_1_is_read_as_chinese(tmp_path: Path) -> None:
+    # Short text is where a detector wavers (GBK bytes are Korean to it as well)
+    body = "Hi team,\n\n附件是第三季度报告，请查收。\n\nBest,\nLi\n".encode("gbk")
+    data = mime("Report", "text/plain; charset=iso-8859-1", body)
+    assert "附件是第三季度报告，请查收。" in extract(write(tmp_path, "s.eml", data), EML).text()
+
+
+def test_a_mislabelled_html_body_is_read_right(tmp_path: Path) -> None:
+    html_body = f"<html><body><p>{CHINESE}</p></body></html>".encode("gbk")
+    data = mime("季度报告", "text/html; charset=iso-8859-1", html_body, cte="base64")
+    assert "附件是第三季度的销售报告" in extract(write(tmp_path, "h.eml", data), EML).text()
+
+
+@pytest.mark.parametrize("utf16", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_a_utf16_eml_is_read_as_mail_not_raw_mime(tmp_path: Path, utf16: str) -> None:
+    # Given a mail saved as UTF-16 (with its BOM, or without one), as Windows tools write it
+    message = base_message()
+    message.set_content("Hello Bob,\n\n知识库将在下个季度上线。\n")
+    data = bytes(message).decode("utf-8").encode(utf16)
+    path = write(tmp_path, "saved.eml", data)
+    # When it is checked and read
+    assert detect_media_type("saved.eml", data[:4096]) == EML
+    extracted = extract(path, EML)
+    # Then it is a mail: its Subject the title, its body the text, no MIME in sight
+    assert extracted.title == "Quarterly figures 季度报告"
+    assert [b.text for b in extracted.blocks[1:]] == ["Hello Bob,", "知识库将在下个季度上线。"]
+    assert "Content-Type" not in extracted.text() and "MIME-Version" not in extracted.text()
