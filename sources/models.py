@@ -111,6 +111,9 @@ class SyncRun(models.Model):
     restored = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     skipped = models.PositiveIntegerField(default=0)
+    # Files of a kind Canon does not read (by their name): counted apart from failures, and
+    # said in `problems` only the first time a run meets each one.
+    unsupported = models.PositiveIntegerField("not supported", default=0)
     listing_complete = models.BooleanField(default=False)
     # Why nothing was deleted, or why deletions wait for a person; "" when they went ahead.
     deletion_note = models.TextField(blank=True)
@@ -149,8 +152,11 @@ class SourceItem(models.Model):
 
     `version` is written in the same transaction as the revision it produced, so a retried or
     duplicated run finds it and submits nothing twice. `gone_at` is set when the item left the
-    source (its document was deleted by the sync); `pending_delete_run` marks it as one of the
-    deletions a run holds for confirmation."""
+    source (its document deleted by the sync, `sync_deleted_at`, or already deleted by a
+    person); `pending_delete_run` marks it as one of the deletions a run holds for
+    confirmation. `last_seen_run` and `last_outcome` say what the latest run did with the item;
+    a run's counts are its rows' outcomes, so a run resumed after a crash counts each item once,
+    by what any of its attempts did."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="items")
     path = models.TextField()
@@ -167,13 +173,16 @@ class SourceItem(models.Model):
     modified = models.DateTimeField(null=True, blank=True)
     state = models.JSONField(default=dict, blank=True)
     revision_number = models.PositiveIntegerField(null=True, blank=True)
-    # What the last run that took this item did with it (new, changed, restored, unchanged), so
-    # a run resumed after a crash counts an item it already submitted as that, not unchanged.
+    # new, changed, restored, unchanged, failed, skipped, unsupported or deleted.
     last_outcome = models.CharField(max_length=16, blank=True)
     last_seen_run = models.ForeignKey(
         SyncRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     gone_at = models.DateTimeField(null=True, blank=True)
+    # The `deleted_at` the sync gave the document when the item left the source. The sync may
+    # restore the document when the item comes back only while this is still its deletion: a
+    # deletion by a person (before, or after a restore) stands until a person restores it.
+    sync_deleted_at = models.DateTimeField(null=True, blank=True)
     pending_delete_run = models.ForeignKey(
         SyncRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="pending_deletes"
     )

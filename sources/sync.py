@@ -13,9 +13,14 @@ delete what is gone — carefully.
    for a person (`services.runs.sync_deletions_confirm`).
 
 Idempotent and resumable: a run killed anywhere is run again by the sweeper on the same
-`SyncRun`; items it already submitted are found at their new version and counted as what they
-were, so nothing is submitted twice and no deletion is missed. Counts and progress are written
-at most once a second (`PROGRESS_SECONDS`), each write fenced."""
+`SyncRun`; items it already submitted are found at their new version, so nothing is submitted
+twice and no deletion is missed. Its counts are what all its attempts did: each item's outcome
+is written on its manifest row with the write it counts (`SourceItem.last_outcome`), and the
+counts are read from there; the time split and problems carry over from attempt to attempt.
+Progress is written at most once a second (`PROGRESS_SECONDS`), each write fenced.
+
+Canon's own file store failing is not the source's fault: the run waits for it with its task
+(`kb.storage.StorageUnavailable`, as a build does) and goes on by itself."""
 
 from __future__ import annotations
 
@@ -26,10 +31,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Count
 from django.utils import timezone
 
 from ingestion.task_outcomes import task_succeed
 from kb.metadata import field_specs
+from kb.models import Document
+from kb.storage import StorageUnavailable
 from kb.uploads import UploadRejected
 from sources.kinds.base import (
     Item,
@@ -48,15 +56,20 @@ from sources.services.items import (
     CHANGED,
     FAILED,
     NEW,
+    OUTCOMES,
     RESTORED,
     SKIPPED,
     UNCHANGED,
+    UNSUPPORTED,
     Outcome,
     document_key,
     item_accept,
     item_delete,
+    item_held_back,
+    item_outcome_record,
     item_submit,
 )
+from textkit.extract.registry import EXTENSIONS
 from work import faults
 from work.leases import Lease, fenced
 from work.models import IngestionTask
@@ -64,7 +77,6 @@ from work.models import IngestionTask
 logger = logging.getLogger(__name__)
 
 PROGRESS_SECONDS = 1.0
-DELETED = "deleted"
 PROBLEMS_KEPT = 500
 KEY_MAX = 255
 SEEN_BATCH = 5000
@@ -72,24 +84,63 @@ SEEN_BATCH = 5000
 
 @dataclass
 class Tally:
-    """A run's counts as it goes; written to the SyncRun row by `_save`."""
+    """A run's figures as it goes, written to the SyncRun row by `_save`. Item counts are read
+    from the manifest there; what the tally keeps is what no item row says: problems of the
+    listing itself, how far the run got, the time split and the problems' words, all carried
+    over from the run's earlier attempts (`resumed`)."""
 
     listed: int = 0
     to_process: int = 0
     processed: int = 0
-    counts: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(
-            (NEW, CHANGED, RESTORED, UNCHANGED, SKIPPED, FAILED, DELETED), 0
-        )
-    )
+    listing_skipped: int = 0  # this attempt's listing problems (no item row of their own)
+    carried_listing_skipped: int = 0  # the most an earlier attempt's listing had
     problems: list[dict[str, str]] = field(default_factory=list)
     seconds: dict[str, float] = field(
         default_factory=lambda: {"listing": 0.0, "fetching": 0.0, "submitting": 0.0}
     )
 
+    @classmethod
+    def resumed(cls, run: SyncRun) -> Tally:
+        """The tally of a run's earlier attempts (empty for a new run)."""
+        done = _outcome_counts(run)
+        return cls(
+            listed=run.listed,
+            to_process=run.to_process,
+            processed=run.processed,
+            carried_listing_skipped=max(0, run.skipped - done[SKIPPED]),
+            problems=list(run.problems or []),
+            seconds={
+                "listing": run.seconds_listing,
+                "fetching": run.seconds_fetching,
+                "submitting": run.seconds_submitting,
+            },
+        )
+
     def problem(self, path: str, outcome: str, reason: str) -> None:
+        """Say what happened to `path`; a path said before (by an earlier attempt) is said
+        again in the latest words, not twice."""
+        entry = {"path": path, "outcome": outcome, "reason": reason[:500]}
+        for index, old in enumerate(self.problems):
+            if old["path"] == path and (path or old["reason"] == entry["reason"]):
+                self.problems[index] = entry
+                return
         if len(self.problems) < PROBLEMS_KEPT:
-            self.problems.append({"path": path, "outcome": outcome, "reason": reason[:500]})
+            self.problems.append(entry)
+
+
+def _outcome_counts(run: SyncRun) -> dict[str, int]:
+    """How many items the run has taken, by outcome: one per item, whichever attempt took it."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    rows = (
+        SourceItem.objects.filter(last_seen_run=run)
+        .values_list("last_outcome")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for outcome, number in rows:
+        if outcome in counts:
+            counts[outcome] = number
+    return counts
 
 
 @dataclass(frozen=True)
@@ -103,7 +154,7 @@ class Result:
 def sync_execute(*, task: IngestionTask, lease: Lease) -> str:
     """Run (or resume) the sync run of `task`; returns its final state."""
     run = SyncRun.objects.select_related("source__kb").get(task_id=task.pk)
-    tally = Tally()
+    tally = Tally.resumed(run)
     with fenced(lease):
         if not run.source.enabled:
             _close(
@@ -113,7 +164,8 @@ def sync_execute(*, task: IngestionTask, lease: Lease) -> str:
             return run.state
         run.state = SyncRun.State.LISTING
         run.started_at = run.started_at or timezone.now()
-        run.save(update_fields=["state", "started_at"])
+        run.error = ""  # an earlier attempt's wait for the file store is over
+        run.save(update_fields=["state", "started_at", "error"])
     try:
         kind = kind_for(run.source)
     except (SecretsUnavailable, SourceError) as exc:
@@ -123,6 +175,15 @@ def sync_execute(*, task: IngestionTask, lease: Lease) -> str:
         return run.state
     try:
         result = _sync(run=run, kind=kind, lease=lease, tally=tally)
+    except StorageUnavailable as exc:
+        with fenced(lease):
+            _save(run, tally)
+            run.error = (
+                f"Waiting for Canon's file store, which cannot be reached ({exc}); the run goes "
+                "on by itself when it answers. Nothing was deleted."
+            )
+            run.save(update_fields=["error"])
+        raise  # the task waits for the store without spending an attempt (pipeline.run)
     finally:
         kind.close()
     with fenced(lease):
@@ -133,7 +194,7 @@ def sync_execute(*, task: IngestionTask, lease: Lease) -> str:
     logger.info(
         "sync finished: %s",
         result.state,
-        extra={"sync_run": run.pk, "source": run.source_id, **tally.counts},
+        extra={"sync_run": run.pk, "source": run.source_id, **_outcome_counts(run)},
     )
     return result.state
 
@@ -149,37 +210,38 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
     }
     started = time.monotonic()
     items, present, incomplete, error = _listing(kind, previous, tally, run, lease)
-    tally.seconds["listing"] = time.monotonic() - started
+    tally.seconds["listing"] += time.monotonic() - started
 
     work: list[Item] = []
-    seen_unchanged: list[int] = []
+    seen: dict[str, list[int]] = {UNCHANGED: [], UNSUPPORTED: []}
     state_changed: list[SourceItem] = []
+    done_before = 0  # taken by an earlier attempt of this run
     for item in items:
         row = manifest.get(item.path)
-        if (
-            row is not None
-            and row.gone_at is None
-            and row.document_id is not None
-            and row.version == item.version
-        ):
-            # Unchanged, or submitted by an earlier attempt of this very run.
-            done_here = row.last_seen_run_id == run.pk and row.last_outcome
-            tally.counts[row.last_outcome if done_here else UNCHANGED] += 1
-            if not done_here:
-                seen_unchanged.append(row.pk)
-            if row.state != dict(item.state):
-                row.state = dict(item.state)
-                state_changed.append(row)
+        if row is None or row.gone_at is not None or row.version != item.version:
+            work.append(item)
+        elif row.last_seen_run_id == run.pk and row.last_outcome not in (UNCHANGED, UNSUPPORTED):
+            done_before += 1  # submitted by an earlier attempt: counted by its row
+        elif row.document_id is not None:
+            seen[UNCHANGED].append(row.pk)
+        elif row.last_outcome == UNSUPPORTED:
+            seen[UNSUPPORTED].append(row.pk)  # said when first met; counted, not said again
         else:
             work.append(item)
-    tally.to_process = len(work)
+            continue
+        if row is not None and row.version == item.version and row.state != dict(item.state):
+            row.state = dict(item.state)
+            state_changed.append(row)
+    tally.to_process = done_before + len(work)
+    tally.processed = done_before
     with fenced(lease):
         # Seen by this run: a deletion a person confirms later skips what a later run saw. One
         # plain UPDATE per batch: a no-op sync of 10,000 items spent 5 s in bulk_update's CASE.
-        for start in range(0, len(seen_unchanged), SEEN_BATCH):
-            SourceItem.objects.filter(pk__in=seen_unchanged[start : start + SEEN_BATCH]).update(
-                last_seen_run=run, last_outcome=UNCHANGED
-            )
+        for kind_seen, ids in seen.items():
+            for start in range(0, len(ids), SEEN_BATCH):
+                SourceItem.objects.filter(pk__in=ids[start : start + SEEN_BATCH]).update(
+                    last_seen_run=run, last_outcome=kind_seen
+                )
         SourceItem.objects.bulk_update(state_changed, ["state"], batch_size=1000)
         run.state = SyncRun.State.SYNCING
         _save(run, tally)
@@ -196,7 +258,6 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
                 note="Nothing was deleted: the run stopped before it finished.",
                 complete=not incomplete,
             )
-        tally.counts[outcome.kind] += 1
         faults.sync_after_item(tally.processed + 1)
         if outcome.reason:
             tally.problem(item.path, outcome.kind, outcome.reason)
@@ -244,19 +305,21 @@ def _listing(
     present: set[str] = set()
     incomplete = error = ""
     last_saved = time.monotonic()
+    listed_before = tally.listed  # by an earlier attempt of the run
+    tally.listed = tally.listing_skipped = 0
     try:
         for entry in kind.listing(previous):
             if isinstance(entry, Problem):
                 if entry.path:
                     present.add(entry.path)
-                tally.counts[SKIPPED] += 1
+                tally.listing_skipped += 1
                 tally.problem(entry.path, SKIPPED, entry.reason)
                 if entry.incomplete and not incomplete:
                     incomplete = entry.reason
                 continue
             if len(document_key(run.source, entry.path)) > KEY_MAX:
                 present.add(entry.path)
-                tally.counts[SKIPPED] += 1
+                tally.listing_skipped += 1
                 tally.problem(entry.path, SKIPPED, f"the path is longer than {KEY_MAX} characters")
                 continue
             items.append(entry)
@@ -269,14 +332,35 @@ def _listing(
     except ListingFailed as exc:
         error = f"The listing failed: {exc}"
         incomplete = str(exc)
+        tally.listed = max(tally.listed, listed_before)
     return items, present, incomplete, error
+
+
+def _supported(item: Item) -> bool:
+    """Whether the item's name is of a kind Canon reads (its bytes are checked later)."""
+    name = item.file_name.lower()
+    return any(name.endswith(suffix) for suffix in EXTENSIONS)
 
 
 def _item_take(
     run: SyncRun, kind: Kind, item: Item, specs: dict[str, Any], lease: Lease, tally: Tally
 ) -> Outcome:
-    """Fetch, check and store one item, then submit it (fenced). SourceUnavailable stops the
-    run; any other trouble with the item is its outcome."""
+    """Fetch, check and store one item, then submit it (fenced); or record why not. Nothing is
+    fetched for an item of a kind Canon does not read, or whose document a person deleted.
+    SourceUnavailable stops the run and StorageUnavailable makes it wait; any other trouble
+    with the item is its outcome."""
+    if not _supported(item):
+        with fenced(lease):
+            said = SourceItem.objects.filter(
+                source=run.source, path=item.path, last_outcome=UNSUPPORTED
+            ).exists()
+            outcome = Outcome(UNSUPPORTED, "" if said else "skipped: not a supported kind of file")
+            item_outcome_record(run=run, item=item, outcome=outcome)
+        return outcome
+    with fenced(lease):
+        held_back = item_held_back(run=run, item=item)
+    if held_back is not None:
+        return held_back
     started = time.monotonic()
     metadata_found = dict(item.metadata)
     try:
@@ -287,12 +371,14 @@ def _item_take(
             data = fetched.data
             metadata_found.update(fetched.metadata)
         accepted = item_accept(item, data)
-    except ItemProblem as exc:
-        return Outcome(FAILED, str(exc))
-    except UploadRejected as exc:
-        if exc.status == 503:
-            raise SourceUnavailable(str(exc)) from None
-        return Outcome(FAILED, str(exc))
+    except (ItemProblem, UploadRejected) as exc:
+        if isinstance(exc, UploadRejected) and exc.status == 503:
+            # Canon's own store, not the source: wait for it as a build does.
+            raise StorageUnavailable(str(exc)) from None
+        outcome = Outcome(FAILED, str(exc))
+        with fenced(lease):
+            item_outcome_record(run=run, item=item, outcome=outcome)
+        return outcome
     finally:
         tally.seconds["fetching"] += time.monotonic() - started
     metadata, notes = mapped_metadata(metadata_found, run.source.metadata_map, specs)
@@ -318,12 +404,16 @@ def _deletions(
     tally: Tally,
 ) -> str:
     """Delete the documents of items no longer at the source, or hold them for a person, or
-    delete nothing; returns the note saying which and why."""
-    gone = [
-        row
-        for path, row in manifest.items()
-        if path not in present and row.gone_at is None and row.document_id is not None
-    ]
+    delete nothing; returns the note saying which and why. An item whose document a person
+    deleted already is only marked gone (its document stays the person's to restore), and is
+    neither a deletion nor counted against the threshold."""
+    deleted_by_people = set(
+        Document.objects.filter(source_item__source=run.source, deleted_at__isnull=False)
+        .exclude(source_item__gone_at__isnull=False)
+        .values_list("pk", flat=True)
+    )
+    tracked = [row for row in manifest.values() if row.gone_at is None and row.document_id]
+    gone = [row for row in tracked if row.path not in present]
     if not gone:
         return ""
     if incomplete:
@@ -331,7 +421,16 @@ def _deletions(
             f"Nothing was deleted ({len(gone)} items not seen): the listing was incomplete: "
             f"{incomplete}"
         )
-    live = sum(1 for row in manifest.values() if row.gone_at is None and row.document_id)
+    for row in gone:
+        if row.document_id in deleted_by_people:
+            with fenced(lease):
+                outcome = item_delete(run=run, item_id=row.pk)
+            if outcome is not None and outcome.reason:
+                tally.problem(row.path, outcome.kind, outcome.reason)
+    gone = [row for row in gone if row.document_id not in deleted_by_people]
+    if not gone:
+        return ""
+    live = sum(1 for row in tracked if row.document_id not in deleted_by_people)
     share = 100 * len(gone) / live
     hold = ""
     if listed == 0:
@@ -366,17 +465,25 @@ def _deletions(
         return f"Deletions wait for confirmation: {hold}."
     for row in gone:
         with fenced(lease):
-            if item_delete(run=run, item_id=row.pk):
-                tally.counts[DELETED] += 1
+            outcome = item_delete(run=run, item_id=row.pk)
+        if outcome is not None and outcome.reason:  # a person deleted it meanwhile
+            tally.problem(row.path, outcome.kind, outcome.reason)
     return ""
 
 
 def _save(run: SyncRun, tally: Tally) -> None:
+    """Write the run's figures: item counts from the manifest (every attempt's), the rest from
+    the tally. Caller holds the run's lease (fenced)."""
+    counts = _outcome_counts(run)
+    counts[SKIPPED] += max(tally.listing_skipped, tally.carried_listing_skipped)
+    for name in OUTCOMES:
+        setattr(run, name, counts[name])
+    # At least what the manifest says was taken: an attempt whose listing failed saw none of
+    # what an earlier attempt took.
+    taken = sum(counts[name] for name in (NEW, CHANGED, RESTORED, FAILED))
+    run.processed = max(tally.processed, taken)
+    run.to_process = max(tally.to_process, run.processed)
     run.listed = tally.listed
-    run.to_process = tally.to_process
-    run.processed = tally.processed
-    for name in (NEW, CHANGED, RESTORED, UNCHANGED, SKIPPED, FAILED, DELETED):
-        setattr(run, name, tally.counts[name])
     run.problems = tally.problems
     run.seconds_listing = tally.seconds["listing"]
     run.seconds_fetching = tally.seconds["fetching"]

@@ -14,17 +14,18 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
+from django.utils import timezone
 
 from console.admin.confirmation import confirm, require
 from console.admin.scoping import TenantScopedAdmin, may_read
-from kb.document_states import purge_delay
+from kb.document_states import purge_delay, utc_text
 from sources.models import Source, SourceItem, SyncRun
 from sources.selectors import run_progress
 from sources.services.runs import sync_deletions_confirm, sync_deletions_keep, sync_request
 from sources.services.sources import source_pause
 
 SOURCE_HISTORY = "Why? Kept in the source's history."
-RUN_HISTORY = "Why? Kept in the run's history."
+RUN_HISTORY = "Why? Shown on the run's page, in the timeline and in each document's history."
 NAMED_DELETIONS = 200  # documents named on the confirmation page; the rest are counted
 
 
@@ -41,6 +42,17 @@ def schedule_text(source: Source) -> str:
     if not every:
         return "only when someone asks"
     return f"every {every} minute{'s' if every != 1 else ''}"
+
+
+def next_sync_text(source: Source) -> str:
+    """When the next run starts, for people: a paused source's schedule is shown as stopped."""
+    if not source.enabled:
+        return "none while paused: no run starts until it is resumed"
+    if not source.sync_every_minutes:
+        return "when someone asks (no schedule)"
+    if source.next_sync_at is None or source.next_sync_at <= timezone.now():
+        return "due now: within a minute"
+    return utc_text(source.next_sync_at)
 
 
 def location_text(source: Source) -> str:
@@ -229,7 +241,7 @@ def confirm_deletions_view(
     days = purge_delay(source.kb)
 
     def perform(reason: str, expected: int | None) -> str:
-        deleted = sync_deletions_confirm(run_id=run.pk, actor=request.user)
+        deleted = sync_deletions_confirm(run_id=run.pk, actor=request.user, reason=reason)
         model_admin.log_change(
             request, run, _with_reason(f"Confirmed the deletion of {deleted} documents", reason)
         )
@@ -275,7 +287,7 @@ def keep_documents_view(
     deletions = pending_deletions(request, run)
 
     def perform(reason: str, expected: int | None) -> str:
-        kept = sync_deletions_keep(run_id=run.pk, actor=request.user)
+        kept = sync_deletions_keep(run_id=run.pk, actor=request.user, reason=reason)
         model_admin.log_change(
             request, run, _with_reason(f"Kept {kept} documents the run would have deleted", reason)
         )

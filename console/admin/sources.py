@@ -27,10 +27,19 @@ from console.admin.source_form import CREDENTIAL_PREFIX, SourceForm, kind_fields
 from kb.models import KnowledgeBase
 from sources.kinds.registry import KINDS
 from sources.models import Source, SourceItem, SyncRun
-from sources.selectors import run_progress, sources_of_kb
+from sources.selectors import run_progress, run_time_split, sources_of_kb, sync_answer
 
 RECENT_RUNS = 10
-COUNTS = ("new", "changed", "unchanged", "restored", "deleted", "failed", "skipped")
+COUNTS = (
+    "new",
+    "changed",
+    "unchanged",
+    "restored",
+    "deleted",
+    "failed",
+    "skipped",
+    "unsupported",
+)
 
 
 def _latest_run() -> QuerySet[SyncRun]:
@@ -133,7 +142,7 @@ class SourceAdmin(TenantScopedAdmin):
                 "Schedule and deletions",
                 {
                     "fields": ["sync_every_minutes", "delete_threshold_percent"]
-                    + (["next_sync_at", "documents"] if obj is not None else [])
+                    + (["next_sync", "documents"] if obj is not None else [])
                 },
             ),
         ]
@@ -147,12 +156,12 @@ class SourceAdmin(TenantScopedAdmin):
             ("The documents it brings", {"fields": ["groups", "mapping"]}),
             (
                 "Schedule and deletions",
-                {"fields": ["schedule", "threshold", "next_sync_at", "documents"]},
+                {"fields": ["schedule", "threshold", "next_sync", "documents"]},
             ),
         ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return [] if obj is None else ["kb", "kind", "next_sync_at", "documents"]
+        return [] if obj is None else ["kb", "kind", "next_sync", "documents"]
 
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
@@ -264,6 +273,12 @@ class SourceAdmin(TenantScopedAdmin):
         rows = list((source.metadata_map or {}).items())
         return format_html_join("", "<div><code>{}</code> → {}</div>", rows) or "—"
 
+    @admin.display(description="next sync")
+    def next_sync(self, source: Source) -> str:
+        """When the schedule starts the next run; never a time for a paused source (none starts
+        until it is resumed) nor for one without a schedule."""
+        return source_actions.next_sync_text(source)
+
     @admin.display(description="deletion threshold")
     def threshold(self, source: Source) -> str:
         return f"{source.delete_threshold_percent} % of the source's documents"
@@ -347,7 +362,8 @@ class SyncRunAdmin(ReadOnlyAdmin):
         "finished_at",
     ]
     list_display_links = ["run"]
-    list_filter = ["source", "state", "trigger"]
+    # by knowledge base: the home's tile of held deletions links to its runs awaiting an answer
+    list_filter = ["source__kb", "source", "state", "trigger"]
     list_select_related = ["source__kb"]
     ordering = ["-created_at", "-pk"]
     fields = RUN_FIELDS
@@ -389,6 +405,8 @@ class SyncRunAdmin(ReadOnlyAdmin):
                 awaiting=awaiting,
                 deletions=source_actions.pending_deletions(request, run) if awaiting else None,
                 can_answer=awaiting and request.user.has_perm("sources.sync_source"),
+                answer=sync_answer(run) if run.confirmed_at is not None else None,
+                times=run_time_split(run),
                 title=f"Sync run {run.pk} of {run.source}",
             )
         return super().change_view(request, object_id, form_url, extra)

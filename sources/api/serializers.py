@@ -116,6 +116,10 @@ class RunCountsOutput(serializers.Serializer):
     deleted = serializers.IntegerField()
     failed = serializers.IntegerField()
     skipped = serializers.IntegerField()
+    unsupported = serializers.IntegerField(
+        help_text="Files of a kind Canon does not read, by their name: not failures, and said in "
+        "`problems` only the first time a run meets each one."
+    )
 
 
 class RunSecondsOutput(serializers.Serializer):

@@ -1,10 +1,16 @@
 """What a sync run does to one item: submit its bytes as a revision through the upload service,
-or delete its document because it left the source.
+record why it took nothing, or delete its document because it left the source.
+
+A machine never undoes a person's decision: the sync restores a document only while the deletion
+it holds is the one the sync made (`SourceItem.sync_deleted_at`); a person's deletion stands
+until a person restores it, whatever the source does.
 
 Lock order: the source item row, then the document (`kb.locks`, inside the upload and delete
-services), then builds and tasks. Both writes are idempotent: the item's version is written in
+services), then builds and tasks. Every write is idempotent: the item's version is written in
 the transaction that makes the revision, so a retried or duplicated run finds it and submits
-nothing twice; a delete of an item already gone, or seen again by a later run, does nothing."""
+nothing twice; a delete of an item already gone, or seen again by a later run, does nothing.
+Each write records the run's outcome for the item on its row (`last_seen_run`, `last_outcome`),
+which is what the run's counts are made of."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.utils import timezone
 
+from kb import locks
 from kb.models import Document, Revision
 from kb.services.base import Actor
 from kb.services.documents import (
@@ -29,12 +36,15 @@ from sources.kinds.base import Item
 from sources.models import Source, SourceItem, SyncRun
 
 NEW, CHANGED, RESTORED, UNCHANGED = "new", "changed", "restored", "unchanged"
-SKIPPED, FAILED = "skipped", "failed"
+SKIPPED, FAILED, UNSUPPORTED, DELETED = "skipped", "failed", "unsupported", "deleted"
+OUTCOMES = (NEW, CHANGED, RESTORED, UNCHANGED, SKIPPED, FAILED, UNSUPPORTED, DELETED)
+
+PERSON_DELETED = "deleted in Canon by a person; restore it to sync it again"
 
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # NEW, CHANGED, RESTORED, UNCHANGED, SKIPPED, FAILED
+    kind: str  # one of OUTCOMES
     reason: str = ""
 
 
@@ -54,6 +64,65 @@ def _lock_item(source: Source, path: str) -> SourceItem:
     return SourceItem.objects.select_for_update(no_key=True).get(pk=row.pk)
 
 
+def _deleted_by_the_sync(row: SourceItem, document: Document) -> bool:
+    """Whether the document's deletion is the one the sync made when the item left the source
+    (and not a person's: before it, or after a person restored the document)."""
+    return (
+        row.gone_at is not None
+        and row.sync_deleted_at is not None
+        and row.sync_deleted_at == document.deleted_at
+    )
+
+
+def _refusal(row: SourceItem, document: Document | None) -> Outcome | None:
+    """Why the item's document must not be touched by the sync, or None."""
+    if document is None:
+        return None
+    if document.purged_at is not None:
+        return Outcome(
+            SKIPPED,
+            f"{document.key} was deleted and purged after the retention window; "
+            "its key cannot be used again",
+        )
+    if document.deleted_at is not None and not _deleted_by_the_sync(row, document):
+        return Outcome(SKIPPED, PERSON_DELETED)
+    return None
+
+
+def _record(row: SourceItem, run: SyncRun, kind: str) -> None:
+    row.last_seen_run = run
+    row.last_outcome = kind
+    row.save(update_fields=["last_seen_run", "last_outcome", "updated_at"])
+
+
+def item_held_back(*, run: SyncRun, item: Item) -> Outcome | None:
+    """Before fetching: the outcome of an item whose document the sync must leave alone (a
+    person deleted it; it was purged), recorded for the run, or None to go on. `item_submit`
+    checks again under the lock. Runs in the caller's fenced transaction."""
+    row = SourceItem.objects.filter(source=run.source, path=item.path).first()
+    document = row.document if row is not None else None
+    if row is None or _refusal(row, document) is None:
+        return None
+    row = _lock_item(run.source, item.path)
+    refusal = _refusal(row, row.document)
+    if refusal is not None:
+        _record(row, run, refusal.kind)
+    return refusal
+
+
+def item_outcome_record(*, run: SyncRun, item: Item, outcome: Outcome) -> None:
+    """Record what the run did with an item it took no revision from: failed (tried again next
+    run: the version is not written) or unsupported (its version is written when no document
+    stands behind it, so the next run counts it without a word). Runs in the caller's fenced
+    transaction; idempotent."""
+    row = _lock_item(run.source, item.path)
+    if outcome.kind == UNSUPPORTED and row.document_id is None:
+        row.version = item.version
+        row.state = dict(item.state)
+        row.save(update_fields=["version", "state", "updated_at"])
+    _record(row, run, outcome.kind)
+
+
 def item_submit(
     *,
     run: SyncRun,
@@ -64,10 +133,10 @@ def item_submit(
     """Make the item's bytes the desired revision of its document (creating, restoring or
     updating it). Caller runs this inside its fenced transaction (the run's lease).
 
-    A document a person deleted stays deleted (skipped, said why) until they restore it; one the
-    sync deleted (the item had left the source) is restored. Content identical to the desired
-    revision makes no revision (a touched file); mapped metadata is written over the fields the
-    source maps and no others."""
+    A document a person deleted stays deleted (skipped, said why) until a person restores it;
+    one the sync deleted itself (the item had left the source) is restored. Content identical
+    to the desired revision makes no revision (a touched file); mapped metadata is written over
+    the fields the source maps and no others."""
     source = run.source
     row = _lock_item(source, item.path)
     if row.version == item.version and row.gone_at is None and row.document_id is not None:
@@ -76,6 +145,10 @@ def item_submit(
         row.document
         or Document.objects.filter(kb_id=source.kb_id, key=document_key(source, item.path)).first()
     )
+    refusal = _refusal(row, document)
+    if refusal is not None:
+        _record(row, run, refusal.kind)
+        return refusal
     outcome: Outcome
     if document is None:
         revision = document_create(
@@ -91,15 +164,7 @@ def item_submit(
         document = revision.document
         outcome = Outcome(NEW)
     else:
-        if document.purged_at is not None:
-            return Outcome(
-                SKIPPED,
-                f"{document.key} was deleted and purged after the retention window; "
-                "its key cannot be used again",
-            )
-        if document.deleted_at is not None:
-            if row.gone_at is None:
-                return Outcome(SKIPPED, "deleted in Canon by a person; restore it to sync it again")
+        if document.deleted_at is not None:  # the sync's own deletion (`_refusal`)
             document_restore(document_id=document.pk, reason=f"back at the source {source.name}")
             outcome = Outcome(RESTORED)
         else:
@@ -133,28 +198,62 @@ def item_submit(
     row.last_seen_run = run
     row.last_outcome = outcome.kind
     row.gone_at = None
+    row.sync_deleted_at = None
     row.pending_delete_run = None
     row.save()
     return outcome
 
 
-def item_delete(*, run: SyncRun, item_id: int, actor: Actor = None) -> bool:
+ALREADY_DELETED = (
+    "gone at the source; its document was already deleted in Canon by a person, "
+    "so there was nothing to delete"
+)
+
+
+def item_delete(*, run: SyncRun, item_id: int, actor: Actor = None) -> Outcome | None:
     """Soft-delete the document of an item that left the source (restorable for the retention
-    window; the timeline says why). Returns False, changing nothing, when the item is already
-    gone or a later run saw it again. Runs in its own transaction, or the caller's."""
+    window; the timeline says why): Outcome DELETED. When a person deleted the document
+    already, the item is only marked gone and its document stays the person's to restore:
+    Outcome SKIPPED, saying so. None, changing nothing, when the item is already gone or a
+    later run saw it again. Runs in its own transaction, or the caller's. Lock order: the item
+    row, then the document."""
     with transaction.atomic():
         row = SourceItem.objects.select_for_update(no_key=True).get(pk=item_id)
         if row.gone_at is not None or row.document_id is None:
-            return False
+            return None
         if row.last_seen_run_id is not None and row.last_seen_run_id > run.pk:
-            return False
-        document_delete(
-            document_id=row.document_id,
+            return None
+        document = locks.lock_document(row.document_id)
+        row.gone_at = timezone.now()
+        row.pending_delete_run = None
+        row.last_seen_run = run
+        if document.deleted_at is not None:
+            row.last_outcome = SKIPPED
+            row.save(
+                update_fields=[
+                    "gone_at",
+                    "pending_delete_run",
+                    "last_seen_run",
+                    "last_outcome",
+                    "updated_at",
+                ]
+            )
+            return Outcome(SKIPPED, ALREADY_DELETED)
+        document = document_delete(
+            document_id=document.pk,
             actor=actor,
             reason=f"deleted by sync of {run.source.name}: gone at the source",
         )
-        row.gone_at = timezone.now()
-        row.pending_delete_run = None
-        row.last_outcome = "deleted"
-        row.save(update_fields=["gone_at", "pending_delete_run", "last_outcome", "updated_at"])
-    return True
+        row.sync_deleted_at = document.deleted_at
+        row.last_outcome = DELETED
+        row.save(
+            update_fields=[
+                "gone_at",
+                "sync_deleted_at",
+                "pending_delete_run",
+                "last_seen_run",
+                "last_outcome",
+                "updated_at",
+            ]
+        )
+    return Outcome(DELETED)

@@ -12,10 +12,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from kb.audit_kinds import SYNC_DELETIONS_CONFIRMED, SYNC_DELETIONS_KEPT
 from kb.services.base import ActionRefused, Actor, actor_id
 from sources.models import Source, SourceItem, SyncRun
-from sources.services.items import item_delete
-from work.models import IngestionTask
+from sources.services.items import DELETED, item_delete
+from work.models import AuditEvent, IngestionTask
 from work.outbox import task_create
 
 
@@ -87,35 +88,74 @@ def _awaiting(run_id: int) -> SyncRun:
     return run
 
 
-def sync_deletions_confirm(*, run_id: int, actor: Actor = None) -> int:
+def sync_deletions_confirm(*, run_id: int, actor: Actor = None, reason: str = "") -> int:
     """Delete what the run held for confirmation — each item not seen again by a later run —
     and close the run. Returns how many documents were deleted (restorable for the retention
-    window). Refused unless the run is awaiting confirmation, so a second confirm does nothing."""
+    window). The answer is recorded with `reason` (`audit_kinds.SYNC_DELETIONS_CONFIRMED`,
+    naming the documents deleted), for the run's page, the timeline and each document's
+    History. Refused unless the run is awaiting confirmation, so a second confirm does
+    nothing."""
     with transaction.atomic():
         run = _awaiting(run_id)
-        deleted = 0
-        for item_id in SourceItem.objects.filter(pending_delete_run=run).values_list(
-            "pk", flat=True
+        deleted_ids: list[int] = []
+        for item_id, document_id in SourceItem.objects.filter(pending_delete_run=run).values_list(
+            "pk", "document_id"
         ):
-            deleted += item_delete(run=run, item_id=item_id, actor=actor)
+            outcome = item_delete(run=run, item_id=item_id, actor=actor)
+            if outcome is not None and outcome.kind == DELETED:
+                deleted_ids.append(document_id)
+        deleted = len(deleted_ids)
         run.deleted += deleted
         run.state = SyncRun.State.SUCCEEDED
         run.confirmed_by_id = actor_id(actor)
         run.confirmed_at = run.finished_at = timezone.now()
         run.deletion_note += f" Confirmed: {deleted} deleted."
         run.save()
+        _answer_record(
+            run,
+            kind=SYNC_DELETIONS_CONFIRMED,
+            action=f"{deleted} document{'s' if deleted != 1 else ''} deleted",
+            document_ids=deleted_ids,
+            actor=actor,
+            reason=reason,
+        )
     return deleted
 
 
-def sync_deletions_keep(*, run_id: int, actor: Actor = None) -> int:
+def sync_deletions_keep(*, run_id: int, actor: Actor = None, reason: str = "") -> int:
     """Keep the documents the run would have deleted, and close it. The next run that still
-    misses them holds them again. Returns how many were kept."""
+    misses them holds them again. Returns how many were kept; the answer is recorded with
+    `reason` as a confirmation's is (`audit_kinds.SYNC_DELETIONS_KEPT`)."""
     with transaction.atomic():
         run = _awaiting(run_id)
-        kept = SourceItem.objects.filter(pending_delete_run=run).update(pending_delete_run=None)
+        held = SourceItem.objects.filter(pending_delete_run=run)
+        kept_ids = [d for d in held.values_list("document_id", flat=True) if d is not None]
+        kept = held.update(pending_delete_run=None)
         run.state = SyncRun.State.SUCCEEDED
         run.confirmed_by_id = actor_id(actor)
         run.confirmed_at = run.finished_at = timezone.now()
         run.deletion_note += f" Kept: a person chose not to delete these {kept} documents."
         run.save()
+        _answer_record(
+            run,
+            kind=SYNC_DELETIONS_KEPT,
+            action=f"{kept} document{'s' if kept != 1 else ''} kept",
+            document_ids=kept_ids,
+            actor=actor,
+            reason=reason,
+        )
     return kept
+
+
+def _answer_record(
+    run: SyncRun, *, kind: str, action: str, document_ids: list[int], actor: Actor, reason: str
+) -> None:
+    AuditEvent.objects.create(
+        kind=kind,
+        kb_id=run.source.kb_id,
+        subject_type="sync_run",
+        subject_id=run.pk,
+        action=f"sync run {run.pk} of {run.source.name}: {action}",
+        actor_id=actor_id(actor),
+        details={"reason": reason, "documents": sorted(document_ids)},
+    )

@@ -808,6 +808,7 @@ def test_a_sync_run_to_its_end_reports_its_counts_and_problems(
     (root / "guide.txt").write_text("How to deploy.")
     (root / "faq.md").write_text("# FAQ\n\nInvoices go out monthly.\n")
     (root / "empty.txt").write_bytes(b"")
+    (root / "backup.zip").write_bytes(b"PK\x03\x04 a kind Canon does not read")
 
     started = api.post(f"{detail_url(source)}/sync")
     assert started.status_code == 202, started.content
@@ -832,12 +833,15 @@ def test_a_sync_run_to_its_end_reports_its_counts_and_problems(
         "deleted": 0,
         "failed": 1,
         "skipped": 0,
+        "unsupported": 1,
     }
-    assert body["listed"] == 3
+    assert body["listed"] == 4
     assert body["finished_at"] is not None and body["error"] == ""
     assert body["pending_deletions"] == 0
-    assert [(p["path"], p["outcome"]) for p in body["problems"]] == [("empty.txt", "failed")]
-    assert "empty" in body["problems"][0]["reason"]
+    reasons = {(p["path"], p["outcome"]): p["reason"] for p in body["problems"]}
+    assert set(reasons) == {("empty.txt", "failed"), ("backup.zip", "unsupported")}
+    assert "empty" in reasons["empty.txt", "failed"]
+    assert reasons["backup.zip", "unsupported"] == "skipped: not a supported kind of file"
     assert set(Document.objects.filter(kb=kb).values_list("key", flat=True)) == {
         "share/guide.txt",
         "share/faq.md",

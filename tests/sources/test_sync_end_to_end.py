@@ -85,3 +85,52 @@ def test_a_change_at_the_source_is_served_whole_and_a_deletion_stops_it(
     travel = Document.objects.get(kb=kb, key="share/travel.md")
     document_restore(document_id=travel.pk, reason="restored by a person")
     assert any("Train tickets" in text for text in texts(client, api_key, "train tickets"))
+
+
+def test_a_document_deleted_through_the_api_stays_out_of_search_when_its_file_moves_and_returns(
+    transactional_db: None,
+    kb: KnowledgeBase,
+    api_key: str,
+    folder_source: Callable[..., Source],
+    worker_factory: Callable[..., Worker],
+    settings: Any,
+    tmp_path: Path,
+) -> None:
+    """Issue 37's sequence, as a person and a service see it: six files synced, one deleted
+    through the API, its file moved out of the share and back. Search never serves it again,
+    and no run claims to have deleted or restored it."""
+    worker_factory(
+        CANON_SOURCES_ALLOW_PRIVATE="1",
+        CANON_SOURCES_KEY=SOURCES_KEY,
+        CANON_SOURCES_CACHE_ROOT=str(settings.SOURCES_CACHE_ROOT),
+        CANON_SOURCES_FOLDER_ROOTS=os.pathsep.join(settings.SOURCES_FOLDER_ROOTS),
+    )
+    client = Client()
+    source = folder_source()
+    root = Path(source.config["path"])
+    topics = ("leave", "travel", "payroll", "laptops", "parking", "canteen")
+    for topic in topics:
+        text = f"# {topic.title()}\n\nThe {topic} policy of the office.\n"
+        (root / f"{topic}.md").write_text(text)
+    assert synced(source).new == 6
+    wait_for(lambda: texts(client, api_key, "parking policy"), what="the files served")
+    parking = Document.objects.get(kb=kb, key="share/parking.md")
+
+    response = client.delete(
+        f"/api/v1/documents/{parking.pk}", headers={"Authorization": f"Bearer {api_key}"}
+    )
+    assert response.status_code == 204, response.content
+    assert not any("parking" in text for text in texts(client, api_key, "parking policy"))
+
+    elsewhere = tmp_path / "archive"
+    elsewhere.mkdir()
+    (root / "parking.md").rename(elsewhere / "parking.md")
+    run = synced(source)
+    assert (run.deleted, run.restored) == (0, 0)
+    (elsewhere / "parking.md").rename(root / "parking.md")
+    run = synced(source)
+    assert (run.deleted, run.restored, run.new) == (0, 0, 0)
+
+    parking.refresh_from_db()
+    assert parking.deleted_at is not None
+    assert not any("parking" in text for text in texts(client, api_key, "parking policy"))

@@ -1,0 +1,20 @@
+"""The kinds of AuditEvent that record what a person did and why, beyond the pointer changes
+(PublicationEvent): written by the services that act, read by a document's History
+(`kb.selectors.documents.document_history`) and the knowledge base's timeline (`kb.timeline`).
+Named once here, so a writer and its readers cannot drift apart.
+
+- METADATA_SET: one document's metadata set by the document list's bulk edit
+  (`kb.services.metadata.documents_metadata_set`); subject the document, `action` what changed,
+  `details["reason"]`.
+- SYNC_DELETIONS_CONFIRMED / SYNC_DELETIONS_KEPT: a person's answer to the deletions a sync run
+  held (`sources.services.runs`); subject the run, `action` what was done, `details["reason"]`
+  and `details["documents"]` (the ids of the documents it deleted or kept), so each document's
+  History finds the answer that concerned it.
+"""
+
+from __future__ import annotations
+
+METADATA_SET = "metadata_set"
+SYNC_DELETIONS_CONFIRMED = "sync_deletions_confirmed"
+SYNC_DELETIONS_KEPT = "sync_deletions_kept"
+SYNC_ANSWERS = (SYNC_DELETIONS_CONFIRMED, SYNC_DELETIONS_KEPT)
