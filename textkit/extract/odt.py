@@ -1,14 +1,16 @@
 """OpenDocument text (.odt): headings at their outline level, paragraphs, list items as
-paragraphs, and tables with a line per row; tables of contents, tracked deletions, notes and
-comments are left out. The title is meta.xml's, else the first heading. The archive is checked
-first (zip bombs, encryption, DTDs)."""
+paragraphs, tables with a line per row, text in frames and shapes, and footnotes and endnotes
+after the paragraph citing them (`odfxml`); tables of contents, tracked deletions and comments
+are left out. Page headers and footers are read when the knowledge base asks for them
+(`options.current().headers_footers`): headers first, footers last. The title is meta.xml's,
+else the first heading. The archive is checked first (zip bombs, encryption, DTDs)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
-from textkit.extract import odfxml
+from textkit.extract import odfxml, options
 from textkit.extract.base import HEADING, Block, Extracted
 
 MEDIA_TYPES = ("application/vnd.oasis.opendocument.text",)
@@ -21,7 +23,13 @@ def check_head(head: bytes, media_type: str) -> None:
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
-    title, blocks = odfxml.read(path, kind="text", label=LABEL, blocks=_blocks)
+    title, blocks = odfxml.read(
+        path,
+        kind="text",
+        label=LABEL,
+        blocks=_blocks,
+        headers_footers=options.current().headers_footers,
+    )
     if not title:
         title = next((block.text for block in blocks if block.kind == HEADING), "")
     return Extracted(title=title, blocks=blocks)

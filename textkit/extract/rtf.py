@@ -1,5 +1,6 @@
-"""Rich Text Format (.rtf): paragraphs, and tables as rows of tab-separated cells, through
-striprtf. The title is the document's `{\\info{\\title ...}}`, else a short first line.
+"""Rich Text Format (.rtf): paragraphs, tables as rows of tab-separated cells, and footnotes
+and endnotes after the paragraph citing them, through striprtf. The title is the document's
+`{\\info{\\title ...}}`, else a short first line.
 
 striprtf reports no styles, so RTF gives no headings. It decodes `\\uN` escapes and `\\'hh`
 bytes in the code page of the document (`\\ansicpg`) or of the font (`\\fcharset`), so Chinese
@@ -16,6 +17,9 @@ patterns; the input is shaped so that neither can take quadratic time:
   the only parts of it striprtf uses.
 The file size and the number of groups are bounded too (striprtf keeps a stack entry per open
 group).
+
+striprtf flattens tables and drops notes: `rtf_structure` marks them in the markup first and
+reads them back from striprtf's text.
 """
 
 from __future__ import annotations
@@ -26,10 +30,9 @@ from pathlib import Path
 
 from striprtf import striprtf
 
+from textkit.extract import rtf_structure
 from textkit.extract.base import (
     PARAGRAPH,
-    TABLE,
-    Block,
     Extracted,
     ParseError,
     UnsupportedMediaType,
@@ -89,8 +92,10 @@ def extract_data(data: bytes) -> Extracted:
         title = _info_title(markup, code_page)
     except (ValueError, IndexError, LookupError) as exc:
         raise ParseError("The Rich Text document is damaged and cannot be read.") from exc
-    blocks = _blocks(text)
-    return Extracted(title=title or first_line_title(text), blocks=blocks)
+    blocks = rtf_structure.blocks(text)
+    if not title and blocks and blocks[0].kind == PARAGRAPH:
+        title = first_line_title("\n".join(block.text for block in blocks))
+    return Extracted(title=title, blocks=blocks)
 
 
 def _code_page(data: bytes) -> str:
@@ -116,6 +121,7 @@ def _prepare(data: bytes) -> str:
     font_table = striprtf.font_table_group(markup)
     if font_table:
         markup = markup.replace(font_table, _plain_font_table(font_table), 1)
+    markup = rtf_structure.marked(markup)
     return _GROUP_START_RE.sub("\n{", markup)
 
 
@@ -142,22 +148,3 @@ def _info_title(markup: str, code_page: str) -> str:
     group = markup[match.end() : end]
     title = striprtf.rtf_to_text("{\\rtf1 " + group + "}", encoding=code_page, errors="replace")
     return " ".join(title.split())
-
-
-def _blocks(text: str) -> list[Block]:
-    """A paragraph per line; consecutive table rows (cells end in "|") make one table, with
-    cells separated by tabs."""
-    blocks: list[Block] = []
-    rows: list[str] = []
-    for line in text.split("\n"):
-        if line.endswith("|"):
-            rows.append("\t".join(cell.strip() for cell in line[:-1].split("|")))
-            continue
-        if rows:
-            blocks.append(Block(TABLE, "\n".join(rows)))
-            rows = []
-        if line.strip():
-            blocks.append(Block(PARAGRAPH, line))
-    if rows:
-        blocks.append(Block(TABLE, "\n".join(rows)))
-    return blocks

@@ -16,10 +16,12 @@ from textkit.extract import (
     APPLICATION_DOCX,
     HEADING,
     PARAGRAPH,
+    TABLE,
     ParseError,
     archive,
     detect_media_type,
     extract,
+    options,
 )
 
 
@@ -197,3 +199,194 @@ def test_docx_title_and_headings(tmp_path: Path, core_title: str, expected: str)
         (HEADING, 2, "Outlook"),
         (PARAGRAPH, 0, "知识库管理系统将在下个季度上线。"),
     ]
+
+
+# --- tables in tables, text boxes, notes, headers and footers (issue 37) -----------------------
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+
+
+def _text_box_run(text: str) -> str:
+    """A run holding a text box as Word 2010 and later write it: the shape in mc:Choice and the
+    same text again in the VML mc:Fallback for older readers."""
+    content = f"<w:txbxContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:txbxContent>"
+    return (
+        f'<w:r xmlns:w="{W_NS}" xmlns:mc="{MC_NS}"'
+        ' xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"'
+        ' xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+        ' xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"'
+        ' xmlns:v="urn:schemas-microsoft-com:vml">'
+        '<mc:AlternateContent><mc:Choice Requires="wps"><w:drawing><wp:anchor>'
+        '<a:graphic><a:graphicData uri="http://schemas.microsoft.com/office/word/2010/'
+        f'wordprocessingShape"><wps:wsp><wps:txbx>{content}</wps:txbx></wps:wsp>'
+        "</a:graphicData></a:graphic></wp:anchor></w:drawing></mc:Choice>"
+        f"<mc:Fallback><w:pict><v:shape><v:textbox>{content}</v:textbox></v:shape></w:pict>"
+        "</mc:Fallback></mc:AlternateContent></w:r>"
+    )
+
+
+def _note_reference_run(kind: str, note_id: int) -> str:
+    return f'<w:r xmlns:w="{W_NS}"><w:{kind}Reference w:id="{note_id}"/></w:r>'
+
+
+def _notes_part(kind: str, notes: dict[int, list[str]]) -> bytes:
+    """word/footnotes.xml or word/endnotes.xml: Word's two separators, then the notes, each
+    paragraph starting with the note's own mark as Word writes it."""
+    separators = "".join(
+        f'<w:{kind} w:type="{type_}" w:id="{number}"><w:p><w:r><w:separator/></w:r></w:p>'
+        f"</w:{kind}>"
+        for number, type_ in ((-1, "separator"), (0, "continuationSeparator"))
+    )
+    written = "".join(
+        f'<w:{kind} w:id="{note_id}">'
+        + "".join(
+            f'<w:p><w:r><w:{kind}Ref/></w:r><w:r><w:t xml:space="preserve"> {text}</w:t></w:r>'
+            "</w:p>"
+            for text in paragraphs
+        )
+        + f"</w:{kind}>"
+        for note_id, paragraphs in notes.items()
+    )
+    return f'<w:{kind}s xmlns:w="{W_NS}">{separators}{written}</w:{kind}s>'.encode()
+
+
+def make_structured_docx(path: Path) -> Path:
+    """A report with a page header and footer, a footnote and an endnote, a text box, and a
+    table with a table nested in one of its cells."""
+    from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    section = document.sections[0]
+    section.header.paragraphs[0].text = "Example Corp: internal"
+    section.footer.paragraphs[0].text = "Printed copies are not controlled"
+    document.add_heading("Survey", level=1)
+    survey = document.add_paragraph("The survey covered every region.")
+    survey._p.append(parse_xml(_note_reference_run("footnote", 1)))
+    anchor = document.add_paragraph("Results follow.")
+    anchor._p.append(parse_xml(_text_box_run("Response rate: 64%")))
+    table = document.add_table(rows=2, cols=2)
+    table.cell(0, 0).text = "Part"
+    table.cell(0, 1).text = "Sizes"
+    table.cell(1, 0).text = "Bolt"
+    sizes = table.cell(1, 1)
+    sizes.text = "Metric:"
+    nested = sizes.add_table(rows=2, cols=2)
+    for r, cells in enumerate([("M4", "4 mm"), ("M6", "6 mm")]):
+        for c, text in enumerate(cells):
+            nested.cell(r, c).text = text
+    closing = document.add_paragraph("Methods are described at the end.")
+    closing._p.append(parse_xml(_note_reference_run("endnote", 1)))
+    package = document.part.package
+    for kind, content_type, relationship, notes in (
+        (
+            "footnote",
+            CONTENT_TYPE.WML_FOOTNOTES,
+            RELATIONSHIP_TYPE.FOOTNOTES,
+            {1: ["Households, not people.", "Counted in 2026."]},
+        ),
+        (
+            "endnote",
+            CONTENT_TYPE.WML_ENDNOTES,
+            RELATIONSHIP_TYPE.ENDNOTES,
+            {1: ["Interviews by telephone."]},
+        ),
+    ):
+        part = Part(PackURI(f"/word/{kind}s.xml"), content_type, _notes_part(kind, notes), package)
+        document.part.relate_to(part, relationship)
+    document.save(str(path))
+    return path
+
+
+class TestDocxStructure:
+    def test_notes_text_boxes_and_nested_tables(self, tmp_path: Path) -> None:
+        """Issue 37: footnotes and endnotes were not indexed, a text box came out twice (inside
+        its anchoring paragraph), and a nested table split the outer row."""
+        extracted = extract(make_structured_docx(tmp_path / "survey.docx"), APPLICATION_DOCX)
+
+        assert [(b.kind, b.text) for b in extracted.blocks] == [
+            (HEADING, "Survey"),
+            (PARAGRAPH, "The survey covered every region.[1]"),
+            (PARAGRAPH, "[1] Households, not people.\nCounted in 2026."),
+            (PARAGRAPH, "Results follow."),
+            (PARAGRAPH, "Response rate: 64%"),
+            (TABLE, "Part\tSizes\nBolt\tMetric: M4, 4 mm; M6, 6 mm"),
+            (PARAGRAPH, "Methods are described at the end.[i]"),
+            (PARAGRAPH, "[i] Interviews by telephone."),
+        ]
+
+    def test_headers_and_footers_are_a_choice_off_by_default(self, tmp_path: Path) -> None:
+        path = make_structured_docx(tmp_path / "survey.docx")
+        assert "Example Corp" not in parse_file(path, APPLICATION_DOCX)
+
+        with options.configured(options.ExtractOptions(headers_footers=True)):
+            blocks = extract(path, APPLICATION_DOCX).blocks
+
+        assert (blocks[0].kind, blocks[0].text) == (PARAGRAPH, "Example Corp: internal")
+        assert (blocks[-1].kind, blocks[-1].text) == (
+            PARAGRAPH,
+            "Printed copies are not controlled",
+        )
+        assert [b.text for b in blocks[1:-1]] == [
+            b.text for b in extract(path, APPLICATION_DOCX).blocks
+        ]
+
+    def test_a_header_shared_by_sections_is_read_once(self, tmp_path: Path) -> None:
+        document = docx.Document()
+        document.sections[0].header.paragraphs[0].text = "Example Corp"
+        document.add_paragraph("First section.")
+        document.add_section()
+        document.add_paragraph("Second section.")
+        first = document.sections[0]
+        first.different_first_page_header_footer = True
+        first.first_page_header.paragraphs[0].text = "Example Corp"
+        path = tmp_path / "sections.docx"
+        document.save(str(path))
+
+        with options.configured(options.ExtractOptions(headers_footers=True)):
+            text = parse_file(path, APPLICATION_DOCX)
+
+        assert text == "Example Corp\n\nFirst section.\n\nSecond section."
+
+    def test_a_layout_table_gives_its_nested_table_rows_of_their_own(self, tmp_path: Path) -> None:
+        """A one-column table framing the real tables (a form's layout): its rows have no
+        columns to keep, so the nested tables' rows stand as rows."""
+        document = docx.Document()
+        frame = document.add_table(rows=1, cols=2).cell(0, 0)
+        frame.text = "Permit"
+        form = frame.add_table(rows=2, cols=2)
+        for r, cells in enumerate([("Task", "Lay down tubulars"), ("Location", "Rig floor")]):
+            for c, text in enumerate(cells):
+                form.cell(r, c).text = text
+        path = tmp_path / "form.docx"
+        document.save(str(path))
+
+        assert parse_file(path, APPLICATION_DOCX) == (
+            "Permit\nTask\tLay down tubulars\nLocation\tRig floor"
+        )
+
+    def test_a_note_referred_to_again_is_read_once(self, tmp_path: Path) -> None:
+        from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
+        from docx.opc.packuri import PackURI
+        from docx.opc.part import Part
+        from docx.oxml import parse_xml
+
+        document = docx.Document()
+        paragraph = document.add_paragraph("Twice")
+        for _ in range(3):
+            paragraph._p.append(parse_xml(_note_reference_run("footnote", 7)))
+        notes = _notes_part("footnote", {7: ["Said once."]})
+        part = Part(
+            PackURI("/word/footnotes.xml"),
+            CONTENT_TYPE.WML_FOOTNOTES,
+            notes,
+            document.part.package,
+        )
+        document.part.relate_to(part, RELATIONSHIP_TYPE.FOOTNOTES)
+        path = tmp_path / "again.docx"
+        document.save(str(path))
+
+        assert parse_file(path, APPLICATION_DOCX) == "Twice[1][1][1]\n\n[1] Said once."

@@ -281,3 +281,118 @@ class TestOdfArchives:
         path = rewrite_zip(source, tmp_path / "broken.odt", {"content.xml": broken})
         with pytest.raises(ParseError, match="damaged and cannot be read"):
             extract(path, ODT)
+
+
+def make_structured_odt(path: Path) -> Path:
+    """A text document with a page header and footer, a footnote, a frame anchored in a
+    paragraph and another on the page, a shape with text, and a table nested in a cell."""
+    from odf.draw import CustomShape
+    from odf.style import Footer, Header
+    from odf.text import Note, NoteBody, NoteCitation
+
+    document = OpenDocumentText()
+    layout = PageLayout(name="page")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Standard", pagelayoutname=layout)
+    header, footer = Header(), Footer()
+    header.addElement(P(text="Example Corp: internal"))
+    footer.addElement(P(text="Printed copies are not controlled"))
+    master.addElement(header)
+    master.addElement(footer)
+    document.masterstyles.addElement(master)
+
+    on_page = Frame(anchortype="page", x="2cm", y="2cm", width="5cm", height="2cm")
+    on_page_box = TextBox()
+    on_page_box.addElement(P(text="Draft for review"))
+    on_page.addElement(on_page_box)
+    document.text.addElement(on_page)
+    document.text.addElement(H(outlinelevel=1, text="Survey"))
+    survey = P(text="The survey covered every region.")
+    note = Note(id="ftn1", noteclass="footnote")
+    note.addElement(NoteCitation(text="1"))
+    body = NoteBody()
+    body.addElement(P(text="Households, not people."))
+    note.addElement(body)
+    survey.addElement(note)
+    document.text.addElement(survey)
+    results = P(text="Results follow.")
+    boxed = Frame(anchortype="paragraph", width="5cm", height="2cm")
+    box = TextBox()
+    box.addElement(P(text="Response rate: 64%"))
+    boxed.addElement(box)
+    results.addElement(boxed)
+    document.text.addElement(results)
+    shaped = P(text="See the chart.")
+    shape = CustomShape(anchortype="paragraph", width="3cm", height="1cm")
+    shape.addElement(P(text="Rising"))
+    shaped.addElement(shape)
+    document.text.addElement(shaped)
+
+    table = _table("Parts", [("Part", "Sizes"), ("Bolt", "")])
+    sizes = table.getElementsByType(TableRow)[1].getElementsByType(TableCell)[1]
+    for paragraph in sizes.getElementsByType(P):
+        sizes.removeChild(paragraph)
+    sizes.addElement(P(text="Metric:"))
+    sizes.addElement(_table("Nested", [("M4", "4 mm"), ("M6", "6 mm")]))
+    document.text.addElement(table)
+    document.save(str(path))
+    return path
+
+
+class TestOdtStructure:
+    def test_frames_notes_shapes_and_nested_tables(self, tmp_path: Path) -> None:
+        """Issue 37: text in frames was dropped, footnotes were not indexed, and a nested table's
+        rows became rows of the outer table."""
+        extracted = extract(make_structured_odt(tmp_path / "survey.odt"), ODT)
+
+        assert [(b.kind, b.text) for b in extracted.blocks] == [
+            (PARAGRAPH, "Draft for review"),
+            (HEADING, "Survey"),
+            (PARAGRAPH, "The survey covered every region.[1]"),
+            (PARAGRAPH, "[1] Households, not people."),
+            (PARAGRAPH, "Results follow."),
+            (PARAGRAPH, "Response rate: 64%"),
+            (PARAGRAPH, "See the chart."),
+            (PARAGRAPH, "Rising"),
+            (TABLE, "Part\tSizes\nBolt\tMetric: M4, 4 mm; M6, 6 mm"),
+        ]
+
+    def test_headers_and_footers_are_a_choice_off_by_default(self, tmp_path: Path) -> None:
+        from textkit.extract import options
+
+        path = make_structured_odt(tmp_path / "survey.odt")
+        assert "Example Corp" not in extract(path, ODT).text()
+
+        with options.configured(options.ExtractOptions(headers_footers=True)):
+            blocks = extract(path, ODT).blocks
+
+        assert blocks[0].text == "Example Corp: internal"
+        assert blocks[-1].text == "Printed copies are not controlled"
+        assert [b.text for b in blocks[1:-1]] == [b.text for b in extract(path, ODT).blocks]
+
+
+class TestOdpWithoutText:
+    def _deck(self, path: Path, *texts: str) -> Path:
+        document = OpenDocumentPresentation()
+        layout = PageLayout(name="layout")
+        document.automaticstyles.addElement(layout)
+        master = MasterPage(name="master", pagelayoutname=layout)
+        document.masterstyles.addElement(master)
+        for text in texts:
+            page = Page(masterpagename=master)
+            page.addElement(_frame(text, x="2cm", y="2cm"))
+            document.presentation.addElement(page)
+        document.save(str(path))
+        return path
+
+    def test_a_slide_without_text_gives_no_block(self, tmp_path: Path) -> None:
+        path = self._deck(tmp_path / "deck.odp", "", "Hi")
+        assert [(b.kind, b.text) for b in extract(path, ODP).blocks] == [
+            (HEADING, "Slide 2"),
+            (PARAGRAPH, "Hi"),
+        ]
+
+    def test_a_deck_without_text_is_refused_with_the_reason(self, tmp_path: Path) -> None:
+        path = self._deck(tmp_path / "empty.odp", "", " ")
+        with pytest.raises(ParseError, match="The presentation has no text"):
+            extract(path, ODP)

@@ -120,11 +120,118 @@ def test_too_many_groups_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "{\\pict\\pngblip " + "0123456789abcdef" * 2_500_000 + "}text",
         # A crafted font table: striprtf's font pattern took 8 s on 32 KB of it.
         "{\\fonttbl " + "\\f1" * 1_000_000 + "}text",
+        # Notes that never close, and many that do, each with a table's marks.
+        "{\\footnote x" * 100_000,
+        "a{\\chftn}{\\footnote\\pard\\intbl n\\cell\\par}\\par " * 20_000,
     ],
-    ids=["nesting", "fields", "picture", "font-table"],
+    ids=["nesting", "fields", "picture", "font-table", "open-notes", "notes"],
 )
 def test_pathological_rtf_finishes_fast(tmp_path: Path, body: str) -> None:
     path = write(tmp_path, "slow.rtf", "{\\rtf1\\ansi " + body + "\\par}")
     started = time.monotonic()
     parse_file(path, RTF)
     assert time.monotonic() - started < 10
+
+
+def _word_row(*cells: str) -> str:
+    """A table row as Word writes it: every cell's paragraphs marked \\intbl, the last one ended
+    by \\cell, further ones by \\par."""
+    written = "".join(r"\pard\intbl " + cell.replace("\n", r"\par ") + r"\cell " for cell in cells)
+    return r"\trowd\cellx3000\cellx6000" + written + r"\pard\intbl\row "
+
+
+def test_cells_holding_paragraphs_keep_every_row(tmp_path: Path) -> None:
+    """Issue 37: a cell of two paragraphs split its row (14 of 21 rows kept as rows) and left
+    striprtf's raw `|` in the text."""
+    rows = [("Item", "Notes")] + [
+        (
+            f"Item {n}\nsecond line {n}" if n % 3 == 0 else f"Item {n}",
+            f"Note {n}\nmore {n}" if n % 4 == 0 else f"Note {n}",
+        )
+        for n in range(1, 21)
+    ]
+    body = "".join(_word_row(*row) for row in rows)
+    path = write(tmp_path, "t.rtf", r"{\rtf1\ansi\pard Before\par " + body + r"\pard After\par}")
+
+    blocks = extract(path, RTF).blocks
+
+    assert [b.kind for b in blocks] == [PARAGRAPH, TABLE, PARAGRAPH]
+    lines = blocks[1].text.split("\n")
+    assert len(lines) == 21
+    assert lines[0] == "Item\tNotes"
+    assert lines[3] == "Item 3 second line 3\tNote 3"
+    assert lines[4] == "Item 4\tNote 4 more 4"
+    assert lines[12] == "Item 12 second line 12\tNote 12 more 12"
+    assert "|" not in extract(path, RTF).text()
+
+
+def test_a_bar_typed_in_the_text_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, "bar.rtf", r"{\rtf1\ansi The shell's pipe is |\par Next.\par}")
+    assert [(b.kind, b.text) for b in extract(path, RTF).blocks] == [
+        (PARAGRAPH, "The shell's pipe is |"),
+        (PARAGRAPH, "Next."),
+    ]
+
+
+def test_a_nested_table_stays_in_its_cell(tmp_path: Path) -> None:
+    """Issue 37: the nested table's cells became cells of the outer row."""
+    nested_row = (
+        r"\pard\intbl\itap2 A\nestcell B\nestcell"
+        r"{\*\nesttableprops\trowd\cellx1000\cellx2000\nestrow}{\nonesttables\par}"
+    )
+    data = (
+        r"{\rtf1\ansi"
+        + _word_row("Part", "Sizes")
+        + r"\trowd\cellx3000\cellx6000\pard\intbl Bolt\cell"
+        + r"\pard\intbl Metric:\par "
+        + nested_row.replace("A", "M4").replace("B", "4 mm")
+        + nested_row.replace("A", "M6").replace("B", "6 mm")
+        + r"\pard\intbl\itap1 see catalogue\cell\pard\intbl\row "
+        + _word_row("Nut", "M4")
+        + r"\pard After the table.\par}"
+    )
+    blocks = extract(write(tmp_path, "nested.rtf", data), RTF).blocks
+    assert [(b.kind, b.text) for b in blocks] == [
+        (TABLE, "Part\tSizes\nBolt\tMetric: M4, 4 mm; M6, 6 mm see catalogue\nNut\tM4"),
+        (PARAGRAPH, "After the table."),
+    ]
+
+
+def test_a_layout_table_gives_its_nested_table_rows_of_their_own(tmp_path: Path) -> None:
+    nested_row = (
+        r"\pard\intbl\itap2 A\nestcell B\nestcell"
+        r"{\*\nesttableprops\trowd\cellx1000\cellx2000\nestrow}{\nonesttables\par}"
+    )
+    data = (
+        r"{\rtf1\ansi\trowd\cellx6000\pard\intbl Permit\par "
+        + nested_row.replace("A", "Task").replace("B", "Lay down")
+        + nested_row.replace("A", "Location").replace("B", "Rig floor")
+        + r"\pard\intbl\itap1\cell\pard\intbl\row}"
+    )
+    assert parse_file(write(tmp_path, "form.rtf", data), RTF) == (
+        "Permit\nTask\tLay down\nLocation\tRig floor"
+    )
+
+
+def test_footnotes_and_endnotes_follow_their_paragraph(tmp_path: Path) -> None:
+    """The footnote destination was dropped with the headers and footers (issue 37: notes are
+    the document's own text and always indexed)."""
+    data = (
+        r"{\rtf1\ansi\pard The survey covered every region.{\super\chftn}"
+        r"{\footnote\pard\plain {\super\chftn} Households, not people.\par}\par "
+        r"\trowd\cellx3000\cellx6000\pard\intbl Bolt{\super\chftn}"
+        r"{\footnote\pard\plain {\super\chftn} Steel.\par}\cell\pard\intbl M4\cell\pard\intbl\row "
+        r"\pard Methods are described at the end.{\super\chftn}"
+        r"{\footnote\ftnalt\pard\plain {\super\chftn} By telephone.\par}\par "
+        r"{\header\pard Example Corp\par}\pard Last paragraph.\par}"
+    )
+    blocks = extract(write(tmp_path, "notes.rtf", data), RTF).blocks
+    assert [(b.kind, b.text) for b in blocks] == [
+        (PARAGRAPH, "The survey covered every region.[1]"),
+        (PARAGRAPH, "[1] Households, not people."),
+        (TABLE, "Bolt[2]\tM4"),
+        (PARAGRAPH, "[2] Steel."),
+        (PARAGRAPH, "Methods are described at the end.[i]"),
+        (PARAGRAPH, "[i] By telephone."),
+        (PARAGRAPH, "Last paragraph."),
+    ]
