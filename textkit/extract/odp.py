@@ -1,7 +1,8 @@
 """OpenDocument presentation (.odp), read as a PowerPoint deck is (`pptx`): every slide a
 heading "Slide N: <title>", its frames top to bottom, then left to right (tables with a line per
-row), then its notes under "Notes"; every block located at its slide. The title is meta.xml's,
-else the first slide's title. The archive is checked first (zip bombs, encryption, DTDs)."""
+row), then its notes under "Notes"; every block located at its slide. A slide without text gives
+no block, and a deck without any is refused with the reason. The title is meta.xml's, else the
+first slide's title. The archive is checked first (zip bombs, encryption, DTDs)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from textkit.extract import odfxml
-from textkit.extract.base import HEADING, PARAGRAPH, SLIDE, TABLE, Block, Extracted, Location
+from textkit.extract.base import (
+    HEADING,
+    PARAGRAPH,
+    SLIDE,
+    TABLE,
+    Block,
+    Extracted,
+    Location,
+    ParseError,
+)
 from textkit.extract.odfxml import q
 
 MEDIA_TYPES = ("application/vnd.oasis.opendocument.presentation",)
 EXTENSIONS = {".odp": MEDIA_TYPES[0]}
 LABEL = "OpenDocument presentation (.odp)"
+NO_TEXT = (
+    "The presentation has no text: its slides hold no text, tables or notes "
+    "(pictures and charts are not read)."
+)
 
 
 def check_head(head: bytes, media_type: str) -> None:
@@ -25,6 +39,8 @@ def check_head(head: bytes, media_type: str) -> None:
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
     title, blocks = odfxml.read(path, kind="presentation", label=LABEL, blocks=_blocks)
+    if not any(block.text.strip() for block in blocks):
+        raise ParseError(NO_TEXT)
     if not title:
         first = next((block.text for block in blocks if block.kind == HEADING), "")
         title = re.sub(r"^Slide \d+(?:: )?", "", first)
@@ -42,16 +58,20 @@ def _blocks(events: odfxml.Events) -> Iterator[Block]:
 
 
 def _slide_blocks(number: int, page: Any) -> Iterator[Block]:
+    """The slide's heading and blocks; none when it has no text."""
     here = Location(SLIDE, number, number)
     frames = [child for child in page.iterchildren() if child.tag != q("presentation:notes")]
     title_frame = next(
         (frame for frame in frames if frame.get(q("presentation:class")) == "title"), None
     )
     title = "" if title_frame is None else " ".join(_paragraphs(title_frame).split())
-    yield Block(HEADING, f"Slide {number}: {title}" if title else f"Slide {number}", 1, here)
-    for frame in sorted(frames, key=_position):
-        if frame is not title_frame:
-            yield from _frame_blocks(frame, here)
+    blocks = [
+        block
+        for frame in sorted(frames, key=_position)
+        if frame is not title_frame
+        for block in _frame_blocks(frame, here)
+        if block.text.strip()
+    ]
     notes = [
         text
         for element in page.iterchildren(q("presentation:notes"))
@@ -61,8 +81,11 @@ def _slide_blocks(number: int, page: Any) -> Iterator[Block]:
         if text.strip()
     ]
     if notes:
-        yield Block(HEADING, "Notes", 2, here)
-        yield Block(PARAGRAPH, "\n".join(notes), location=here)
+        blocks.append(Block(HEADING, "Notes", 2, here))
+        blocks.append(Block(PARAGRAPH, "\n".join(notes), location=here))
+    if title or blocks:
+        yield Block(HEADING, f"Slide {number}: {title}" if title else f"Slide {number}", 1, here)
+        yield from blocks
 
 
 def _frame_blocks(frame: Any, here: Location) -> Iterator[Block]:

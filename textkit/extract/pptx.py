@@ -4,7 +4,8 @@ reading order (top to bottom, then left to right; a group's shapes in their own 
 tables with their header row, and its speaker notes under a "Notes" heading. Every block is
 located at its slide. The title is the core properties' title, else the first slide's title.
 
-Charts, pictures and hidden slides carry no text here. The archive is checked before
+Charts, pictures and hidden slides carry no text here. A slide without text gives no block (not
+even its heading), and a deck without any is refused with the reason. The archive is checked before
 python-pptx sees it (zip bombs, encryption, DTDs).
 """
 
@@ -36,6 +37,10 @@ EXTENSIONS = {".pptx": MEDIA_TYPES[0]}
 LABEL = "PowerPoint (.pptx)"
 
 _DAMAGED = "The PowerPoint presentation is damaged and cannot be read."
+NO_TEXT = (
+    "The presentation has no text: its slides hold no text, tables or notes "
+    "(pictures and charts are not read)."
+)
 # What python-pptx writes as the title of a presentation it created without one.
 _PLACEHOLDER_TITLES = frozenset({"PowerPoint Presentation"})
 
@@ -76,11 +81,14 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
         raise ParseError(_DAMAGED) from exc
     except (*archive.ZIP_DAMAGE_ERRORS, KeyError, etree.LxmlError, AttributeError) as exc:
         raise ParseError(_DAMAGED) from exc
+    blocks = [block for _, slide_blocks in slides for block in slide_blocks]
+    if not blocks:
+        raise ParseError(NO_TEXT)
     if title in _PLACEHOLDER_TITLES:
         title = ""
     if not title:
         title = next((slide_title for slide_title, _ in slides if slide_title), "")
-    return Extracted(title=title, blocks=[block for _, blocks in slides for block in blocks])
+    return Extracted(title=title, blocks=blocks)
 
 
 def _visible(presentation: Any) -> Iterator[tuple[int, Any]]:
@@ -92,12 +100,11 @@ def _visible(presentation: Any) -> Iterator[tuple[int, Any]]:
 
 
 def _slide_blocks(number: int, slide: Any) -> tuple[str, list[Block]]:
-    """The slide's title ("" without one) and its blocks."""
+    """The slide's title ("" without one) and its blocks: none when it has no text."""
     here = Location(SLIDE, number, number)
     title_shape = slide.shapes.title
     title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
-    heading = f"Slide {number}: {title}" if title else f"Slide {number}"
-    blocks = [Block(HEADING, heading, level=1, location=here)]
+    blocks: list[Block] = []
     for shape in _reading_order(slide.shapes):
         if title_shape is not None and shape.shape_id == title_shape.shape_id:
             continue
@@ -107,7 +114,10 @@ def _slide_blocks(number: int, slide: Any) -> tuple[str, list[Block]]:
         if notes is not None and notes.text.strip():
             blocks.append(Block(HEADING, "Notes", level=2, location=here))
             blocks.append(Block(PARAGRAPH, _frame_text(notes), location=here))
-    return title, blocks
+    if not title and not blocks:
+        return title, []
+    heading = f"Slide {number}: {title}" if title else f"Slide {number}"
+    return title, [Block(HEADING, heading, level=1, location=here), *blocks]
 
 
 def _reading_order(shapes: Any) -> list[Any]:

@@ -151,3 +151,30 @@ class TestPptx:
         path = rewrite_zip(make_pptx(tmp_path / "r.pptx"), tmp_path / "evil.pptx", evil)
         with pytest.raises(ParseError, match=r'part named "\.\./evil\.xml" that points outside'):
             extract(path, PPTX)
+
+
+def test_a_slide_without_text_gives_no_block(tmp_path: Path) -> None:
+    """Issue 37: an empty slide still read "Slide 1"."""
+    deck = pptx.Presentation()
+    deck.slides.add_slide(deck.slide_layouts[TITLE_AND_CONTENT])  # empty placeholders
+    second = deck.slides.add_slide(deck.slide_layouts[BLANK])
+    second.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(1)).text_frame.text = "Hi"
+    path = tmp_path / "deck.pptx"
+    deck.save(str(path))
+
+    extracted = extract(path, PPTX)
+
+    assert [(b.kind, b.text) for b in extracted.blocks] == [(HEADING, "Slide 2"), (PARAGRAPH, "Hi")]
+
+
+def test_a_deck_without_text_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """Issue 37: a deck of pictures became a live document reading "Slide 1"."""
+    deck = pptx.Presentation()
+    for _ in range(2):
+        slide = deck.slides.add_slide(deck.slide_layouts[TITLE_AND_CONTENT])
+        slide.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(1)).text_frame.text = " "
+    path = tmp_path / "pictures.pptx"
+    deck.save(str(path))
+
+    with pytest.raises(ParseError, match="The presentation has no text"):
+        extract(path, PPTX)
