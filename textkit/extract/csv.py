@@ -1,4 +1,4 @@
-"""CSV and TSV: the rows in groups that repeat the header (`rows`), each located at its row
+"""CSV and TSV: the rows in groups that name their columns (`rows`), each located at its row
 numbers as a spreadsheet would show them (the header is row 1). The encoding is detected
 (`encoding.decode`) and the delimiter guessed from the start of the file: comma, semicolon,
 tab or vertical bar. A file of more than `rows.MAX_ROWS` rows or `rows.MAX_CELLS` cells is

@@ -1,5 +1,5 @@
 """OpenDocument spreadsheet (.ods), read as an Excel workbook is (`xlsx`): every visible sheet
-that has text, its name a heading and its rows in groups that repeat the header (`rows`),
+that has text, its name a heading and its rows in groups that name their columns (`rows`),
 located at the sheet's own row numbers. Cells give the text they show (OpenDocument stores
 it), so numbers and dates read as displayed. Runs of repeated empty rows and cells (a sheet
 formatted to its last row) are counted, never spelled out. The title is meta.xml's. The

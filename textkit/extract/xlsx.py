@@ -1,5 +1,5 @@
 """Excel (.xlsx): every visible sheet that has text, its name a heading and its rows in groups
-that repeat the header (`rows`), each located at the sheet's own row numbers. Values are the
+that name their columns (`rows`), each located at the sheet's own row numbers. Values are the
 ones Excel last calculated and shows: formulas by their cached result, numbers and dates in the
 cell's number format (`numformat`). The title is the core properties' title.
 

@@ -94,3 +94,80 @@ class TestCsv:
         path = write(tmp_path, "huge.csv", 'a,b\n"' + "x" * 200_000 + '",1\n')
         with pytest.raises(ParseError, match="The CSV file cannot be read: field larger"):
             extract(path, CSV)
+
+
+def _words(text: str) -> int:
+    return len(text.replace(",", " ").split())
+
+
+class TestWideCsv:
+    """Issue 37: a wide header, repeated in groups of a row or two, was most of the text (1.8
+    times the file's words), and a header wider than a chunk was cut apart from its rows."""
+
+    NAMES = [
+        "Customer id",
+        "First name",
+        "Last name",
+        "Street address",
+        "City",
+        "Postal code",
+        "Country",
+        "Phone number",
+        "Email address",
+        "Account manager",
+        "Contract start",
+        "Contract end",
+        "Monthly fee",
+        "Currency",
+        "Payment method",
+        "Discount rate",
+        "Support tier",
+        "Renewal status",
+        "Region",
+        "Industry",
+        "Employees",
+        "Annual revenue",
+        "Last contact",
+        "Notes",
+    ]
+
+    def test_groups_name_only_the_columns_their_rows_fill(self, tmp_path: Path) -> None:
+        # An export: every third column is never filled.
+        lines = [",".join(self.NAMES)] + [
+            ",".join(f"r{row}c{c}" if c % 3 != 2 else "" for c in range(24)) for row in range(300)
+        ]
+        text = "\n".join(lines)
+        path = write(tmp_path, "export.csv", text)
+
+        blocks = extract(path, CSV).blocks
+
+        filled = "\t".join(name for c, name in enumerate(self.NAMES) if c % 3 != 2)
+        assert all(b.kind == TABLE and b.text.startswith(filled + "\n") for b in blocks)
+        assert _words(extract(path, CSV).text()) / _words(text) < 1.5  # 1.83 before
+
+    def test_a_header_wider_than_half_a_group_gives_records(self, tmp_path: Path) -> None:
+        from textkit.chunker import chunk_blocks
+
+        names = [f"Measurement {n} result" for n in range(40)]
+        rows_ = [
+            [f"r{row}c{c}" if (row + c) % 4 == 0 else "" for c in range(40)] for row in range(60)
+        ]
+        path = write(
+            tmp_path, "wide.csv", "\n".join([",".join(names), *(",".join(r) for r in rows_)])
+        )
+
+        blocks = extract(path, CSV).blocks
+
+        assert blocks[0].text.split("\n")[:2] == [
+            "\t".join(f"Measurement {c} result: r0c{c}" for c in range(0, 40, 4)),
+            "\t".join(f"Measurement {c} result: r1c{c}" for c in range(3, 40, 4)),
+        ]
+        assert blocks[0].location is not None and blocks[0].location.first == 2
+        chunks = chunk_blocks(blocks, size=800, overlap=100)
+        # Every value in every chunk is next to its column's name.
+        assert all(
+            ": " in pair
+            for chunk in chunks
+            for line in chunk.text.split("\n")
+            for pair in line.split("\t")
+        )
