@@ -4,7 +4,8 @@ by `retrieval.api.errors.ApiErrorsMiddleware` before any view runs).
 
 The rule is the same everywhere: a client's text must be UTF-8 that PostgreSQL can store, so
 no NUL character and no unpaired surrogate (JSON's `"\\ud800"` escape decodes to one); a JSON
-body is at most MAX_JSON_BYTES and nests at most MAX_JSON_DEPTH arrays and objects. Anything
+body is at most MAX_JSON_BYTES, nests at most MAX_JSON_DEPTH arrays and objects, and holds no
+number beyond a double's range (`1e400` would read as infinity). Anything
 else is refused with a 4xx in the API's error shape before a serializer, a selector or the
 database sees it.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -58,6 +60,8 @@ def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
             problem = text_problem(item)
             if problem:
                 return f"{path} holds {problem}."
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{path} is a number beyond the range of a double (±1.8e308)."
         elif isinstance(item, dict | list):
             if depth >= max_depth:
                 return f"{path} nests deeper than {max_depth} levels."
@@ -95,8 +99,8 @@ def _refuse(problem: str | None) -> None:
 
 
 class JSONParser(parsers.JSONParser):
-    """The API's JSON: bounded in size and depth, strict UTF-8, no NaN or Infinity, and every
-    key and string checked by `json_problem`."""
+    """The API's JSON: bounded in size and depth, strict UTF-8, no NaN or Infinity (neither
+    spelt so nor out of range), and every key and string checked by `json_problem`."""
 
     def parse(
         self,
@@ -118,7 +122,9 @@ class JSONParser(parsers.JSONParser):
             raise ParseError(f"JSON nests deeper than {MAX_JSON_DEPTH} levels.") from exc
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from exc
-        _refuse(json_problem(value))
+        problem = json_problem(value)
+        if problem:
+            raise ParseError(f"Invalid JSON: {problem}")
         return value
 
 

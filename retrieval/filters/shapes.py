@@ -7,6 +7,14 @@ checked against a knowledge base's fields:
   "conditions": [{"name": [field, ...], "comparison_operator", "value"}]}, where a condition
   naming several fields holds when any of them matches.
 
+Dify's values come as a running Dify sends them (its `dataset_retrieval`): numbers, or numbers
+as text when a workflow variable fills them; dates as Unix seconds (its time metadata); `in`
+and `not in` a list, or one text of comma-separated values. The language reads numbers and
+dates so by the field's type (`language`); the comma-separated text is split here, as Dify
+splits it. One rule for a document without the field, as in Dify's own knowledge bases (its
+missing value compares as SQL NULL): it matches no negative operator — `not contains`,
+`is not`, `≠`, `not in` alike — and only `empty` finds it.
+
 Each raises FilterError naming the place in the caller's own shape.
 """
 
@@ -20,6 +28,7 @@ from retrieval.filters.language import MAX_DEPTH, FilterError
 _OPENAI_COMPARISONS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"})
 
 # Dify's comparison operators, as Canon's (op, negated); "empty" and "not empty" take no value.
+# A negated one holds for a document that has a value and does not match (the module's rule).
 _DIFY = {
     "contains": ("contains", False),
     "not contains": ("contains", True),
@@ -108,6 +117,14 @@ def _dify_condition(data: Any, place: str) -> dict[str, Any]:
         if "value" not in data:
             raise FilterError(f"{place}.value", "Give a value.")
         value = data["value"]
-    parts = [{"field": name, "op": op, "value": value} for name in names]
-    condition = parts[0] if len(parts) == 1 else {"or": parts}
-    return {"not": condition} if negated else condition
+        if op in ("in", "nin") and isinstance(value, str):  # "a, b", as Dify splits it
+            value = [part.strip() for part in value.split(",") if part.strip()]
+    parts = [_dify_one(name, op, value, negated) for name in names]
+    return parts[0] if len(parts) == 1 else {"or": parts}
+
+
+def _dify_one(name: str, op: str, value: Any, negated: bool) -> dict[str, Any]:
+    condition = {"field": name, "op": op, "value": value}
+    if not negated:
+        return condition
+    return {"and": [{"field": name, "op": "exists", "value": True}, {"not": condition}]}

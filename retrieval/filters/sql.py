@@ -16,7 +16,7 @@ from typing import Any
 from kb.metadata import BOOLEAN, DATE, NUMBER, STRING, STRING_LIST
 from retrieval.filters.language import All, AnyOf, Condition, Filter, Not
 
-# Built-in fields: their SQL expression and the SQL type their values are bound as.
+# Built-in and hit fields: their SQL expression and the SQL type their values are bound as.
 _BUILT_IN = {
     "key": ("d.key", "text"),
     "title": ("d.title", "text"),
@@ -24,6 +24,12 @@ _BUILT_IN = {
     "created": ("(d.created_at AT TIME ZONE 'UTC')::date", "date"),
     "updated": ("(d.updated_at AT TIME ZONE 'UTC')::date", "date"),
     "revision": ("r.number", "numeric"),
+    "document_key": ("d.key", "text"),
+    "document_id": ("d.id", "numeric"),
+    "kb": (
+        "(SELECT kb_of_d.slug FROM kb_knowledgebase kb_of_d WHERE kb_of_d.id = d.kb_id)",
+        "text",
+    ),
 }
 _SQL_OPS = {"eq": "=", "ne": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 

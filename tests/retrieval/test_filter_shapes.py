@@ -63,7 +63,12 @@ def test_dify_conditions() -> None:
     assert from_dify(given) == {
         "or": [
             {"field": "category", "op": "eq", "value": "blog"},
-            {"not": {"field": "tags", "op": "contains", "value": "draft"}},
+            {
+                "and": [
+                    {"field": "tags", "op": "exists", "value": True},
+                    {"not": {"field": "tags", "op": "contains", "value": "draft"}},
+                ]
+            },
             {"field": "year", "op": "gte", "value": 2024},
             {
                 "or": [
@@ -84,3 +89,18 @@ def test_dify_mistakes_name_the_place() -> None:
     with pytest.raises(FilterError) as caught:
         from_dify({"logical_operator": "xor", "conditions": []})
     assert caught.value.place == "metadata_condition.logical_operator"
+
+
+def test_dify_s_in_takes_comma_separated_text_as_dify_splits_it() -> None:
+    given = {
+        "conditions": [
+            {"name": ["category"], "comparison_operator": "in", "value": "blog, news ,"},
+            {"name": ["category"], "comparison_operator": "not in", "value": ["x", "y"]},
+        ]
+    }
+    assert from_dify(given)["and"][0] == {
+        "field": "category",
+        "op": "in",
+        "value": ["blog", "news"],
+    }
+    parse_filter(from_dify(given), FIELDS)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import Client
 
 from kb import storage
-from kb.models import KnowledgeBase
+from kb.models import Document, KnowledgeBase
 from kb.services.documents import document_create
 from kb.services.metadata import metadata_field_save
 from retrieval.principals import api_key_create
@@ -154,6 +154,21 @@ CASES = [
     ),
     ({"not": c("department", "ne", "hr")}, {"hr-2023", "misc"}),
     ({"not": {"or": [c("year", "lt", 2024), c("year", "gt", 2024)]}}, {"finance-2024", "misc"}),
+    # eq on a list field is containment: holds every string given, maybe more
+    (c("tags", "eq", "leave"), {"hr-2023"}),
+    (c("tags", "eq", ["policy"]), {"hr-2023"}),
+    # issue 37, item 10: the fields every hit carries, as a client sees them in an answer
+    (c("document_key", "eq", "misc"), {"misc"}),
+    (c("document_key", "starts_with", "finance"), {"finance-2024"}),
+    (c("kb", "eq", "handbook"), {"hr-2023", "finance-2024", "misc"}),
+    (c("kb", "ne", "handbook"), set()),
+    # dates as Unix seconds (OpenAI's attributes, Dify's time metadata): the UTC date
+    (c("valid_until", "lt", 1735689600), {"hr-2023"}),  # 2025-01-01T00:00:00Z
+    (c("valid_until", "eq", "1719748800"), {"hr-2023"}),  # 2024-06-30T12:00:00Z, as text
+    (c("created", "gte", 946684800), {"hr-2023", "finance-2024", "misc"}),
+    # numbers as text (Dify's workflow variables, agents)
+    (c("year", "gte", "2024"), {"finance-2024"}),
+    (c("year", "in", ["2023", 2025]), {"hr-2023"}),
 ]
 
 
@@ -249,6 +264,9 @@ def test_a_vector_search_under_a_narrow_filter_ranks_its_chunks_without_walking_
 BAD = [
     (c("colour", "eq", "red"), "filter.field", "Unknown field"),
     (c("year", "eq", "twenty"), "filter.value", "number"),
+    (c("year", "eq", "1e400"), "filter.value", "beyond"),
+    (c("valid_until", "gt", 10**20), "filter.value", "Unix time"),
+    (c("valid_until", "gt", "soon"), "filter.value", "YYYY-MM-DD"),
     (c("year", "contains", 2), "filter.op", "does not apply"),
     (c("department", "like", "h%"), "filter.op", "Unknown operator"),
     (c("department", "in", []), "filter.value", "list of 1 to"),
@@ -275,3 +293,39 @@ def test_a_filter_that_cannot_be_applied_is_a_400_naming_the_place(staff_key: Cl
         assert response.status_code == 400, where
         [message] = response.json()["detail"]["filter"]
         assert message.startswith(f"{place}:") and words in message, message
+
+
+def test_a_filter_on_document_id_finds_the_document(
+    library: KnowledgeBase, staff_key: Client
+) -> None:
+    """Issue 37, item 10: `document_id` as every hit carries it."""
+    ids = dict(Document.objects.filter(kb=library).values_list("key", "pk"))
+
+    assert found(staff_key, c("document_id", "eq", ids["misc"]), "hybrid") == {"misc"}
+    assert found(staff_key, c("document_id", "in", [ids["hr-2023"], 10**12]), "keyword") == {
+        "hr-2023"
+    }
+    assert found(staff_key, c("document_id", "ne", ids["misc"]), "vector") == {
+        "hr-2023",
+        "finance-2024",
+    }
+
+
+def test_the_readme_names_the_limits_the_language_keeps() -> None:
+    """Issue 37, item 13: the README names each limit, as the code keeps it."""
+    from pathlib import Path
+
+    from retrieval.api.serializers import MAX_FILTER_CHARS
+    from retrieval.filters import MAX_CONDITIONS, MAX_DEPTH
+    from retrieval.filters.language import MAX_IN_VALUES
+
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+
+    assert f"{MAX_DEPTH} levels of objects, the outermost counting as one" in readme
+    assert f"at most {MAX_DEPTH - 1} `and` / `or` / `not` around a condition" in readme.replace(
+        "four", "4"
+    )
+    assert f"{MAX_CONDITIONS} conditions" in readme
+    assert f"{MAX_IN_VALUES} values in one `in` or `nin`" in readme
+    assert f"{MAX_FILTER_CHARS:,} characters of JSON" in readme
+    assert "`eq` is containment" in readme and "`in` is overlap" in readme

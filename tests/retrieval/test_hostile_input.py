@@ -18,7 +18,7 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from kb.models import KnowledgeBase
 from retrieval.api.parsers import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_problem
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import publish, source_with_run
+from tests.retrieval.factories import publish, question_set_with_run, source_with_run
 from tests.retrieval.routes import Operation, api_operations, call, error_of
 
 pytestmark = pytest.mark.django_db
@@ -164,9 +164,12 @@ def values(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, str]:
     """Values for every path parameter, naming things that exist and the key may read."""
     live = publish(kb, "refunds", "Refunds are possible within thirty days.")
     source, run = source_with_run(kb, tmp_path / "share", settings)
+    question_set, evaluation = question_set_with_run(kb)
     return {
         "source_id": str(source.pk),
         "run_id": str(run.pk),
+        "question_set_id": str(question_set.pk),
+        "evaluation_id": str(evaluation.pk),
         "kb": "handbook",
         "chunk_id": str(live.chunks.get(ordinal=0).pk),
         "document_id": str(live.document_id),
@@ -257,8 +260,14 @@ def test_search_refuses_every_hostile_body(
             '$.metadata["a b"][0] holds a NUL',
         ),
         ('{"kb": "handbook", "query": "' + "x" * MAX_JSON_BYTES + '"}', 413, "at most"),
+        (  # issue 37, item 13: read as infinity, once refused only as "not valid JSON"
+            '{"kb": "handbook", "query": "x", "filter": {"and": [{"field": "year", "op": "gt", '
+            '"value": -1e400}]}}',
+            400,
+            "$.filter.and[0].value is a number beyond the range of a double",
+        ),
     ],
-    ids=["deep", "surrogate value", "surrogate key", "NUL", "too large"],
+    ids=["deep", "surrogate value", "surrogate key", "NUL", "too large", "1e400"],
 )
 def test_the_issue_bodies_are_refused_with_where_and_why(
     key: str, kb: KnowledgeBase, body: str, status: int, words: str
