@@ -97,8 +97,12 @@ def _at_least(result: SearchResult, threshold: float | None) -> SearchResult:
     return replace(result, hits=[hit for hit in result.hits if hit.score >= threshold])
 
 
-def run_search(*, principal: Principal, data: dict[str, Any]) -> SearchResult:
-    """Search as SearchInput's validated `data` asks, within the principal's scope.
+def run_search(
+    *, principal: Principal, data: dict[str, Any], fusion: str | None = None
+) -> SearchResult:
+    """Search as SearchInput's validated `data` asks, within the principal's scope. `fusion`:
+    a hybrid search of one knowledge base now fuses so (the compatibility doors: "learned"),
+    whatever CANON_HYBRID_FUSION says.
 
     Raises KnowledgeBaseNotFound (unknown, another tenant's, not the key's, or not on the replica
     yet: never told apart), FilterError (the filter does not fit the knowledge base's fields:
@@ -122,6 +126,7 @@ def run_search(*, principal: Principal, data: dict[str, Any]) -> SearchResult:
                 using=using,
                 explain=data.get("explain", False),
                 rerank=data.get("rerank", True),
+                fusion=fusion,
             )
         else:
             if not principal.can_read_history:

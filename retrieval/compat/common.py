@@ -1,6 +1,12 @@
 """What the compatibility endpoints share: Bearer-key authentication that tells a malformed
 header from a refused key, the REST search run from a body each adapter builds, the facts about
-each hit's document that the REST hit does not carry, and error messages in one line."""
+each hit's document that the REST hit does not carry, and error messages in one line.
+
+Both shapes promise a relevance score from 0 to 1 and a threshold on it (Dify's
+`score_threshold`, OpenAI's `ranking_options.score_threshold`): their searches are hybrid and
+fused by the learned fusion (`FUSION`), whose score is that, whatever CANON_HYBRID_FUSION says
+for the REST API (with `rrf` every score would sit below 2/61 and a threshold of 0.5 would keep
+nothing; with `convex` a score is relative to the best hit, not to the query)."""
 
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ from retrieval.api.searching import run_search
 from retrieval.api.serializers import SearchInput
 from retrieval.principals import InvalidKey, Principal, principal_from_key
 from retrieval.search.hits import Hit, SearchResult
+
+FUSION = "learned"
 
 
 class MalformedAuthorization(AuthenticationFailed):
@@ -86,16 +94,16 @@ def first_error(errors: Any, place: str = "") -> tuple[str | None, str]:
 
 
 def search(*, principal: Principal, body: dict[str, Any], names: Mapping[str, str]) -> SearchResult:
-    """Validate `body` (a REST search body) with SearchInput and run it. Invalid names the
-    field under the caller's name for it (`names`: REST field -> the caller's). Raises what
-    run_search raises otherwise (KnowledgeBaseNotFound, FilterError, SearchUnavailable,
-    embeddings.ProviderUnavailable)."""
+    """Validate `body` (a REST search body) with SearchInput and run it, fused by `FUSION`.
+    Invalid names the field under the caller's name for it (`names`: REST field -> the
+    caller's). Raises what run_search raises otherwise (KnowledgeBaseNotFound, FilterError,
+    SearchUnavailable, embeddings.ProviderUnavailable)."""
     params = SearchInput(data=body)
     if not params.is_valid():
         place, message = first_error(params.errors)
         head = (place or "").split(".")[0].split("[")[0]
         raise Invalid(names.get(head, place) if place else None, message)
-    return run_search(principal=principal, data=dict(params.validated_data))
+    return run_search(principal=principal, data=dict(params.validated_data), fusion=FUSION)
 
 
 @dataclass(frozen=True)

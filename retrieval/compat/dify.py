@@ -10,11 +10,17 @@ knowledge does not exist, 404: also a knowledge base this key may not search), a
 what Dify's list does not cover: 3001 (invalid request, 400), 3002 (rate limited, 429, with
 Retry-After) and 5001 (search or the embedding provider unavailable, 503, with Retry-After).
 
-The search is hybrid, always: Dify's `score_threshold` is a relevance "from 0 to 1", and the
-hybrid fused score is the one Canon score on that scale (the estimate that the passage answers
-the query; a vector score is a cosine from -1, a keyword score BM25 with no top), hybrid ranks
-best on Canon's evaluation, and Dify offers no mode to choose. Dify sends 0.0 when its
-threshold is off, which keeps every hit.
+The search is hybrid, always, fused by the learned fusion whatever CANON_HYBRID_FUSION says
+(`common.FUSION`): Dify's `score_threshold` is a relevance "from 0 to 1", and the learned
+fusion's score is the one Canon score on that scale (the estimate that the passage answers the
+query; a vector score is a cosine from -1, a keyword score BM25 with no top, an `rrf` fused
+score below 0.033), hybrid ranks best on Canon's evaluation, and Dify offers no mode to choose.
+Dify sends 0.0 when its threshold is off, which keeps every hit.
+
+`metadata_condition` takes what a running Dify sends (`filters.shapes.from_dify`): numbers, or
+numbers as text; dates as "YYYY-MM-DD" or Unix seconds (Dify's time metadata); `in` / `not in`
+a list or comma-separated text. A document without the field matches no negative operator
+(`not contains`, `is not`, `≠`, `not in`), as in Dify's own knowledge bases; `empty` finds it.
 """
 
 from __future__ import annotations
@@ -138,8 +144,9 @@ class RetrievalSetting(serializers.Serializer):
         min_value=0,
         max_value=1,
         default=0.0,
-        help_text="Only records scoring at least this (the hybrid fused score, 0 to 1); 0.0, "
-        "what Dify sends when its threshold is off, keeps every record.",
+        help_text="Only records scoring at least this (the learned fusion's score, 0 to 1, "
+        "whatever the server's CANON_HYBRID_FUSION); 0.0, what Dify sends when its threshold "
+        "is off, keeps every record.",
     )
 
 
@@ -148,9 +155,12 @@ _CONDITION_SCHEMA = {
     "nullable": True,
     "description": "Only documents whose metadata match. Each condition names fields (a "
     "condition on several holds when any matches); operators: contains, not contains, start "
-    "with, end with, is, is not, =, ≠, >, <, ≥, ≤, before, after (dates as YYYY-MM-DD), in, "
-    "not in, empty, not empty. Fields: the knowledge base's declared metadata fields and the "
-    "built-in key, title, content_type, created, updated, revision.",
+    "with, end with, is, is not, =, ≠, >, <, ≥, ≤, before, after, in, not in (a list, or "
+    "comma-separated text), empty, not empty. Numbers may come as text; dates as YYYY-MM-DD or "
+    "Unix seconds (their UTC date). A document without the field matches no negative operator "
+    "(not contains, is not, ≠, not in); empty finds it. Fields: the knowledge base's declared "
+    "metadata fields, the built-in key, title, content_type, created, updated, revision, and "
+    "document_key, document_id, kb.",
     "required": ["conditions"],
     "properties": {
         "logical_operator": {"type": "string", "enum": ["and", "or"], "default": "and"},
@@ -196,7 +206,7 @@ class DifyRetrievalInput(serializers.Serializer):
 
 class DifyRecord(serializers.Serializer):
     content = serializers.CharField(help_text="The chunk's text.")
-    score = serializers.FloatField(help_text="The hybrid fused score, 0 to 1.")
+    score = serializers.FloatField(help_text="The learned fusion's score, 0 to 1.")
     title = serializers.CharField(help_text="The document's title (its key when it has none).")
     metadata = serializers.DictField(
         help_text="The document's own metadata, then Canon's: path and document_key (the "

@@ -3,7 +3,8 @@ themselves: an unknown path under their prefixes, a wrong method, a path or quer
 text PostgreSQL cannot hold, a server error. `retrieval.api.errors.ApiErrorsMiddleware` makes
 every error under /api/ JSON in Canon's shape ({"error": code, "detail": message}); this
 middleware, outside it, words those of /api/dify/ as Dify's {"error_code", "error_msg"} and those
-of /api/openai/ as OpenAI's {"error": {"message", "type", "param", "code"}}."""
+of /api/openai/ as OpenAI's {"error": {"message", "type", "param", "code"}}. `error_body` is the
+one wording, also of what the web server refuses before Django sees it (config/gunicorn.conf.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,28 @@ def _dify(status: int, code: str, message: str) -> dict[str, Any]:
 
 def _openai(status: int, code: str, message: str) -> dict[str, Any]:
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    # OpenAI's 404 carries no code (the status says it).
+    tag = None if status == 404 else code
+    return {"error": {"message": message, "type": kind, "param": None, "code": tag}}
+
+
+def _canon(status: int, code: str, message: str) -> dict[str, Any]:
+    return {"error": code, "detail": message}
+
+
+def _shape(path: str) -> Callable[[int, str, str], dict[str, Any]] | None:
+    if path.startswith(DIFY_PREFIX):
+        return _dify
+    if path.startswith(OPENAI_PREFIX):
+        return _openai
+    return None
+
+
+def error_body(path: str | None, status: int, code: str, message: str) -> dict[str, Any]:
+    """An error's JSON body as the door of `path` words it: Dify's, OpenAI's, or Canon's (the
+    rest of /api/, and a request whose path is not known)."""
+    shape = _shape(path) if path is not None else None
+    return (shape or _canon)(status, code, message)
 
 
 def _canon_error(response: HttpResponse) -> tuple[str, str] | None:
@@ -59,11 +81,8 @@ class CompatErrorsMiddleware:
         response = self.get_response(request)
         if response.status_code < 400:
             return response
-        if request.path.startswith(DIFY_PREFIX):
-            shape = _dify
-        elif request.path.startswith(OPENAI_PREFIX):
-            shape = _openai
-        else:
+        shape = _shape(request.path)
+        if shape is None:
             return response
         error = _canon_error(response)
         if error is None:

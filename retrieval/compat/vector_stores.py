@@ -3,16 +3,22 @@
 
 - `GET /vector_stores`: the knowledge bases this key may search, as vector stores (id = the
   knowledge base's slug), newest first unless `order=asc`, paged by `limit`, `after`, `before`.
+  A cursor that names no vector store of this key's (one deleted or taken out of the key's
+  scope between two pages, or never one) gives an empty page, not an error: OpenAI's cursors
+  are positions, and its client's iteration ends there rather than failing.
 - `GET /vector_stores/{id}`: one of them.
 - `POST /vector_stores/{id}/search`: `query` (a string, or a list of strings searched as one
   query), `max_num_results` (1-50, default 10), `filters` (OpenAI's comparison and compound
-  filters, on the knowledge base's metadata fields and the built-in key, title, content_type,
-  created, updated, revision), `ranking_options` ({"ranker": "none" skips Canon's reranker,
-  "auto" or "default-2024-11-15" use it when configured; "score_threshold": 0 to 1}), and
+  filters, on the knowledge base's metadata fields, the built-in key, title, content_type,
+  created, updated, revision, and the attributes every result carries: kb, document_key,
+  document_id; a date as "YYYY-MM-DD" or, as OpenAI's attributes carry dates, Unix seconds),
+  `ranking_options` ({"ranker": "none" skips Canon's reranker, "auto" or
+  "default-2024-11-15" use it when configured; "score_threshold": 0 to 1}), and
   `rewrite_query`, accepted and ignored: Canon does not rewrite queries, and the answer's
   `search_query` says what was searched. Each result is one chunk: file_id `doc_<document id>`,
-  filename the name the live revision was uploaded as (else the document's key), the hybrid
-  fused score (0 to 1), the document's scalar metadata and Canon's citation as `attributes`.
+  filename the name the live revision was uploaded as (else the document's key), the score of
+  the learned hybrid fusion (0 to 1, whatever CANON_HYBRID_FUSION says: `common.FUSION`), the
+  document's scalar metadata and Canon's citation as `attributes`.
 
 A vector store's file_counts and usage_bytes count only the documents this key may read (not
 deleted): `completed` those live in the active index version, `in_progress` the others (being
@@ -20,8 +26,8 @@ built, awaiting approval, or whose build failed), the bytes of the live revision
 
 Errors are OpenAI's shape, {"error": {"message", "type", "param", "code"}}: 400 invalid request,
 401 no or refused key, 404 a vector store that does not exist or this key may not search (never
-told apart), 429 rate limited (the REST search's read budget), 503 search or the embedding
-provider unavailable (with Retry-After).
+told apart; `code` null, as OpenAI answers it), 429 rate limited (the REST search's read
+budget), 503 search or the embedding provider unavailable (with Retry-After).
 """
 
 from __future__ import annotations
@@ -143,7 +149,7 @@ def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
         body = _body(
             str(exc.detail),
             type="server_error" if server else "invalid_request_error",
-            code=getattr(exc, "default_code", None),
+            code=None if response.status_code == 404 else getattr(exc, "default_code", None),
         )
     else:
         return response
@@ -233,8 +239,10 @@ _COMPARISON = {
 _FILTERS_SCHEMA = {
     "description": "OpenAI's filters: a comparison {type: eq|ne|gt|gte|lt|lte|in|nin, key, "
     "value} or a compound {type: and|or, filters: [...]}, nested up to 5 levels. Keys: the "
-    "knowledge base's declared metadata fields and the built-in key, title, content_type, "
-    "created, updated, revision.",
+    "knowledge base's declared metadata fields, the built-in key, title, content_type, "
+    "created, updated, revision, and the attributes every result carries: kb, document_key, "
+    'document_id. A date is "YYYY-MM-DD" or a Unix time in seconds (its UTC date); a number '
+    "may be written as text.",
     "oneOf": [
         _COMPARISON,
         {
@@ -290,7 +298,8 @@ class RankingOptions(serializers.Serializer):
         min_value=0,
         max_value=1,
         required=False,
-        help_text="Only results scoring at least this (the hybrid fused score, 0 to 1).",
+        help_text="Only results scoring at least this (the learned fusion's score, 0 to 1, "
+        "whatever the server's CANON_HYBRID_FUSION).",
     )
 
 
@@ -474,7 +483,9 @@ class _OpenAIView(APIView):
 
 
 def _not_found(ref: str) -> OpenAIError:
-    return OpenAIError(404, f"No vector store found with id '{ref}'.", code="not_found")
+    """OpenAI's 404 for a vector store, word for word: `code` null (its clients read the
+    status; `openai.NotFoundError`)."""
+    return OpenAIError(404, f"No vector store found with id '{ref}'.")
 
 
 VECTOR_STORE_EXAMPLE = {
@@ -529,15 +540,12 @@ class VectorStoreListView(_OpenAIView):
         if data["order"] == "desc":
             kbs.reverse()
         slugs = [kb.slug for kb in kbs]
-        for name in ("after", "before"):
-            if name in data and data[name] not in slugs:
-                raise OpenAIError(400, f"No vector store found with id '{data[name]}'.", param=name)
         start, end = 0, len(kbs)
         if "after" in data:
-            start = slugs.index(data["after"]) + 1
+            start = slugs.index(data["after"]) + 1 if data["after"] in slugs else len(kbs)
         if "before" in data:
-            end = slugs.index(data["before"])
-        window = kbs[start:end]
+            end = slugs.index(data["before"]) if data["before"] in slugs else 0
+        window = kbs[start:end]  # empty when a cursor names none of them (module docstring)
         limit = data["limit"]
         # `before` pages backwards: the `limit` stores nearest it.
         page = window[-limit:] if "before" in data and "after" not in data else window[:limit]

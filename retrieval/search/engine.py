@@ -137,6 +137,7 @@ def search(
     using: str = DEFAULT_DB_ALIAS,
     explain: bool = False,
     rerank: bool = True,
+    fusion: str | None = None,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
@@ -162,6 +163,10 @@ def search(
     default), after the snapshot has closed; `False` skips it. The result says what happened
     (`SearchResult.rerank`); a reranker that fails leaves the fused order
     (`retrieval.search.rerank`).
+
+    `fusion`: how a hybrid search fuses its legs (`retrieval.search.fusion.METHODS`), by default
+    CANON_HYBRID_FUSION; the compatibility doors ask for the learned fusion, whose 0-1 score is
+    what their thresholds mean.
     """
     started = time.perf_counter()
     if index_version is not None and index_version.kb_id != kb.pk:
@@ -174,7 +179,7 @@ def search(
             version = _active_version(kb_id=kb.pk, using=using)
         vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
-        limit = plan.depth(depth(top_k) if mode == "hybrid" else top_k)
+        limit = plan.depth(depth(top_k, fusion) if mode == "hybrid" else top_k)
         if index_version is not None:
             params["candidate"] = True
         # Vector mode: the index walk in one statement, unless a client filter is probed first.
@@ -200,14 +205,23 @@ def search(
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None
             continue
-        hits, reranked = rerank_stage(plan, query=query, legs=ranked, top_k=top_k)
-        why = _why(explain, mode, query, ranked, hits)
+        hits, reranked = rerank_stage(plan, query=query, legs=ranked, top_k=top_k, fusion=fusion)
+        why = _why(explain, mode, query, ranked, hits, fusion)
         return _result(kb, version, started, hits, why, reranked)
 
 
-def _why(explain: bool, mode: str, query: str, legs: list[Leg], hits: list[Hit]) -> Ranking | None:
+def _why(
+    explain: bool,
+    mode: str,
+    query: str,
+    legs: list[Leg],
+    hits: list[Hit],
+    fusion: str | None = None,
+) -> Ranking | None:
     """Why `hits` rank where they do, when the caller asked (`explain`)."""
-    return explain_ranking(mode=mode, query=query, legs=legs, hits=hits) if explain else None
+    if not explain:
+        return None
+    return explain_ranking(mode=mode, query=query, legs=legs, hits=hits, fused_by=fusion)
 
 
 def _result(

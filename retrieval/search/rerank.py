@@ -86,18 +86,19 @@ def rerank_plan(*, mode: str, requested: bool = True) -> RerankPlan:
 
 
 def rerank_stage(
-    plan: RerankPlan, *, query: str, legs: list[Leg], top_k: int
+    plan: RerankPlan, *, query: str, legs: list[Leg], top_k: int, fusion: str | None = None
 ) -> tuple[list[Hit], Rerank]:
-    """The search's top_k hits from its legs (one leg's own, or the legs fused) and what the
-    rerank stage did. With a reranker, the first `plan.candidates` fused hits go in its order
-    (a text it did not score after those it did, in their fused order), then the rest of the
-    fused order. Call it outside any transaction: it may wait on HTTP for the reranker's
-    timeout. Never raises the reranker's errors: it answers the fused order instead."""
+    """The search's top_k hits from its legs (one leg's own, or the legs fused by `fusion`, by
+    default CANON_HYBRID_FUSION) and what the rerank stage did. With a reranker, the first
+    `plan.candidates` fused hits go in its order (a text it did not score after those it did, in
+    their fused order), then the rest of the fused order. Call it outside any transaction: it
+    may wait on HTTP for the reranker's timeout. Never raises the reranker's errors: it answers
+    the fused order instead."""
     if len(legs) == 1:
         return legs[0].hits, Rerank(reason=plan.skipped)
     if plan.reranker is None:
-        return fuse_legs(legs, top_k, query=query), Rerank(reason=plan.skipped)
-    fused = fuse_legs(legs, max(top_k, plan.candidates), query=query)
+        return fuse_legs(legs, top_k, query=query, method=fusion), Rerank(reason=plan.skipped)
+    fused = fuse_legs(legs, max(top_k, plan.candidates), query=query, method=fusion)
     head = fused[: plan.candidates]
     if not head:
         return [], Rerank(reranked=True)  # nothing to reorder: no call
@@ -109,7 +110,7 @@ def rerank_stage(
         logger.warning("search not reranked (%s); answering in the fused order: %s", reason, exc)
         # Fused for top_k afresh: the learned fusion orders a document's passages among the
         # places it gave them, so the first top_k of a longer list can differ.
-        return fuse_legs(legs, top_k, query=query), Rerank(reason=reason)
+        return fuse_legs(legs, top_k, query=query, method=fusion), Rerank(reason=reason)
     RERANK_OUTCOMES.labels(outcome="reranked").inc()
     return [*reorder(head, scores), *fused[len(head) :]][:top_k], Rerank(reranked=True)
 

@@ -68,6 +68,9 @@ class World:
 def _fields(kb: KnowledgeBase) -> None:
     MetadataField.objects.create(kb=kb, name="department", type=MetadataField.Type.STRING)
     MetadataField.objects.create(kb=kb, name="year", type=MetadataField.Type.NUMBER)
+    # Held by some documents only: what the filters make of a document without a value.
+    MetadataField.objects.create(kb=kb, name="audience", type=MetadataField.Type.STRING)
+    MetadataField.objects.create(kb=kb, name="published", type=MetadataField.Type.DATE)
 
 
 @pytest.fixture(scope="package")
@@ -99,13 +102,13 @@ def _world() -> World:
         groups=("secret",),
     )
     Document.objects.filter(kb=handbook, key="vacation").update(
-        metadata={"department": "hr", "year": 2026}
+        metadata={"department": "hr", "year": 2026, "audience": "staff", "published": "2026-01-15"}
     )
     Document.objects.filter(kb=handbook, key="expenses").update(
-        metadata={"department": "finance", "year": 2025}
+        metadata={"department": "finance", "year": 2025}  # no audience, never published
     )
     Document.objects.filter(kb=handbook, key="merger").update(
-        metadata={"department": "hr", "year": 2026}
+        metadata={"department": "hr", "year": 2026, "audience": "board"}
     )
     publish(archive, "old-vacation", "The old vacation policy gave twenty days.")
     publish(foreign, "foreign-vacation", "Foreign vacation rules of another tenant.")

@@ -112,6 +112,88 @@ def test_a_metadata_condition_filters_the_records(world: World) -> None:
     assert set(with_condition(either)) == {"vacation", "expenses"}
 
 
+def condition(name: str, operator: str, value: Any = None) -> dict[str, Any]:
+    """One condition as a running Dify sends it (`MetadataCondition.model_dump()`): the name a
+    string, the value as its workflow gave it."""
+    return {"name": name, "comparison_operator": operator, "value": value}
+
+
+def filtered(key: str, *conditions: dict[str, Any], logic: str = "and") -> set[str]:
+    body = {
+        **DIFY_REQUEST,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+        "metadata_condition": {"logical_operator": logic, "conditions": list(conditions)},
+    }
+    return set(keys(retrieve(api(key), body)))
+
+
+# 2026-01-01, 2026-02-01 and 2026-01-15 10:00, UTC, in Unix seconds (Dify's time metadata).
+JAN_1, FEB_1, JAN_15_10H = 1767225600, 1769904000, 1768471200
+
+
+def test_a_document_without_the_field_matches_no_negative_operator(world: World) -> None:
+    """Issue 37, item 11: one rule for the four, as in Dify's own knowledge bases. `expenses`
+    has no audience; `not contains` used to find it, `is not`, `≠` and `not in` did not."""
+    for operator, value in [
+        ("not contains", "board"),
+        ("is not", "board"),
+        ("≠", "board"),
+        ("not in", "board, directors"),  # Dify's comma-separated text
+        ("not in", ["board"]),
+    ]:
+        assert filtered(world.key, condition("audience", operator, value)) == {"vacation"}, operator
+    assert filtered(world.key, condition("audience", "empty")) == {"expenses"}
+    # the secret key reads merger (audience "board") too: excluded by every one of them
+    assert filtered(world.secret_key, condition("audience", "not contains", "board")) == {
+        "vacation"
+    }
+
+
+def test_dates_as_unix_seconds_and_numbers_as_text_are_what_dify_sends(world: World) -> None:
+    """Issue 37, item 11: Dify's date picker gives Unix seconds, a workflow variable gives
+    text; both were refused with 3001."""
+    assert filtered(world.key, condition("published", "after", JAN_1)) == {"vacation"}
+    assert filtered(world.key, condition("published", "before", str(FEB_1))) == {"vacation"}
+    assert filtered(world.key, condition("published", "is", JAN_15_10H)) == {"vacation"}
+    assert filtered(world.key, condition("published", "before", JAN_1)) == set()
+    assert filtered(world.key, condition("created", "after", 946684800)) == {
+        "vacation",
+        "expenses",
+    }
+    assert filtered(world.key, condition("year", "≥", "2026")) == {"vacation"}
+    assert filtered(world.key, condition("year", "=", "2025")) == {"expenses"}
+    assert filtered(world.key, condition("year", "in", "2025, 2024")) == {"expenses"}
+
+
+def test_the_score_threshold_means_the_same_under_every_fusion(world: World, settings: Any) -> None:
+    """Issue 37, item 15: with CANON_HYBRID_FUSION=rrf every fused score was below 0.033, so a
+    threshold from Dify's 0-1 scale kept nothing; the door fuses by the learned model always."""
+    every = {**DIFY_REQUEST, "retrieval_setting": {"top_k": 10, "score_threshold": 0.0}}
+    learned = retrieve(api(world.key), every).json()["records"]
+    scores = sorted(r["score"] for r in learned)
+    threshold = (scores[0] + scores[-1]) / 2
+    above = {**DIFY_REQUEST, "retrieval_setting": {"top_k": 10, "score_threshold": threshold}}
+    kept = [r["metadata"]["chunk_id"] for r in retrieve(api(world.key), above).json()["records"]]
+
+    for fusion in ("convex", "rrf"):
+        settings.HYBRID_FUSION = fusion
+        records = retrieve(api(world.key), every).json()["records"]
+        again = retrieve(api(world.key), above).json()["records"]
+
+        assert [(r["metadata"]["chunk_id"], r["score"]) for r in records] == [
+            (r["metadata"]["chunk_id"], r["score"]) for r in learned
+        ], fusion
+        assert [r["metadata"]["chunk_id"] for r in again] == kept, fusion
+    assert kept and len(kept) < len(learned)
+    # The REST API keeps the configured fusion (rrf, last): its hybrid scores are rrf's.
+    rest = api(world.key).post(
+        "/api/v1/search",
+        {"kb": "handbook", "query": DIFY_REQUEST["query"], "mode": "hybrid"},
+        content_type="application/json",
+    )
+    assert max(hit["score"] for hit in rest.json()["hits"]) <= round(2 / 61, 6)
+
+
 def test_unknown_and_forbidden_knowledge_are_the_same_2001(world: World) -> None:
     def answer(key: str, knowledge_id: str) -> Any:
         return retrieve(api(key), {**DIFY_REQUEST, "knowledge_id": knowledge_id})
@@ -257,3 +339,32 @@ def test_dify_s_request_against_the_real_server(web: Web, world: World) -> None:
     assert post(world.key, {**body, "knowledge_id": "foreign"}).status_code == 404
     bad = post(world.key, {**body, "retrieval_setting": {"top_k": 1000}})
     assert (bad.status_code, bad.json()["error_code"]) == (400, 3001)
+
+
+@pytest.mark.integration
+def test_what_a_running_dify_sends_against_the_real_server(web: Web, world: World) -> None:
+    """The body of Dify's `ExternalDatasetService.fetch_external_knowledge_retrieval`: a
+    threshold of 0.0 when it is off, `metadata_condition` as `MetadataCondition.model_dump()`
+    (a name as a string, the values as Dify holds them: Unix seconds from its date picker, a
+    number as text from a workflow variable, comma-separated text for `in`)."""
+    body = {
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+        "query": "vacation policy",
+        "knowledge_id": "handbook",
+        "metadata_condition": {
+            "logical_operator": "and",
+            "conditions": [
+                condition("published", "after", JAN_1),
+                condition("year", "≥", "2026"),
+                condition("department", "in", "hr, legal"),
+                condition("audience", "not contains", "board"),
+            ],
+        },
+    }
+
+    response = httpx.post(
+        f"{web.url}{URL}", json=body, headers={"Authorization": f"Bearer {world.secret_key}"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert {r["metadata"]["document_key"] for r in response.json()["records"]} == {"vacation"}
