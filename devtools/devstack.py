@@ -331,8 +331,8 @@ DEMO_EMBEDDING = {
 
 
 def demo_embedding_env(env: dict[str, str], *, concurrency: int) -> dict[str, dict[str, str]]:
-    """The embedding settings of `make run`, and for web and worker: the model to load at start
-    (CANON_PRELOAD_EMBEDDING_MODELS) and BLAS threads per process, so that the worker's
+    """The embedding settings of `make run`, and for web, mcp and worker: the model to load at
+    start (CANON_PRELOAD_EMBEDDING_MODELS) and BLAS threads per process, so that the worker's
     `concurrency` children together use the machine's cores and no more."""
     if "CANON_EMBEDDING_PROVIDER" not in env:
         env.update(DEMO_EMBEDDING)
@@ -343,6 +343,10 @@ def demo_embedding_env(env: dict[str, str], *, concurrency: int) -> dict[str, di
     threads = env.get("CANON_EMBEDDING_THREADS")
     return {
         "web": {
+            "CANON_PRELOAD_EMBEDDING_MODELS": preload,
+            "CANON_EMBEDDING_THREADS": threads or "1",
+        },
+        "mcp": {  # it embeds queries as the web process does
             "CANON_PRELOAD_EMBEDDING_MODELS": preload,
             "CANON_EMBEDDING_THREADS": threads or "1",
         },

@@ -44,19 +44,24 @@ def citation_url(*, document_id: int, revision: int, start: int, end: int) -> st
 def citation_of(hit: Hit) -> dict[str, Any] | None:
     """The hit's citation: its document, revision and span of the revision's extracted text,
     and the URL that returns that span; None for a chunk written before positions were kept."""
-    if hit.document_id is None or hit.char_start is None or hit.char_end is None:
+    return citation(
+        document_id=hit.document_id, revision=hit.revision, start=hit.char_start, end=hit.char_end
+    )
+
+
+def citation(
+    *, document_id: int | None, revision: int, start: int | None, end: int | None
+) -> dict[str, Any] | None:
+    """A chunk's citation, as a search hit carries it (`citation_of`) and MCP's `fetch`
+    answers it; None without positions."""
+    if document_id is None or start is None or end is None:
         return None
     return {
-        "document_id": hit.document_id,
-        "revision": hit.revision,
-        "start": hit.char_start,
-        "end": hit.char_end,
-        "url": citation_url(
-            document_id=hit.document_id,
-            revision=hit.revision,
-            start=hit.char_start,
-            end=hit.char_end,
-        ),
+        "document_id": document_id,
+        "revision": revision,
+        "start": start,
+        "end": end,
+        "url": citation_url(document_id=document_id, revision=revision, start=start, end=end),
     }
 
 

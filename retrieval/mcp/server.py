@@ -14,6 +14,13 @@ Every tool call spends one request of the principal's read budget (the REST API'
 thread keeps its own database connection, closed as Django closes a request's:
 `close_old_connections` before and after), and writes one log line: tool, principal, knowledge
 base, outcome, took_ms. Never the key, never the query (the REST API logs neither).
+
+A call naming an argument its tool does not declare is refused, naming it (`StrictTools`): the
+SDK would drop it, and an agent that sent `as_of` or a misspelt `top-k` would read an answer it
+did not ask for as the one it asked for. Over HTTP only POST is served at /mcp: the transport
+is stateless, with no server-initiated messages, so a GET (the optional event stream of
+streamable HTTP) is a 405, as the specification says a server without that stream answers,
+rather than a stream held open with nothing ever to carry.
 """
 
 from __future__ import annotations
@@ -171,8 +178,44 @@ class CanonMCP:
         await self.server.run_stdio_async()
 
 
+class StrictTools(MCPServer):
+    """The SDK's server, refusing a tool call that names an argument the tool does not declare
+    (the module docstring says why). The refusal is a tool error, as a bad value is."""
+
+    _declared: dict[str, frozenset[str]] | None = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        if self._declared is None:
+            self._declared = {
+                tool.name: frozenset(tool.input_schema.get("properties", {}))
+                for tool in await self.list_tools()
+            }
+        declared = self._declared.get(name)
+        unknown = sorted(set(arguments) - declared) if declared is not None else []
+        if unknown:
+            raise ToolError(_unknown_arguments(name, unknown, declared or frozenset()))
+        return await super().call_tool(name, arguments, context)
+
+
+def _unknown_arguments(tool: str, unknown: list[str], declared: frozenset[str]) -> str:
+    takes = ", ".join(sorted(declared)) or "no arguments"
+    message = (
+        f"Error executing tool {tool}: unknown argument{'s' if len(unknown) > 1 else ''} "
+        f"{', '.join(unknown)}; {tool} takes {takes}."
+    )
+    rest_only = sorted(set(unknown) & tools.SEARCH_FIELDS_NOT_OFFERED)
+    if tool == "search" and rest_only:
+        message += (
+            f" {' and '.join(rest_only)}: the REST search's only (POST /api/v1/search), for "
+            "index admins and ranking diagnosis."
+        )
+    return message
+
+
 def _tools_server(calls: _Calls) -> MCPServer:
-    server: MCPServer = MCPServer(
+    server: MCPServer = StrictTools(
         "canon", title="Canon", instructions=INSTRUCTIONS, version="1", log_level="WARNING"
     )
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -183,8 +226,8 @@ def _tools_server(calls: _Calls) -> MCPServer:
         description="Search a knowledge base: the chunks this key may read that best answer the "
         "query, each with its citation (document key, revision, build, heading path, page or "
         "slide, character range). The arguments are those of Canon's REST search "
-        "(POST /api/v1/search), with the same defaults and limits; leave out what you do not "
-        "need.",
+        "(POST /api/v1/search) but as_of and explain, with the same defaults and limits; leave "
+        "out what you do not need. An argument not listed here is refused.",
     )
     async def search(
         ctx: Context,
@@ -305,7 +348,8 @@ def _principal_of_header(value: str | None) -> Principal | None:
 class KeyAuthentication:
     """ASGI middleware: a request to the MCP endpoint needs a valid API key (401 otherwise, as
     the REST API answers); its principal is left in the scope for the tools. /healthz answers
-    without one, for load balancers."""
+    without one, for load balancers. A method other than POST at /mcp is a 405 (the module
+    docstring says why), after the key is checked."""
 
     def __init__(self, app: ASGIApp, calls: _Calls) -> None:
         self.app = app
@@ -331,6 +375,18 @@ class KeyAuthentication:
                 401,
                 {"error": "not_authenticated", "detail": detail},
                 headers=[(b"www-authenticate", b'Bearer realm="canon"')],
+            )
+            return
+        if scope["path"].rstrip("/") == MCP_PATH and scope["method"] != "POST":
+            await _json(
+                send,
+                405,
+                {
+                    "error": "method_not_allowed",
+                    "detail": f"Method {scope['method']} is not allowed here: this server is "
+                    "stateless and sends no server-sent events; send requests with POST.",
+                },
+                headers=[(b"allow", b"POST")],
             )
             return
         scope[PRINCIPAL_SCOPE_KEY] = principal

@@ -22,6 +22,7 @@ from retrieval.api.searching import (
 )
 from retrieval.api.serializers import KnowledgeBaseListOutput, SearchInput, search_body
 from retrieval.chunks import chunk_for, live_chunks
+from retrieval.citations import citation
 from retrieval.documents import knowledge_bases
 from retrieval.filters import FilterError
 from retrieval.principals import KnowledgeBaseNotFound, OutOfScope, Principal
@@ -29,7 +30,8 @@ from retrieval.search.history import HistoryOutOfRange
 
 # The search tool's arguments are the REST search body's fields, under the same names. These
 # fields of the body it does not offer (tests/mcp holds the two lists to SearchInput's fields):
-# `as_of` is the index admins' audit tool, `explain` a ranking diagnosis, neither for an agent.
+# `as_of` is the index admins' audit tool, `explain` a ranking diagnosis, neither for an agent;
+# a call naming them is refused, saying so (`server.StrictTools`).
 SEARCH_FIELDS_NOT_OFFERED = frozenset({"as_of", "explain"})
 FETCH_MAX_CHUNKS = 100
 MAX_ID = 2**63 - 1
@@ -101,7 +103,9 @@ def _plain(data: ReturnDict[str, Any] | dict[str, Any]) -> dict[str, Any]:
 
 
 def _chunk_body(chunk: Chunk, document: Document, *, live: bool) -> dict[str, Any]:
-    """A chunk and its citation: where its text stands in which revision of which document."""
+    """A chunk and its citation: where its text stands in which revision of which document,
+    and the `citation` object a search hit of it carries."""
+    revision = chunk.build.revision.number
     return {
         "chunk_id": chunk.pk,
         "text": chunk.text,
@@ -110,12 +114,15 @@ def _chunk_body(chunk: Chunk, document: Document, *, live: bool) -> dict[str, An
         "document_id": document.pk,
         "document_key": document.key,
         "document_title": document.title,
-        "revision": chunk.build.revision.number,
+        "revision": revision,
         "build_id": chunk.build_id,
         "heading_path": chunk.heading_path,
         "location": chunk.location,
         "char_start": chunk.char_start,
         "char_end": chunk.char_end,
+        "citation": citation(
+            document_id=document.pk, revision=revision, start=chunk.char_start, end=chunk.char_end
+        ),
         "live": live,
     }
 

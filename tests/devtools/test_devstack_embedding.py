@@ -1,5 +1,5 @@
 """What `make run` sets for embedding: the packaged model unless the environment names another,
-loaded at start by web and worker, with the cores shared among the worker's children."""
+loaded at start by web, mcp and worker, with the cores shared among the worker's children."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def test_make_run_defaults_to_the_packaged_model_and_shares_the_cores(
         "CANON_EMBEDDING_THREADS": "1",
     }
     assert per_process["web"]["CANON_PRELOAD_EMBEDDING_MODELS"] == "use/use-multilingual-v3"
+    # issue 37, item 12: the MCP server embeds queries too; its first search waited 4.4 s
+    assert per_process["mcp"] == {
+        "CANON_PRELOAD_EMBEDDING_MODELS": "use/use-multilingual-v3",
+        "CANON_EMBEDDING_THREADS": "1",
+    }
     assert demo_embedding_env({}, concurrency=1)["worker"]["CANON_EMBEDDING_THREADS"] == "2"
 
 

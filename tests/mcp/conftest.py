@@ -141,6 +141,7 @@ class World:
     secret_chunk: int
     secret_document: int
     public_document: int
+    multilingual: KnowledgeBase  # embeds with the packaged `use` model; no documents
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +170,14 @@ def _world() -> World:
         groups=("secret",),
     )
     publish(archive, "old-vacation", "The old vacation policy gave twenty days.")
+    multilingual = knowledge_base_create(
+        tenant=tenant,
+        name="Multilingual",
+        slug="multilingual",
+        provider="use",
+        model="use-multilingual-v3",
+        dimensions=512,
+    )
     publish(foreign, "foreign-vacation", "Foreign vacation rules of another tenant.")
     _, key = api_key_create(tenant=tenant, name="all")
     _, secret_key = api_key_create(tenant=tenant, name="secret", access_groups=["secret"])
@@ -187,4 +196,5 @@ def _world() -> World:
         secret_chunk=secret.chunks.get(ordinal=0).pk,
         secret_document=secret.document_id,
         public_document=public.document_id,
+        multilingual=multilingual,
     )

@@ -4,6 +4,7 @@ process: the same knowledge bases, access groups, answers and refusals as the RE
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.test import Client
 from mcp.client.session import ClientSession
 
 from retrieval.api.serializers import SearchInput
@@ -66,7 +68,7 @@ def test_list_knowledge_bases_shows_only_what_the_key_may_search(
     limited = answer(call_tool(mcp_server.url, world.handbook_key, "list_knowledge_bases"))
     foreign = answer(call_tool(mcp_server.url, world.foreign_key, "list_knowledge_bases"))
 
-    assert [kb["slug"] for kb in listed["results"]] == ["archive", "handbook"]
+    assert [kb["slug"] for kb in listed["results"]] == ["archive", "handbook", "multilingual"]
     assert [kb["slug"] for kb in limited["results"]] == ["handbook"]
     assert [kb["slug"] for kb in foreign["results"]] == ["foreign"]
 
@@ -129,6 +131,15 @@ def test_fetch_a_chunk_with_its_citation(mcp_server: McpServer, world: World) ->
     assert "heading_path" in chunk and "location" in chunk
     assert chunk["char_end"] > chunk["char_start"]
     assert fetched["live_revision"] == 1
+    # issue 37, item 12: the same `citation` object as the search hit of the chunk carries
+    found = answer(
+        call_tool(mcp_server.url, world.key, "search", {"query": "vacation", "kb": "handbook"})
+    )
+    hit = next(h for h in found["hits"] if h["chunk_id"] == world.public_chunk)
+    assert chunk["citation"] == hit["citation"]
+    assert chunk["citation"]["url"].startswith(
+        f"/api/v1/documents/{world.public_document}/revisions/1/text?start="
+    )
 
 
 def test_fetch_a_document_with_its_live_chunks(mcp_server: McpServer, world: World) -> None:
@@ -179,6 +190,128 @@ def test_bad_arguments_are_a_tool_error_naming_the_problem(
     message = refusal(call_tool(mcp_server.url, world.key, tool, arguments))
 
     assert expected in message, message
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        (
+            "search",
+            {"query": "x", "kb": "handbook", "as_of": "2026-01-01T00:00:00Z"},
+            "unknown argument as_of; search takes",
+        ),
+        ("search", {"query": "x", "kb": "handbook", "explain": True}, "the REST search's only"),
+        ("search", {"query": "x", "kb": "handbook", "top-k": 3}, "unknown argument top-k"),
+        ("fetch", {"chunk_id": 1, "page": 2}, "unknown argument page; fetch takes chunk_id"),
+        ("list_knowledge_bases", {"kb": "handbook"}, "list_knowledge_bases takes no arguments."),
+    ],
+)
+def test_an_argument_a_tool_does_not_declare_is_refused_naming_it(
+    mcp_server: McpServer, world: World, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    """Issue 37, item 12: the SDK dropped them, so `as_of` searched now and `explain` explained
+    nothing, and the agent could not tell."""
+    message = refusal(call_tool(mcp_server.url, world.key, tool, arguments))
+
+    assert expected in message, message
+
+
+def test_the_tools_describe_the_limits_and_every_filter_operator_in_words(
+    mcp_server: McpServer, world: World
+) -> None:
+    """Issue 37, item 12: the kb argument said `SEARCH_MAX_KBS` (a setting's name), and the
+    filter's operators left out starts_with and ends_with, which it accepts; the REST API's
+    OpenAPI schema the same."""
+    from django.conf import settings
+
+    from retrieval.filters import OPERATORS
+
+    async def work(session: ClientSession) -> Any:
+        return await session.list_tools()
+
+    tools = {tool.name: tool for tool in session_call(mcp_server.url, world.key, work).tools}
+    properties = tools["search"].input_schema["properties"]
+    schema = Client().get("/api/schema/", headers={"Accept": "application/json"}).json()
+    rest = schema["components"]["schemas"]["SearchInputRequest"]["properties"]
+
+    assert "SEARCH_MAX" not in json.dumps(tools["search"].input_schema)
+    assert f"up to {settings.SEARCH_MAX_KBS}" in properties["kb"]["description"]
+    for operator in OPERATORS:
+        assert operator in properties["filter"]["description"], operator
+    assert rest["filter"]["properties"]["op"]["enum"] == list(OPERATORS)
+    assert all(operator in rest["filter"]["description"] for operator in OPERATORS)
+    assert "SEARCH_MAX" not in json.dumps(rest)
+
+
+def test_get_is_a_405_not_an_event_stream_held_open(mcp_server: McpServer, world: World) -> None:
+    """Issue 37, item 12: docs/PRODUCTION.md says the transport sends no server-sent events;
+    a GET held a stream open all the same. Now the specification's answer of a server without
+    that stream, at once; POST serves as before."""
+    headers = {"Authorization": f"Bearer {world.key}", "Accept": "text/event-stream"}
+
+    answer_ = httpx.get(mcp_server.url, headers=headers, timeout=10)
+    without_key = httpx.get(mcp_server.url, headers={"Accept": "text/event-stream"}, timeout=10)
+
+    assert answer_.status_code == 405, answer_.text
+    assert answer_.headers["allow"] == "POST"
+    assert answer_.headers["content-type"] == "application/json"
+    assert "no server-sent events" in answer_.json()["detail"]
+    assert without_key.status_code == 401
+    assert not call_tool(mcp_server.url, world.key, "list_knowledge_bases").is_error
+
+
+def test_a_number_beyond_a_double_in_a_filter_is_refused_naming_its_place(
+    mcp_server: McpServer, world: World
+) -> None:
+    """Issue 37, item 13: `1e400` reads as infinity; the answer was "Value must be valid
+    JSON." with no place. Sent as raw JSON-RPC: a client library would not write it."""
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", '
+        '"arguments": {"query": "x", "kb": "handbook", "filter": {"and": [{"field": "year", '
+        '"op": "gt", "value": 1e400}]}}}}'
+    )
+    headers = {
+        "Authorization": f"Bearer {world.key}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+
+    response = httpx.post(mcp_server.url, content=body, headers=headers, timeout=30)
+
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert "filter: filter.and[0].value: a number beyond the range" in result["content"][0]["text"]
+
+
+def test_the_embedding_model_is_loaded_before_the_server_answers(
+    world: World, tmp_path: Path
+) -> None:
+    """Issue 37, item 12: the first search after start waited 4.4 s for the model. With
+    CANON_PRELOAD_EMBEDDING_MODELS (as `make run` and canon.env set it) the server loads it
+    before it answers, and the first search does not load it again."""
+    server = McpServer(
+        tmp_path / "server.log",
+        CANON_PRELOAD_EMBEDDING_MODELS="use/use-multilingual-v3",
+    )
+    try:
+        loaded_at_start = server.log().count("embedding model use-multilingual-v3 loaded")
+        first = answer(
+            call_tool(
+                server.url, world.key, "search", {"query": "paid leave", "kb": "multilingual"}
+            )
+        )
+        log = server.log()
+    finally:
+        server.stop()
+
+    assert loaded_at_start == 1, log
+    assert log.count("embedding model use-multilingual-v3 loaded") == 1, log
+    assert log.index("embedding model use-multilingual-v3 loaded") < log.index("serving MCP")
+    assert first["hits"] == [] and first["kb"] == "multilingual"
+    load = float(re.search(r"use-multilingual-v3 loaded in ([0-9.]+)s", log).group(1))  # type: ignore[union-attr]
+    print(f"model load at start {load:.2f} s; first search took {first['took_ms']:.0f} ms")
 
 
 def test_a_missing_or_bad_key_is_a_401(mcp_server: McpServer, world: World) -> None:
@@ -286,7 +419,11 @@ def test_stdio_serves_the_same_tools_for_the_key_it_was_started_with(
         tools, kbs, hits, forbidden = anyio.run(main)
 
     assert {tool.name for tool in tools.tools} == {"search", "list_knowledge_bases", "fetch"}
-    assert [kb["slug"] for kb in answer(kbs)["results"]] == ["archive", "handbook"]
+    assert [kb["slug"] for kb in answer(kbs)["results"]] == [
+        "archive",
+        "handbook",
+        "multilingual",
+    ]
     assert [hit["document_key"] for hit in answer(hits)["hits"]] == ["vacation"]
     assert refusal(forbidden).endswith(f"Chunk {world.secret_chunk} not found.")
 

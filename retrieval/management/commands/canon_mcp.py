@@ -1,5 +1,7 @@
 """Serve Canon's MCP server (retrieval/mcp): streamable HTTP at /mcp behind the API keys (the
-Procfile's `mcp` process), or stdio for a local agent with one key."""
+Procfile's `mcp` process), or stdio for a local agent with one key. Like the web process, it
+loads CANON_PRELOAD_EMBEDDING_MODELS before it serves, so the first search does not wait for
+the model (a few seconds)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ from typing import Any
 
 import anyio
 import uvicorn
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+import embeddings
 from retrieval.mcp.server import MCP_PATH, CanonMCP
 from retrieval.principals import InvalidKey, principal_from_key
+from textkit import analysis
 
 logger = logging.getLogger("canon.mcp")
 
@@ -64,10 +69,12 @@ class Command(BaseCommand):
                 raise CommandError(f"Invalid API key: {exc}.") from exc
             finally:
                 connections.close_all()
+            _preload_models()
             anyio.run(CanonMCP(threads=threads, stdio_key=key).run_stdio)
             return
         if options["key"]:
             raise CommandError("--key is for --stdio; over HTTP each request brings its own.")
+        _preload_models()
         app = CanonMCP(threads=threads).http_app()
         host, port = options["host"], options["port"]
         logger.info("serving MCP on http://%s:%s%s", host, port, MCP_PATH)
@@ -90,3 +97,11 @@ class Command(BaseCommand):
 
 def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(0)
+
+
+def _preload_models() -> None:
+    """The models search needs, loaded before the server answers (as config/wsgi.py does for
+    the web process): CANON_PRELOAD_EMBEDDING_MODELS, and the Chinese dictionary with them."""
+    if settings.PRELOAD_EMBEDDING_MODELS:
+        embeddings.preload(settings.PRELOAD_EMBEDDING_MODELS)
+        analysis.preload()
