@@ -8,10 +8,15 @@ to size them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
 
 
 def _env_int(name: str, default: int) -> int:
@@ -34,8 +39,103 @@ bind = [os.environ.get("CANON_WEB_BIND", "127.0.0.1:8000")]
 # more processes than cores add memory, not throughput. Threads overlap the waits (database,
 # Redis, uploads streaming in) and share their process's model.
 workers = _env_int("CANON_WEB_WORKERS", min(max(_cores(), 2), 8))
-worker_class = "gthread"
 threads = _env_int("CANON_WEB_THREADS", 4)
+
+
+class JsonErrorsWorker(ThreadWorker):
+    """gunicorn's gthread worker, whose own refusals (a request it cannot parse: a control
+    character in a header, a bad request line, headers too large; or its 500 when the answer
+    itself cannot be written) are JSON under /api/, as every other error there is
+    (retrieval.api.errors): `{"error", "detail"}`, or the Dify or OpenAI shape under their
+    prefixes (`retrieval.compat.middleware.error_body`). gunicorn often refuses before it has
+    read the path; then the answer is JSON too, in Canon's shape. Where the path is known to be
+    outside /api/, gunicorn's own page stays.
+
+    gunicorn writes the status and its page, and logs, as it always does; its page is kept
+    aside (`_Page`) and replaced. Defined here, not in a module of Canon's, so the arbiter
+    imports nothing of Canon's and HUP reloads it with this file."""
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        path = getattr(req or getattr(exc, "req", None), "path", None)
+        if isinstance(path, str) and not _under_api(path):
+            super().handle_error(req, client, addr, exc)
+            return
+        page = _Page()
+        super().handle_error(req, page, addr, exc)
+        status, reason = page.status()
+        # Django and Canon's code are loaded: a worker handles requests only once its app is.
+        from retrieval.api.errors import CODES, SERVER_ERROR
+        from retrieval.compat.middleware import error_body
+
+        code = CODES.get(status, "server_error" if status >= 500 else "bad_request")
+        detail = SERVER_ERROR if status >= 500 else _refusal(exc)
+        body = json.dumps(error_body(path, status, code, detail)).encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        try:
+            util.write_nonblock(client, head.encode("latin-1") + body)
+        except Exception:
+            self.log.debug("Failed to send error message.")
+
+
+def _under_api(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+# What each of gunicorn's refusals means, in words. The request's own text is not repeated: a
+# malformed header line may be a credential (`Authorization Bearer ...` without its colon).
+_REFUSALS = {
+    "InvalidHeader": "a header is not valid HTTP (a control character in its value, or a "
+    "malformed line)",
+    "InvalidHeaderName": "a header's name is not valid HTTP",
+    "ObsoleteFolding": "a header is folded over several lines, which HTTP no longer allows",
+    "InvalidRequestLine": "the request line is not valid HTTP",
+    "InvalidRequestMethod": "the method is not valid HTTP",
+    "InvalidHTTPVersion": "the HTTP version is not one this server speaks",
+    "LimitRequestLine": "the request line is longer than this server reads",
+    "LimitRequestHeaders": "the headers are more, or longer, than this server reads",
+    "UnsupportedTransferCoding": "the transfer coding is not one this server supports",
+}
+_HEADER_NAME = re.compile(r"[A-Z0-9!#$%&'*+.^_`|~-]{1,64}")
+
+
+def _refusal(exc: BaseException) -> str:
+    """gunicorn's refusal in words, naming the header when gunicorn names it by its name (upper
+    case): with the request (`exc.req`) for a value it cannot read (Content-Length,
+    Transfer-Encoding), without it for a control character."""
+    kind = type(exc).__name__
+    words = _REFUSALS.get(kind, "it is not valid HTTP")
+    name = getattr(exc, "hdr", None)
+    if kind == "InvalidHeader" and isinstance(name, str) and _HEADER_NAME.fullmatch(name):
+        if getattr(exc, "req", None) is not None:
+            words = f"the header {name} holds a value this server cannot read"
+        else:
+            words = f"the header {name} holds a control character"
+    return f"The request could not be read: {words}."
+
+
+class _Page:
+    """Stands for the client's socket while gunicorn writes its error page, keeping it."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+    def status(self) -> tuple[int, str]:
+        """The status gunicorn gave: its page's status line ("HTTP/1.1 400 Bad Request")."""
+        line = self.data.split(b"\r\n", 1)[0].decode("latin-1")
+        _, code, reason = [*line.split(" ", 2), "", ""][:3]
+        return (int(code), reason) if code.isdigit() else (500, "Internal Server Error")
+
+
+worker_class = JsonErrorsWorker
 
 
 def post_fork(server: Any, worker: Any) -> None:

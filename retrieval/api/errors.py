@@ -37,9 +37,13 @@ CODES = {
     405: "method_not_allowed",
     406: "not_acceptable",
     413: "request_too_large",
+    414: "request_line_too_long",
     415: "unsupported_media_type",
+    417: "expectation_failed",
     429: "throttled",
+    431: "headers_too_large",
     500: "server_error",
+    501: "not_implemented",
     503: "unavailable",
 }
 SERVER_ERROR = "The server failed to answer this request; the error is logged."
