@@ -92,10 +92,12 @@ def check_question(q: dict[str, object], keys: set[str]) -> list[str]:
     return problems
 
 
-def check(questions: Path, manifest: Path) -> int:
-    """Print counts per kind and every problem; 0 when there is none."""
+def check(questions: Path, manifest: Path, *, minimum: dict[str, int] | None = None) -> int:
+    """Print counts per kind and every problem; 0 when there is none. `minimum`: the least
+    number of questions per kind (this set's MINIMUM unless another set's is given)."""
+    minimum = MINIMUM if minimum is None else minimum
     if not manifest.exists():
-        print(f"no manifest at {manifest}: run `python -m bench.quality.corpus` first")
+        print(f"no manifest at {manifest}: build its corpus first")
         return 1
     keys = load_manifest(manifest)
     problems: list[str] = []
@@ -132,9 +134,9 @@ def check(questions: Path, manifest: Path) -> int:
         for key in q.get("answers") or []:
             docs[str(key)] += 1
     for kind in KINDS:
-        print(f"{kind:<14} {counts[kind]:4}  (at least {MINIMUM[kind]})")
-        if counts[kind] < MINIMUM[kind]:
-            problems.append(f"{kind}: {counts[kind]} questions, fewer than {MINIMUM[kind]}")
+        print(f"{kind:<14} {counts[kind]:4}  (at least {minimum[kind]})")
+        if counts[kind] < minimum[kind]:
+            problems.append(f"{kind}: {counts[kind]} questions, fewer than {minimum[kind]}")
     print(f"{'total':<14} {sum(counts.values()):4}  over {len(docs)} distinct documents")
     for p in problems:
         print(f"problem: {p}")

@@ -91,36 +91,38 @@ def _deb_field(deb: Path, field: str) -> str:
     return _run(["dpkg-deb", "-f", str(deb), field]).stdout.strip()
 
 
-def _find_deb(package: str) -> Path | None:
+def _find_deb(package: str, pinned: str, debs: Path) -> Path | None:
     """The downloaded .deb of `package`, preferring the pinned version when several are present."""
-    found = sorted(p for p in DEBS.glob(f"{package}_*.deb") if _deb_field(p, "Package") == package)
+    found = sorted(p for p in debs.glob(f"{package}_*.deb") if _deb_field(p, "Package") == package)
     for deb in found:
-        if _deb_field(deb, "Version") == PACKAGES[package]:
+        if _deb_field(deb, "Version") == pinned:
             return deb
     return found[-1] if found else None
 
 
-def download(package: str) -> Path:
-    """apt-get download into DEBS unless already there; refresh the lists only if that fails."""
-    DEBS.mkdir(parents=True, exist_ok=True)
-    deb = _find_deb(package)
+def download(package: str, pinned: str | None = None, *, debs: Path = DEBS) -> Path:
+    """apt-get download into `debs` unless already there; refresh the lists only if that fails.
+    `pinned` (PACKAGES' version by default) is the version the questions were written for."""
+    pinned = pinned or PACKAGES[package]
+    debs.mkdir(parents=True, exist_ok=True)
+    deb = _find_deb(package, pinned, debs)
     if deb is None:
-        result = _run(["apt-get", "download", package], cwd=DEBS)
+        result = _run(["apt-get", "download", package], cwd=debs)
         if result.returncode != 0:
             _run(["apt-get", "update"])
-            result = _run(["apt-get", "download", package], cwd=DEBS)
-        deb = _find_deb(package)
+            result = _run(["apt-get", "download", package], cwd=debs)
+        deb = _find_deb(package, pinned, debs)
         if result.returncode != 0 or deb is None:
             sys.exit(f"apt-get download {package} failed: {result.stderr.strip()}")
     version = _deb_field(deb, "Version")
-    if version != PACKAGES[package]:
-        print(f"warning: {package} is {version}, questions were written for {PACKAGES[package]}")
+    if version != pinned:
+        print(f"warning: {package} is {version}, questions were written for {pinned}")
     return deb
 
 
-def unpack(package: str, deb: Path) -> Path:
-    """dpkg-deb -x into UNPACKED/<package>, redone only when the .deb changes."""
-    target = UNPACKED / package
+def unpack(package: str, deb: Path, *, into: Path = UNPACKED) -> Path:
+    """dpkg-deb -x into `into`/<package>, redone only when the .deb changes."""
+    target = into / package
     stamp = target / ".from-deb"
     if stamp.exists() and stamp.read_text() == deb.name:
         return target
@@ -259,16 +261,32 @@ def _write_if_changed(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def build() -> list[dict[str, object]]:
-    """Download, unpack, select and write; returns the manifest."""
+def fetch(
+    packages: dict[str, str], *, debs: Path = DEBS, unpacked: Path = UNPACKED
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """Download and unpack every package: its unpacked root and the version it really is."""
     roots: dict[str, Path] = {}
     versions: dict[str, str] = {}
-    for package in PACKAGES:
-        deb = download(package)
-        roots[package] = unpack(package, deb)
+    for package, pinned in packages.items():
+        deb = download(package, pinned, debs=debs)
+        roots[package] = unpack(package, deb, into=unpacked)
         versions[package] = _deb_field(deb, "Version")
+    return roots, versions
 
-    docs = list(select(roots))
+
+def build() -> list[dict[str, object]]:
+    """Download, unpack, select and write; returns the manifest."""
+    roots, versions = fetch(PACKAGES)
+    return write_corpus(list(select(roots)), versions, corpus=CORPUS, versions_file=VERSIONS)
+
+
+def write_corpus(
+    docs: list[Doc], versions: dict[str, str], *, corpus: Path, versions_file: Path
+) -> list[dict[str, object]]:
+    """Render every document into `corpus` (in parallel; a render that gives None leaves the
+    document out), write manifest.json and the package versions, remove files of documents no
+    longer selected; returns the manifest, sorted by key. Writes only what changed."""
+    manifest_path = corpus / "manifest.json"
     keys = Counter(d.key for d in docs)
     duplicates = [k for k, n in keys.items() if n > 1]
     if duplicates:
@@ -278,11 +296,11 @@ def build() -> list[dict[str, object]]:
         rendered = list(pool.map(lambda d: d.render(d.source), docs))
 
     manifest: list[dict[str, object]] = []
-    kept: set[Path] = {MANIFEST}
+    kept: set[Path] = {manifest_path}
     for doc, data in zip(docs, rendered, strict=True):
         if data is None:
             continue
-        path = CORPUS / doc.key
+        path = corpus / doc.key
         _write_if_changed(path, data)
         kept.add(path)
         manifest.append(
@@ -295,17 +313,19 @@ def build() -> list[dict[str, object]]:
                 "source_package": doc.package,
             }
         )
-    for stale in sorted(p for p in CORPUS.rglob("*") if p.is_file() and p not in kept):
+    for stale in sorted(p for p in corpus.rglob("*") if p.is_file() and p not in kept):
         stale.unlink()
     manifest.sort(key=lambda m: str(m["key"]))
     _write_if_changed(
-        MANIFEST, (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
+        manifest_path, (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
     )
-    _write_if_changed(VERSIONS, (json.dumps(versions, indent=1, sort_keys=True) + "\n").encode())
+    _write_if_changed(
+        versions_file, (json.dumps(versions, indent=1, sort_keys=True) + "\n").encode()
+    )
     return manifest
 
 
-def estimate_chunks(manifest: list[dict[str, object]]) -> Counter[str]:
+def estimate_chunks(manifest: list[dict[str, object]], corpus: Path = CORPUS) -> Counter[str]:
     """Characters Canon's own parsers extract, per language, as chunks of ~700 new characters."""
     sys.path.insert(0, str(ROOT))
     import logging
@@ -315,17 +335,17 @@ def estimate_chunks(manifest: list[dict[str, object]]) -> Counter[str]:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     chars: Counter[str] = Counter()
     for m in manifest:
-        text = extract(CORPUS / str(m["key"]), str(m["media_type"])).text()
+        text = extract(corpus / str(m["key"]), str(m["media_type"])).text()
         chars[str(m["lang"])] += len(text)
     return Counter({lang: n // 700 for lang, n in chars.items()})
 
 
-def report(manifest: list[dict[str, object]]) -> None:
+def report(manifest: list[dict[str, object]], corpus: Path = CORPUS) -> None:
     by = Counter((str(m["lang"]), str(m["media_type"])) for m in manifest)
     size: Counter[str] = Counter()
     for m in manifest:
         size[str(m["lang"])] += int(str(m["bytes"]))
-    print(f"{len(manifest)} documents in {CORPUS}")
+    print(f"{len(manifest)} documents in {corpus}")
     for (lang, media), n in sorted(by.items()):
         print(f"  {lang}  {media:<16} {n:5}")
     for lang, n in sorted(size.items()):
@@ -402,14 +422,17 @@ class Corpus:
     notes: list[str] = field(default_factory=list)
 
 
-def ensure_corpus(directory: Path) -> None:
-    """Build the Debian corpus (`python -m bench.quality.corpus`) when its manifest is missing."""
+def ensure_corpus(
+    directory: Path, *, default: Path = CORPUS, module: str = "bench.quality.corpus"
+) -> None:
+    """Build the Debian corpus (`python -m <module>`) when its manifest is missing and
+    `directory` is the one that module writes (`default`)."""
     if (directory / "manifest.json").exists():
         return
-    if directory.resolve() != CORPUS.resolve():
+    if directory.resolve() != default.resolve():
         raise SystemExit(f"no manifest.json in {directory}")
-    print("[B8] corpus missing: running python -m bench.quality.corpus", flush=True)
-    subprocess.run([sys.executable, "-m", "bench.quality.corpus"], cwd=ROOT, check=True)
+    print(f"[B8] corpus missing: running python -m {module}", flush=True)
+    subprocess.run([sys.executable, "-m", module], cwd=ROOT, check=True)
     if not (directory / "manifest.json").exists():
         raise SystemExit(f"bench.quality.corpus wrote no {directory / 'manifest.json'}")
 

@@ -59,6 +59,15 @@ def load(path: Path = LEGS) -> dict[str, Any]:
     return dict(json.loads(path.read_text(encoding="utf-8")))
 
 
+def use_dump(data: dict[str, Any]) -> None:
+    """Replay `data` with its own chunk count (the N of its IDFs, `fusion_fit.CHUNKS`), not the
+    count of the first corpus's dump, which `fusion_fit.learned` reads when none is set."""
+    from bench.quality import fusion_fit
+
+    if "chunks" in data.get("about", {}):  # every run's dump has it; hand-made ones may not
+        fusion_fit.CHUNKS[0] = int(data["about"]["chunks"])
+
+
 def doc_keys(q: dict[str, Any]) -> dict[int, str]:
     """chunk id -> document key for every chunk in either leg (and Canon's own lists)."""
     out = {e["chunk"]: e["doc"] for leg in ("vector", "keyword") for e in q[leg]}
@@ -229,6 +238,7 @@ def check(data: dict[str, Any]) -> tuple[bool, list[str]]:
     hybrid as the timed run measured them (its top 10 kept in the dump): the figures within
     rounding (0.001) for every split x kind, language and the keyword-style set; plus how many
     questions' top-10 chunk lists differ, and which."""
+    use_dump(data)
     questions = data["questions"]
     offline = run_fusion(canon_fusion(data["about"]["settings"]), questions)
     measured = evaluate(
@@ -292,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="also hit@1/5/10 per kind")
     a = parser.parse_args(argv)
     data = load(a.legs)
+    use_dump(data)
     if a.check:
         ok, lines = check(data)
         print("\n".join(lines))
