@@ -105,6 +105,11 @@ _BOILERPLATE_TOKEN_RE = re.compile(
     r"|menu|menu-wrapper|skip-?links?|headerlink|toc|table-of-contents|pagination|prev-next"
     r"|cookie.*|banner|share|social|rst-footer-buttons|wy-nav-side|edit-this-page",
 )
+# Class tokens that say how a page is laid out ("no-sidebar", "has-sidebar", "with-nav"), not
+# what an element is: never furniture, whatever word follows.
+_LAYOUT_STATE_RE = re.compile(r"(?:no|has|with|without|hide|show|hidden)[-_].*")
+# Elements that hold the whole page: their class names a layout, never page furniture.
+_PAGE_TAGS = frozenset({"html", "body"})
 # Class or id tokens of a table of contents: set aside while parsing (see `result`).
 _CONTENTS_TOKENS = frozenset({"toc", "table-of-contents", "localtoc", "chapter-toc"})
 _DISPLAY_NONE_RE = re.compile(r"display\s*:\s*none")
@@ -304,8 +309,13 @@ class _HtmlTarget:
             return True
         if _DISPLAY_NONE_RE.search(attrib.get("style", "").lower()):
             return True
+        if tag in _PAGE_TAGS:
+            return False
         tokens = f"{attrib.get('class', '')} {attrib.get('id', '')}".lower().split()
-        return any(_BOILERPLATE_TOKEN_RE.fullmatch(token) for token in tokens)
+        return any(
+            _BOILERPLATE_TOKEN_RE.fullmatch(token) and not _LAYOUT_STATE_RE.fullmatch(token)
+            for token in tokens
+        )
 
     def _flush(self) -> None:
         """End the open block (or the run of paragraphs) and start a new writer."""
