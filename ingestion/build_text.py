@@ -27,23 +27,27 @@ class ParsedText:
     text: str  # the plain text: blocks (headings too) separated by blank lines
     headings: int
     blocks: int
+    notes: tuple[str, ...] = ()  # what of the file was not read, and why (Extracted.notes)
 
 
 def build_parsed_text(*, build: Build) -> ParsedText | None:
     """The extraction the parse stage stored for `build`, or None when there is none (not
-    parsed yet, or the derived file is gone or unreadable: a rebuild parses again). Two reads:
-    the parse StageResult of the build's tasks, the derived file."""
-    output = (
-        StageResult.objects.filter(
-            task__build_id=build.pk,
-            stage=StageResult.Stage.PARSE,
-            status=StageResult.Status.SUCCEEDED,
+    parsed yet, or the derived file is gone or unreadable: a rebuild parses again). Read from
+    `Build.text_path` (which a build that reused another's parse has too), else the parse
+    StageResult of the build's tasks (builds made before text_path), then the derived file."""
+    path: str | None = build.text_path
+    if not path:
+        output = (
+            StageResult.objects.filter(
+                task__build_id=build.pk,
+                stage=StageResult.Stage.PARSE,
+                status=StageResult.Status.SUCCEEDED,
+            )
+            .order_by("-id")
+            .values_list("output", flat=True)
+            .first()
         )
-        .order_by("-id")
-        .values_list("output", flat=True)
-        .first()
-    )
-    path = (output or {}).get("text_path")
+        path = (output or {}).get("text_path")
     if not path:
         return None
     try:
@@ -59,6 +63,7 @@ def build_parsed_text(*, build: Build) -> ParsedText | None:
         text=extracted.text(),
         headings=sum(1 for b in extracted.blocks if b.kind == extractors.HEADING),
         blocks=len(extracted.blocks),
+        notes=tuple(extracted.notes),
     )
 
 

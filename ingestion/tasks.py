@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from celery import shared_task, signals
 from django.conf import settings
+from django.db import connections
 
 import embeddings
+from ingestion.pipeline.parse import ocr_wanted
 from ingestion.pipeline.run import task_execute
 from ingestion.reconciler.runner import reconcile as reconcile_pass
 from ingestion.relay import outbox_relay_batch
@@ -18,16 +21,37 @@ from ingestion.sweeper import lease_sweep
 from kb.ann_build import ann_index_build, ann_index_build_soon, ann_indexes_due
 from kb.services.retention import retention_collect
 from textkit import analysis
+from textkit.extract import ocr
 from work.jobs import job_ran
 
 
-# Local embedding models (CANON_PRELOAD_EMBEDDING_MODELS) are loaded by each worker child when it
-# starts and kept warm; the parent (which imports this module before it forks) loads nothing.
+# Local embedding models (CANON_PRELOAD_EMBEDDING_MODELS) and, where OCR is on, the OCR engine
+# are loaded by each worker child when it starts and kept warm; the parent (which imports this
+# module before it forks) loads nothing.
 @signals.worker_process_init.connect
 def _preload_models(**_: object) -> None:
     if settings.PRELOAD_EMBEDDING_MODELS:
         embeddings.preload(settings.PRELOAD_EMBEDDING_MODELS)
         analysis.preload()
+    if _ocr_wanted():
+        ocr.preload(settings.OCR_THREADS)
+
+
+def _ocr_wanted() -> bool:
+    """`parse.ocr_wanted`, asked on a connection of its own (a thread's: Django's connections
+    are per thread), closed after: this runs in a child just forked, which may still hold the
+    parent's connection until Celery's own worker_process_init handler drops it."""
+    if not settings.OCR_ENABLED or settings.OCR_MAX_PAGES <= 0:
+        return False  # no query: off everywhere
+
+    def ask() -> bool:
+        try:
+            return ocr_wanted()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ask).result()
 
 
 def worker_identity() -> str:

@@ -47,6 +47,13 @@ class TenantMembership(models.Model):
 
 
 class KnowledgeBase(models.Model):
+    class OcrMode(models.TextChoices):
+        """What OCR reads in this knowledge base's files (textkit.extract.ocr's modes)."""
+
+        OFF = "off", "Off"
+        PAGES_WITHOUT_TEXT = "pages_without_text", "Pages without text only"
+        ALWAYS = "always", "Always, also pictures on pages with text"
+
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="knowledge_bases")
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=100)
@@ -56,11 +63,42 @@ class KnowledgeBase(models.Model):
     )
     require_approval = models.BooleanField(default=False)
     retention_days = models.PositiveIntegerField(default=30)
+    # What the parse stage extracts (ingestion.pipeline.parse.parse_options); a change applies
+    # to the builds made from then on.
+    ocr_mode = models.CharField(
+        "OCR",
+        max_length=24,
+        choices=OcrMode.choices,
+        default=OcrMode.PAGES_WITHOUT_TEXT,
+        db_default=OcrMode.PAGES_WITHOUT_TEXT,
+        help_text=(
+            "OCR reads the text of pictures. Pages without text only: images, and PDF pages "
+            "that have no text layer (scans). Always: also the pictures placed on PDF pages that "
+            "do have text (scanned inserts, screenshots, words in a chart); slower. Off: an "
+            "image fails its build and a PDF page without text is skipped (the build says "
+            "which). Applies to files built from now on; the server's CANON_OCR=off turns it "
+            "off for every knowledge base."
+        ),
+    )
+    extract_headers_footers = models.BooleanField(
+        "index page headers and footers",
+        default=False,
+        db_default=False,
+        help_text=(
+            "Index the page headers and footers of word-processing documents (DOCX): often a "
+            "company name and page numbers repeated on every page, so off by default. "
+            "Footnotes are always indexed. Applies to files built from now on."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "slug"], name="kb_unique_slug_per_tenant")
+            models.UniqueConstraint(fields=["tenant", "slug"], name="kb_unique_slug_per_tenant"),
+            models.CheckConstraint(
+                condition=models.Q(ocr_mode__in=["off", "pages_without_text", "always"]),
+                name="kb_ocr_mode_known",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -156,7 +194,9 @@ class IndexVersion(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kb} v{self.number} ({self.model}, {self.dimensions}d, {self.state})"
+        # No state: a stored "building" is not what a candidate that covers the knowledge base
+        # is (ready; kb.selectors.index_versions.index_version_status says that).
+        return f"{self.kb} v{self.number} ({self.model}, {self.dimensions}d)"
 
     @property
     def uses_postings(self) -> bool:
@@ -334,7 +374,8 @@ class Chunk(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"chunk {self.ordinal} of build {self.build_id}"
+        # Counted from 1, as every page shows chunks (the stored ordinal counts from 0).
+        return f"chunk {self.ordinal + 1} of build {self.build_id}"
 
 
 class Publication(models.Model):
@@ -399,19 +440,24 @@ class PublicationEvent(models.Model):
 
 
 class Posting(models.Model):
-    """One analysed term of one chunk: the keyword index (`retrieval.lexical`).
+    """Some of one term's postings in one build, best first: the keyword index, in the format
+    of `kb.postings` (a term in a few of the build's chunks is one row; a common one a few,
+    numbered by `block`).
 
-    `impact` is the term's BM25 weight in the chunk without IDF, under a nominal average length,
-    so a term's postings can be read best-first from the index and a common word never makes a
-    search rank every chunk that contains it. Written with the chunk, under the same lease fence;
-    deleted before the chunk (retention, purge)."""
+    `postings` holds three equal parts: the chunks' ordinals, their term frequencies, and their
+    impacts (the term's BM25 weight without IDF under a nominal length, quantized by
+    `kb.postings.IMPACT_SCALE`, rounded up); `max_impact` is the largest, so a term's rows are
+    read best first from the index and a common word never makes a search rank every chunk
+    that contains it. Written whole for a build with its share of the version's statistics;
+    deleted with that share when retention or a purge gives the build up."""
 
-    pk = models.CompositePrimaryKey("chunk_id", "term")
-    # The primary key (chunk, term) serves lookups by chunk: no index of its own.
-    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+", db_index=False)
-    # Its chunk's version, copied for the index below; the chunk's own foreign key keeps it
-    # real, and a second deferred check per posting (~80 a chunk) doubled what a build's
-    # commit spent on checks (docs/BENCHMARKS.md, B10).
+    pk = models.CompositePrimaryKey("build_id", "term", "block")
+    # Neither reference has a constraint: a build row is never deleted, and a deferred check
+    # per row is what a build's commit spent most on (docs/BENCHMARKS.md, B10); kb_verify
+    # reports postings whose build is gone or given up.
+    build = models.ForeignKey(
+        Build, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
+    )
     index_version = models.ForeignKey(
         IndexVersion,
         on_delete=models.DO_NOTHING,
@@ -419,48 +465,58 @@ class Posting(models.Model):
         db_index=False,
         db_constraint=False,
     )
+    block = models.IntegerField()
+    max_impact = models.SmallIntegerField()
     term = models.CharField(max_length=64)
-    tf = models.PositiveSmallIntegerField()
-    impact = models.FloatField()
+    postings = ArrayField(models.SmallIntegerField())
 
     class Meta:
         indexes = [
-            models.Index(
-                fields=["index_version", "term", "-impact"],
-                include=["chunk", "tf"],
-                name="posting_term_impact",
-            )
+            models.Index(fields=["index_version", "term", "-max_impact"], name="posting_term_best")
         ]
 
     def __str__(self) -> str:
-        return f"{self.term!r} in chunk {self.chunk_id}"
+        return f"{self.term!r} in block {self.block} of build {self.build_id}"
 
 
 class LexicalStat(models.Model):
-    """A build's share of its index version's BM25 statistics: for each term, how many of its
-    chunks contain it; for the term "" the build's chunk count and total length. The version's
-    statistics are the sum over the builds whose chunks are retained (as a search engine counts
-    deleted documents until a merge). Replaced whole when the build's chunks are written, deleted
-    with them."""
+    """An index version's BM25 statistics: for each term, how many of the version's retained
+    chunks contain it; for the term "" how many chunks it retains and their total length (as a
+    search engine counts deleted documents until a merge). Kept whole as builds come and go:
+    a build's share is added in the transaction that writes its postings and taken back in the
+    one that deletes them (`kb.postings`), so a search reads one row per query term."""
 
-    pk = models.CompositePrimaryKey("build_id", "term")
-    build = models.ForeignKey(Build, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
+    pk = models.CompositePrimaryKey("index_version_id", "term")
     index_version = models.ForeignKey(
         IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
     )
     term = models.CharField(max_length=64, blank=True)
-    chunks = models.PositiveIntegerField()
+    chunks = models.BigIntegerField()
     length = models.BigIntegerField(default=0)
-
-    class Meta:
-        indexes = [
-            models.Index(
-                fields=["index_version", "term"], include=["chunks", "length"], name="lexstat_term"
-            )
-        ]
+    # How many posting rows (blocks) hold the term: a search sizes its read of them by it.
+    blocks = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
-        return f"{self.term!r}: {self.chunks} chunks of build {self.build_id}"
+        return f"{self.term!r}: {self.chunks} chunks of version {self.index_version_id}"
+
+
+class LexicalShare(models.Model):
+    """What one build added to its version's statistics for the term "": its chunks and their
+    total length (its per-term counts are its postings'). Exists exactly while the build's
+    postings do, so the share is taken back as it was added, whatever became of the chunk
+    rows meanwhile."""
+
+    build = models.OneToOneField(
+        Build, on_delete=models.DO_NOTHING, primary_key=True, related_name="+"
+    )
+    index_version = models.ForeignKey(
+        IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
+    )
+    chunks = models.PositiveIntegerField()
+    length = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"build {self.build_id}: {self.chunks} chunks, length {self.length}"
 
 
 class BuildSeal(models.Model):

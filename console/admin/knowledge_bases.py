@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.http import HttpRequest, HttpResponseRedirect
@@ -21,8 +22,24 @@ from kb.selectors.index_versions import index_version_rollback_target
 from kb.services.index_versions import knowledge_base_create
 
 
+class KnowledgeBaseForm(forms.ModelForm):
+    """The settings form. A post without one of the extraction settings (a script, a page from
+    before they existed) leaves that setting as it is."""
+
+    class Meta:
+        model = KnowledgeBase
+        fields = ["ocr_mode", "extract_headers_footers"]  # the admin's `fields` are the form's
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("ocr_mode")
+        if field is not None and self.is_bound and "ocr_mode" not in self.data:
+            field.disabled = True  # its value is then the current one, and nothing changes
+
+
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(TenantScopedAdmin):
+    form = KnowledgeBaseForm
     list_display = ["slug", "name", "home", "tenant", "active_index_version", "require_approval"]
     ordering = ["tenant__slug", "slug"]  # a stable order for the list and any autocomplete
     search_fields = ["slug", "name"]
@@ -33,9 +50,12 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         "description",
         "require_approval",
         "retention_days",
+        "ocr_mode",
+        "extract_headers_footers",
         "active_index_version",
     ]
     readonly_fields = ["active_index_version"]
+    radio_fields = {"ocr_mode": admin.VERTICAL}
     inlines = [metadata_fields.MetadataFieldInline]
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> Any:
@@ -65,6 +85,8 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             name=obj.name,
             slug=obj.slug,
             require_approval=obj.require_approval,
+            ocr_mode=obj.ocr_mode,
+            extract_headers_footers=obj.extract_headers_footers,
         )
         obj.pk = created.pk
 
@@ -75,7 +97,8 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
     ) -> Any:
         """A settings change says each field's value before and after ("Changed require
-        approval: off → on."), for the History page and the knowledge base's timeline."""
+        approval: off → on.", "Changed OCR: pages without text only → off."), for the History
+        page and the knowledge base's timeline."""
         fields = [
             line
             for formset in formsets or []
@@ -84,15 +107,22 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
         if add or not (form.changed_data or fields):
             return super().construct_change_message(request, form, formsets, add)
 
-        def shown(value: Any) -> str:
+        def shown(name: str, value: Any) -> str:
             if isinstance(value, bool):
                 return "on" if value else "off"
+            choices = dict(getattr(form.fields[name], "choices", None) or ())
+            if value in choices:
+                return lowered(str(choices[value]))  # the words the form shows, not the code
             text = "—" if value in (None, "") else str(value)
             return text if len(text) <= 60 else f"{text[:57]}…"
 
+        def lowered(label: str) -> str:
+            return label if label[:2].isupper() else label[:1].lower() + label[1:]  # "OCR"
+
         changes = [
-            f"{form.fields[name].label or name.replace('_', ' ')}".lower()
-            + f": {shown(form.initial.get(name))} → {shown(form.cleaned_data.get(name))}"
+            lowered(str(form.fields[name].label or name.replace("_", " ")))
+            + f": {shown(name, form.initial.get(name))}"
+            + f" → {shown(name, form.cleaned_data.get(name))}"
             for name in form.changed_data
         ]
         words = [f"changed {'; '.join(changes)}"] if changes else []

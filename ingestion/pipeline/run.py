@@ -19,7 +19,7 @@ import embeddings
 from ingestion.models import StageResult
 from ingestion.pipeline.chunk import chunk
 from ingestion.pipeline.embed import embed
-from ingestion.pipeline.parse import parse, parse_context, record_title
+from ingestion.pipeline.parse import parse, parse_context, parse_options, record_title
 from ingestion.pipeline.stages import JsonDict, TerminalError, fingerprint, stage_run
 from ingestion.pipeline.write import write
 from ingestion.task_outcomes import (
@@ -160,7 +160,7 @@ def _fail_quietly(record: Callable[..., None], **kwargs: Any) -> None:
 
 def build_run(*, task: IngestionTask, lease: Lease) -> str:
     assert task.build_id is not None, "a build task always names its build"
-    build = Build.objects.select_related("revision", "index_version", "document").get(
+    build = Build.objects.select_related("revision", "index_version", "document", "kb").get(
         pk=task.build_id
     )
     if build.state in (Build.State.LIVE, Build.State.SUPERSEDED, Build.State.FAILED):
@@ -174,11 +174,19 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
             state=Build.State.BUILDING
         )
 
-    with parse_context(build_id=build.pk, lease=lease):
+    options = parse_options(kb=build.kb)
+    with parse_context(build_id=build.pk, lease=lease, options=options):
         parsed = stage_run(
             lease=lease,
             stage=StageResult.Stage.PARSE,
-            fingerprint=fingerprint(revision.sha256, revision.media_type, settings.PARSE_MAX_CHARS),
+            # Shared across builds of the same bytes read the same way: a parse made under
+            # other options (the knowledge base's OCR mode, the server's switch) is not reused.
+            fingerprint=fingerprint(
+                revision.sha256,
+                revision.media_type,
+                settings.PARSE_MAX_CHARS,
+                *([options.key] if options.key else []),
+            ),
             compute=lambda: parse(revision),
             # The extracted text lives in derived storage; if it is gone (a restore without
             # it), parse again rather than fail the chunk stage.

@@ -40,13 +40,20 @@ def knowledge_base_create(
     name: str,
     slug: str,
     require_approval: bool = False,
+    ocr_mode: str = KnowledgeBase.OcrMode.PAGES_WITHOUT_TEXT,
+    extract_headers_footers: bool = False,
     provider: str | None = None,
     model: str | None = None,
     dimensions: int | None = None,
 ) -> KnowledgeBase:
     """Create a knowledge base with its first index version, active from the start."""
     kb = KnowledgeBase.objects.create(
-        tenant=tenant, name=name, slug=slug, require_approval=require_approval
+        tenant=tenant,
+        name=name,
+        slug=slug,
+        require_approval=require_approval,
+        ocr_mode=ocr_mode,
+        extract_headers_footers=extract_headers_footers,
     )
     version = IndexVersion.objects.create(
         kb=kb,

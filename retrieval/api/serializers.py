@@ -5,18 +5,23 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from typing import Any, cast
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from kb.models import KnowledgeBase
 from retrieval.citations import citation_of
 from retrieval.documents import DocumentDetail, DocumentPage
+from retrieval.filters import MAX_CONDITIONS, MAX_DEPTH, OPERATORS
+from retrieval.filters.language import HIT_FIELDS, MAX_IN_VALUES
 from retrieval.search.context import COLLECTED, MAX_NEIGHBORS, MISSING, SECTION_MAX_CHARS
 from retrieval.search.engine import MODES
 from retrieval.search.hits import SearchResult
 from retrieval.search.rerank import REASONS as RERANK_REASONS
+from textkit.extract import accepted_extensions, accepted_kinds
 
 MAX_DOCUMENT_KEYS = 100
 MAX_FILTER_CHARS = 20_000
@@ -93,11 +98,72 @@ class KnowledgeBaseRefs(serializers.Field):
         return value
 
 
+FILTER_HELP = (
+    "Only documents that match this filter, in Canon's filter language: a condition "
+    '{"field", "op", "value"} (op: ' + ", ".join(OPERATORS) + ') or {"and": [...]}, '
+    '{"or": [...]}, {"not": {...}}, nested up to ' + f"{MAX_DEPTH}"
+    " levels (the outermost object counts as one), at most "
+    f"{MAX_CONDITIONS} conditions, {MAX_IN_VALUES} values in an in or nin, "
+    f"{MAX_FILTER_CHARS:,} characters. Fields: the knowledge base's declared metadata fields, "
+    "the built-in key, title, content_type, created, updated, revision, and the fields every "
+    "hit carries: " + ", ".join(HIT_FIELDS) + ". A number may be written as text; a date as "
+    '"YYYY-MM-DD" or a Unix time in seconds (its UTC date). On a list field, eq holds every '
+    "value given (containment) and in any of them (overlap). A document without a field "
+    "matches no condition on it but exists false."
+)
+
+
+# The filter language as a JSON schema: a condition's operators listed, so a client reading the
+# OpenAPI schema sees every one.
+_FILTER_SCHEMA = {
+    "type": "object",
+    "description": FILTER_HELP,
+    "properties": {
+        "field": {"type": "string"},
+        "op": {"type": "string", "enum": list(OPERATORS)},
+        "value": {},
+        "and": {"type": "array", "items": {"type": "object"}, "minItems": 1},
+        "or": {"type": "array", "items": {"type": "object"}, "minItems": 1},
+        "not": {"type": "object"},
+    },
+}
+
+
+def _infinite_at(value: Any, place: str) -> str | None:
+    """Where in a decoded JSON value a number is infinite or NaN (JSON cannot say either, so it
+    came as a literal beyond a double's range, `1e400`), or None. Iterative: no recursion."""
+    stack: list[tuple[Any, str]] = [(value, place)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict):
+            stack.extend((child, f"{where}.{key}") for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+    return None
+
+
+@extend_schema_field(_FILTER_SCHEMA)
+class FilterField(serializers.JSONField):
+    """A filter in Canon's language, as JSON; a number out of range is refused naming its
+    place (DRF's JSONField says only "Value must be valid JSON.")."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        place = _infinite_at(data, "filter")
+        if place is not None:
+            raise serializers.ValidationError(
+                f"{place}: a number beyond the range of a double (±1.8e308)."
+            )
+        return super().to_internal_value(data)
+
+
 class SearchInput(serializers.Serializer):
     kb = KnowledgeBaseRefs(
-        help_text="Knowledge base slug (or id), or a list of up to SEARCH_MAX_KBS (10): each is "
-        "read through its own active index version, all in one snapshot, and every hit names "
-        "its knowledge base. An unknown one, or one this key may not search, is a 404."
+        help_text="Knowledge base slug (or id), or a list of up to "
+        f"{settings.SEARCH_MAX_KBS}: each is read through its own active index version, all in "
+        "one snapshot, and every hit names its knowledge base. An unknown one, or one this key "
+        "may not search, is a 404."
     )
     query = serializers.CharField(max_length=settings.SEARCH_MAX_QUERY_CHARS, trim_whitespace=True)
     top_k = serializers.IntegerField(min_value=1, max_value=settings.SEARCH_MAX_TOP_K, default=10)
@@ -113,23 +179,17 @@ class SearchInput(serializers.Serializer):
         required=False,
         help_text="Only documents whose metadata contains this object (JSON containment).",
     )
-    filter = serializers.JSONField(
-        required=False,
-        help_text="Only documents that match this filter, in Canon's filter language: a "
-        'condition {"field", "op", "value"} (op: eq, ne, gt, gte, lt, lte, in, nin, contains, '
-        'exists) or {"and": [...]}, {"or": [...]}, {"not": {...}}, nested up to 5 levels and '
-        "50 conditions. Fields: the knowledge base's declared metadata fields and the built-in "
-        "key, title, content_type, created, updated, revision. A document without a field "
-        "matches no condition on it but exists false.",
-    )
+    filter = FilterField(required=False, help_text=FILTER_HELP)
     score_threshold = serializers.FloatField(
         required=False,
         help_text="Only hits whose score is at least this; fewer than top_k may come back. What "
         "a score is depends on the mode: vector, the cosine similarity (-1 to 1; 1 is the same "
         "direction); keyword, BM25 (0 and up, with no fixed top: it grows with the query's rare "
-        "terms); hybrid, the fused score (0 to 1: the learned fusion's estimate that the "
-        "passage answers the query). With several knowledge bases it applies to each one's own "
-        "scores, before their lists are merged.",
+        "terms); hybrid, the fused score of the server's fusion (CANON_HYBRID_FUSION): learned, "
+        "the default, 0 to 1, the estimate that the passage answers the query; convex, 0 to 1, "
+        "relative to each leg's best hit; rrf, a reciprocal-rank sum below 2/61 (about 0.033). "
+        "With several knowledge bases it applies to each one's own scores, before their lists "
+        "are merged.",
     )
     as_of = serializers.DateTimeField(
         required=False,
@@ -535,6 +595,15 @@ class KnowledgeBaseOutput(serializers.Serializer):
     description = serializers.CharField(allow_blank=True)
     require_approval = serializers.BooleanField()
     retention_days = serializers.IntegerField()
+    ocr_mode = serializers.ChoiceField(
+        choices=KnowledgeBase.OcrMode.choices,
+        help_text="What OCR reads in this knowledge base's files: `off`, `pages_without_text` "
+        "(images and PDF pages without a text layer) or `always` (also the pictures on PDF "
+        "pages that have text). The server's CANON_OCR=off turns it off whatever this says.",
+    )
+    extract_headers_footers = serializers.BooleanField(
+        help_text="Whether the page headers and footers of word-processing documents are indexed."
+    )
     index_version = serializers.IntegerField(source="active_index_version.number")
     embedding_model = serializers.CharField(source="active_index_version.model")
     dimensions = serializers.IntegerField(source="active_index_version.dimensions")
@@ -627,7 +696,10 @@ class DocumentUploadInput(serializers.Serializer):
         max_length=50,
         help_text="Repeat the field, or separate groups with commas.",
     )
-    file = serializers.FileField(help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    file = serializers.FileField(
+        help_text=f"One file, of one of these kinds: {accepted_kinds()}. Its name ends in "
+        f"one of {', '.join(accepted_extensions())}."
+    )
     metadata = serializers.JSONField(
         required=False,
         help_text='A JSON object of metadata, e.g. {"department": "hr", "year": 2024}, as the '

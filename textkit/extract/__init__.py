@@ -47,6 +47,7 @@ from textkit.extract.registry import (
     SUPPORTED_MEDIA_TYPES,
     accepted_extensions,
     accepted_kinds,
+    format_label,
 )
 from textkit.text import normalize_text
 
@@ -77,6 +78,7 @@ __all__ = [
     "accepted_kinds",
     "detect_media_type",
     "extract",
+    "format_label",
 ]
 
 
@@ -108,7 +110,7 @@ def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) 
         # A page of nothing but headings (a part's title page) says what it says in them:
         # as headings they would only label chunks that do not exist.
         blocks = [Block(PARAGRAPH, block.text, location=block.location) for block in blocks]
-    return Extracted(title=_finish_title(raw.title), blocks=blocks)
+    return Extracted(title=_finish_title(raw.title), blocks=blocks, notes=raw.notes)
 
 
 def _finish_block(block: Block) -> str:

@@ -126,10 +126,13 @@ class Block:
 
 @dataclass(frozen=True)
 class Extracted:
-    """A document's title ("" when none was found) and its blocks in reading order."""
+    """A document's title ("" when none was found) and its blocks in reading order. `notes`
+    say, for a person, what of the file was not read and why ("Pages 2 and 5 have no text
+    layer and were not read: OCR is off for this knowledge base."); they are never indexed."""
 
     title: str
     blocks: list[Block] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         """The plain text: the blocks (headings included) separated by blank lines."""
@@ -137,7 +140,7 @@ class Extracted:
 
     def to_json(self) -> bytes:
         """The stored form: {"format", "title", "blocks": [{"kind", "text"[, "level"][,
-        "location"]}]}."""
+        "location"]}][, "notes": [...]]}."""
         blocks: list[dict[str, Any]] = []
         for block in self.blocks:
             item: dict[str, Any] = {"kind": block.kind, "text": block.text}
@@ -146,7 +149,9 @@ class Extracted:
             if block.location is not None:
                 item["location"] = block.location.to_json()
             blocks.append(item)
-        document = {"format": FORMAT, "title": self.title, "blocks": blocks}
+        document: dict[str, Any] = {"format": FORMAT, "title": self.title, "blocks": blocks}
+        if self.notes:
+            document["notes"] = self.notes
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
     @classmethod
@@ -165,4 +170,5 @@ class Extracted:
                 )
                 for item in document["blocks"]
             ],
+            notes=[str(note) for note in document.get("notes", [])],
         )

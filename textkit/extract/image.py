@@ -6,6 +6,9 @@ pixel limit is checked from each frame's header before it is decoded (a decompre
 refused unread). A photo's EXIF orientation is applied; a large JPEG is decoded at a reduced
 scale close to what the OCR engine reads.
 
+With OCR off (the knowledge base's setting, or the server's) an image fails its build, saying
+so: it has no text but what OCR reads.
+
 The title is the first line when it looks like one: a single line standing alone, set larger
 than the text under it. Otherwise "" and the upload keeps the file's name: a misread line is a
 worse title than the name someone gave the file.
@@ -40,6 +43,12 @@ EXTENSIONS = {
     ".webp": "image/webp",
 }
 LABEL = "images (PNG, JPEG, TIFF, WebP; read by OCR)"
+LABELS = {
+    "image/png": "PNG image",
+    "image/jpeg": "JPEG image",
+    "image/tiff": "TIFF image",
+    "image/webp": "WebP image",
+}
 
 # Pillow's names of the formats read, by media type.
 _PILLOW_FORMATS = {
@@ -76,6 +85,12 @@ def check_head(head: bytes, media_type: str) -> None:
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
+    options = ocr.current_options()
+    if not options.on:
+        raise ParseError(
+            f"{options.off_reason}, and an image's text can only be read by OCR. Turn OCR on, or "
+            "upload the document with a text layer (a PDF or a word-processing file)."
+        )
     pages = _frames(path)
     session = ocr.DocumentOcr(len(pages))
     blocks: list[Block] = []

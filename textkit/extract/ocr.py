@@ -8,11 +8,22 @@ model is PaddleOCR's "ch" model, which reads simplified and traditional Chinese 
 `rapidocr-onnxruntime` 1.4.4 (PP-OCRv4) and Tesseract 5 by the figures in docs/BENCHMARKS.md
 ("OCR"): more characters right in both languages for less CPU.
 
-One engine per process, created on first use (importing onnxruntime and OpenCV and loading the
-models takes a second or two), with onnxruntime's threads bounded
+One engine per process, its three models loaded together: at a worker child's start where OCR
+is on (`preload`, called by ingestion.tasks), else on first use (importing onnxruntime and
+OpenCV and loading the models takes a second or two), with onnxruntime's threads bounded
 (`OcrOptions.threads`, CANON_OCR_THREADS) and OpenCV's own pool turned down to the same, so a
 worker child doing OCR uses the cores it was given and no more. Calls are serialised per
 process.
+
+Which way up: the direction classifier is asked about each line in pieces of the shape it was
+trained on, and about the page as a whole (`LineDirection`); a page scanned upside down is
+read in the right order (its boxes turned with it).
+
+Whether OCR runs at all is `OcrOptions.mode` (a knowledge base's choice, which the parse stage
+turns off when the process's switch is off): `OFF` (an image fails, saying why; a PDF page
+without a text layer is skipped and named in `Extracted.notes`), `PAGES_WITHOUT_TEXT` (the
+default: images, and PDF pages without a text layer) or `ALWAYS` (also the pictures placed on
+PDF pages that have a text layer: a scanned insert, a screenshot, a chart's words).
 
 The engine returns lines as boxes; `recognise` puts them into reading order — top to bottom,
 and by column when the page has two (a vertical gutter with text on both sides; lines crossing
@@ -28,6 +39,8 @@ missing its last pages is worse than a failed build that says why.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import statistics
 import threading
 import time
@@ -50,19 +63,38 @@ if TYPE_CHECKING:
 MAX_SIDE = 2000
 
 
+# What OCR reads (`OcrOptions.mode`; the values a knowledge base's `ocr_mode` stores).
+OFF = "off"
+PAGES_WITHOUT_TEXT = "pages_without_text"
+ALWAYS = "always"
+MODES = (OFF, PAGES_WITHOUT_TEXT, ALWAYS)
+
+
 @dataclass(frozen=True)
 class OcrOptions:
-    """How OCR runs (the parse stage sets them from Django's settings; these are the defaults).
+    """How OCR runs (the parse stage sets them from the knowledge base and Django's settings;
+    these are the defaults).
 
-    `threads` counts onnxruntime's threads in one process; it holds from the engine's creation,
-    the first OCR in the process. `min_confidence` drops recognised lines the engine is less
-    sure of (0-1)."""
+    `mode`: OFF, PAGES_WITHOUT_TEXT or ALWAYS (above); `off_reason` is the sentence that says
+    why when it is OFF ("OCR is off for this knowledge base"). `threads` counts onnxruntime's
+    threads in one process; it holds from the engine's creation. `min_confidence` drops
+    recognised lines the engine is less sure of (0-1)."""
 
+    mode: str = PAGES_WITHOUT_TEXT
+    off_reason: str = "OCR is off"
     threads: int = 1
     max_pages: int = 100
     max_seconds: float = 600.0
     max_pixels: int = 50_000_000
     min_confidence: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown OCR mode {self.mode!r}")
+
+    @property
+    def on(self) -> bool:
+        return self.mode != OFF
 
 
 _DEFAULT_OPTIONS = OcrOptions()
@@ -83,6 +115,8 @@ def current_options() -> OcrOptions:
     return _OPTIONS.get() or _DEFAULT_OPTIONS
 
 
+logger = logging.getLogger(__name__)
+
 _ENGINE: Any = None
 _ENGINE_LOCK = threading.Lock()
 # The models inside the rapidocr wheel: named here, so the engine never looks for (and never
@@ -94,14 +128,24 @@ _MODELS = {
 }
 
 
+def preload(threads: int) -> None:
+    """Create the process's engine now (a worker child's start, where OCR is on), so the first
+    page does not wait for it. Idempotent: a second call changes nothing."""
+    with _ENGINE_LOCK:
+        _engine(threads)
+
+
 def _engine(threads: int) -> Any:
-    """The process's engine, created on first use. Call with `_ENGINE_LOCK` held."""
+    """The process's engine, created on first use with its three models loaded (rapidocr would
+    load each on its first call) and its direction classifier wrapped in `LineDirection`. Call
+    with `_ENGINE_LOCK` held."""
     global _ENGINE
     if _ENGINE is None:
         import cv2
         import rapidocr
         from rapidocr import RapidOCR
 
+        started = time.monotonic()
         threads = max(1, threads)
         cv2.setNumThreads(threads)
         models = Path(rapidocr.__file__).parent / "models"
@@ -116,8 +160,86 @@ def _engine(threads: int) -> Any:
             if not path.is_file():
                 raise RuntimeError(f"the OCR model {path} is missing: reinstall rapidocr")
             params[f"{step}.model_path"] = str(path)
-        _ENGINE = RapidOCR(params=params)
+        engine: Any = RapidOCR(params=params)
+        # rapidocr 3.10 (pinned) loads each model on its first use through these; loaded here,
+        # the engine is whole once created. Its classifier is then asked about lines our way.
+        engine._load_det_model()
+        engine.text_cls = LineDirection(engine._load_cls_model())
+        engine._load_rec_model()
+        _ENGINE = engine
+        logger.info("OCR engine loaded in %.1f s (%d threads)", time.monotonic() - started, threads)
     return _ENGINE
+
+
+class LineDirection:
+    """PP-OCR's direction classifier (0 or 180 degrees), asked about each line in pieces of the
+    shape it was trained on, and about the page as a whole; in rapidocr's place for its
+    classifier (same call, same output).
+
+    The classifier reads a 48 x 192 picture, and rapidocr squeezes a whole line into it: a long
+    line arrives squashed to a fraction of its width and is judged badly (upside-down lines
+    were read as garbage, and upright ones turned over). Here each line is cut into pieces
+    about four heights wide, each piece is judged, and the line's share of "180" is the mean of
+    its pieces', weighted by their width. The page is upside down when most of its text, by
+    width, is; a line is turned the other way from its page only when it is sure of it
+    (`_SURE`) and long enough to tell (`_MIN_ASPECT` heights wide: page numbers, bullets and
+    single characters look much the same either way up). `page_upside_down` says what the
+    last call found (calls are serialised by `_ENGINE_LOCK`)."""
+
+    _PIECE_ASPECT = 4.0  # the classifier's own input: 192 x 48
+    _SURE = 0.98
+    _MIN_ASPECT = 2.0
+
+    def __init__(self, classifier: Any) -> None:
+        self.classifier = classifier
+        self.session = classifier.session  # onnxruntime's, for the thread check in the tests
+        self.page_upside_down = False
+
+    def __call__(self, img_list: Any) -> Any:
+        import cv2
+        from rapidocr.ch_ppocr_cls import TextClsOutput
+
+        started = time.perf_counter()
+        lines = [img_list] if not isinstance(img_list, list) else list(img_list)
+        shares = self.upside_down_shares(lines)
+        widths = [float(line.shape[1]) for line in lines]
+        total = sum(widths)
+        self.page_upside_down = bool(total) and (
+            sum(share * width for share, width in zip(shares, widths, strict=True)) / total > 0.5
+        )
+        turned, results = [], []
+        for line, share in zip(lines, shares, strict=True):
+            flip = self.page_upside_down
+            if line.shape[1] >= self._MIN_ASPECT * line.shape[0]:
+                if share >= self._SURE:
+                    flip = True
+                elif share <= 1 - self._SURE:
+                    flip = False
+            turned.append(cv2.rotate(line, cv2.ROTATE_180) if flip else line)
+            results.append(("180", share) if flip else ("0", 1 - share))
+        return TextClsOutput(img_list=turned, cls_res=results, elapse=time.perf_counter() - started)
+
+    def upside_down_shares(self, lines: list[Any]) -> list[float]:
+        """Per line, the classifier's weight for "180", over its pieces."""
+        pieces: list[Any] = []
+        owners: list[tuple[int, int]] = []
+        for index, line in enumerate(lines):
+            height, width = line.shape[:2]
+            count = max(1, round(width / (self._PIECE_ASPECT * max(1, height))))
+            bounds = [round(width * k / count) for k in range(count + 1)]
+            for left, right in itertools.pairwise(bounds):
+                if right > left:
+                    pieces.append(line[:, left:right])
+                    owners.append((index, right - left))
+        weights = [0.0] * len(lines)
+        shares = [0.0] * len(lines)
+        if pieces:
+            judged = self.classifier(pieces).cls_res
+            for (index, width), (label, score) in zip(owners, judged, strict=True):
+                share = float(score) if label == "180" else 1 - float(score)
+                shares[index] += share * width
+                weights[index] += width
+        return [s / w if w else 0.0 for s, w in zip(shares, weights, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -164,10 +286,18 @@ def recognise(image: Image) -> list[Paragraph]:
     if pixels.ndim == 3:
         pixels = np.ascontiguousarray(pixels[:, :, ::-1])  # the engine reads BGR
     with _ENGINE_LOCK:
-        output = _engine(options.threads)(pixels)
+        engine = _engine(options.threads)
+        engine.text_cls.page_upside_down = False
+        output = engine(pixels)
+        upside_down = engine.text_cls.page_upside_down
     if output.boxes is None or output.txts is None or output.scores is None:
         return []
-    found = list(zip(output.boxes, output.txts, output.scores, strict=True))
+    boxes = output.boxes
+    if upside_down:
+        # Its lines were turned to be read; their places turn with the page, so the layout
+        # reads it top to bottom as it was written.
+        boxes = [[(image.width - x, image.height - y) for x, y in box] for box in boxes]
+    found = list(zip(boxes, output.txts, output.scores, strict=True))
     return layout(_lines(found, options.min_confidence), image.width)
 
 
@@ -338,9 +468,16 @@ class DocumentOcr:
 
     def __init__(self, pages: int) -> None:
         self.options = current_options()
+        if not self.options.on:  # the callers check first, and say what is left unread
+            raise ParseError(f"{self.options.off_reason}.")
         if pages > self.options.max_pages:
+            which = (
+                "pages without a text layer, and pages with pictures: OCR is set to always"
+                if self.options.mode == ALWAYS
+                else "pages without a text layer"
+            )
             raise ParseError(
-                f"The document has {pages:,} pages that need OCR (pages without a text layer); "
+                f"The document has {pages:,} pages that need OCR ({which}); "
                 f"the limit is {self.options.max_pages:,} pages per document."
             )
         self.total = pages
@@ -348,13 +485,29 @@ class DocumentOcr:
         self.started = time.monotonic()
 
     def page(self, image: Image) -> list[Paragraph]:
-        elapsed = time.monotonic() - self.started
-        if elapsed > self.options.max_seconds:
-            raise ParseError(
-                f"OCR took longer than the limit of {self.options.max_seconds:,.0f} seconds per "
-                f"document; it had read {self.done} of {self.total} pages. Upload the document "
-                "in smaller parts, or with a text layer."
-            )
+        """The paragraphs of one page read whole."""
+        self._next_page()
+        return recognise(image)
+
+    def pictures(self, images: list[Image]) -> list[list[Paragraph]]:
+        """The paragraphs of each picture placed on one page (a page that has a text layer);
+        the page counts once, and the time limit is checked before each picture."""
+        self._next_page()
+        found = []
+        for image in images:
+            self._check_time(read=self.done - 1)
+            found.append(recognise(image))
+        return found
+
+    def _next_page(self) -> None:
+        self._check_time(read=self.done)
         self.done += 1
         progress.report(f"OCR page {self.done}/{self.total}")
-        return recognise(image)
+
+    def _check_time(self, *, read: int) -> None:
+        if time.monotonic() - self.started > self.options.max_seconds:
+            raise ParseError(
+                f"OCR took longer than the limit of {self.options.max_seconds:,.0f} seconds per "
+                f"document; it had read {read} of {self.total} pages. Upload the document "
+                "in smaller parts, or with a text layer."
+            )

@@ -16,7 +16,10 @@ the metadata title, else a short first line, else the first bookmark on the firs
 A page without a text layer (a scan) is rendered and read by OCR (`ocr`): its paragraphs come
 from the OCR's layout, and it goes through the same header, footer and bookmark steps as the
 others. A mixed PDF keeps its text-layer pages as they are; a page with nothing on it at all (no
-page objects) is not sent to OCR.
+page objects) is not sent to OCR. With OCR off, such pages are skipped and named in the
+extraction's notes (a PDF with no text anywhere then fails, saying so); with OCR set to
+`ALWAYS`, the pictures placed on pages that have a text layer are read too, each picture once
+(a logo on every page is read where it first stands), their paragraphs after the page's text.
 
 PDFium is not thread-safe, so one lock serialises its use in a process; a page is rendered under
 it and read by OCR outside it.
@@ -24,15 +27,17 @@ it and read by OCR outside it.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
-from textkit.extract import cleanup, ocr
+from textkit.extract import cleanup, ocr, progress
 from textkit.extract.base import (
     HEADING,
     PAGE,
@@ -102,19 +107,44 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
                 raise ParseError("The PDF is damaged or truncated and cannot be read.") from exc
             raise
     try:
-        scanned = _ocr_pages(document, pages)
+        read = _ocr_pages(document, pages)
     finally:
         with _PDFIUM_LOCK:
             document.close()
+    scanned = read.scanned
     pages = [scanned.get(index, lines) for index, lines in enumerate(pages)]
-    if not any(line.strip() for lines in pages for line in lines):
+    if not any(line.strip() for lines in pages for line in lines) and not read.pictures:
+        if read.skipped:
+            raise ParseError(
+                f"The PDF has no text layer, and {_lower_first(read.off_reason)}, so nothing "
+                "in it could be read. Turn OCR on, or upload the PDF with a text layer."
+            )
         if scanned:
             raise ParseError(
                 "The PDF has no text: its pages have no text layer, and OCR found no text on them."
             )
         raise ParseError("The PDF has no text: its pages are empty.")
-    blocks = _blocks(pages, outline, set(scanned), tables)
-    return Extracted(title=_title(metadata_title, outline, blocks), blocks=blocks)
+    blocks = _blocks(pages, outline, set(scanned), tables, read.pictures)
+    notes = [_skipped_note(read.skipped, read.off_reason)] if read.skipped else []
+    return Extracted(title=_title(metadata_title, outline, blocks), blocks=blocks, notes=notes)
+
+
+def _lower_first(text: str) -> str:
+    """A sentence's start put inside another sentence ("OCR" stays as it is)."""
+    return text if text[:2].isupper() else text[:1].lower() + text[1:]
+
+
+def _skipped_note(skipped: list[int], reason: str) -> str:
+    """ "Pages 2 and 5 have no text layer and were not read: OCR is off for this knowledge
+    base." (at most 20 pages named)."""
+    numbers = [str(index + 1) for index in skipped]
+    if len(numbers) == 1:
+        return f"Page {numbers[0]} has no text layer and was not read: {_lower_first(reason)}."
+    if len(numbers) > 20:
+        listed = ", ".join(numbers[:20]) + f" and {len(numbers) - 20} more"
+    else:
+        listed = ", ".join(numbers[:-1]) + " and " + numbers[-1]
+    return f"Pages {listed} have no text layer and were not read: {_lower_first(reason)}."
 
 
 def _pages_text(
@@ -146,18 +176,54 @@ def _pages_text(
     return pages, tables
 
 
-def _ocr_pages(document: pypdfium2.PdfDocument, pages: list[list[str]]) -> dict[int, list[str]]:
-    """The paragraphs OCR reads on the pages without a text layer, by page index."""
+@dataclass
+class _OcrRead:
+    """What OCR read, by page index: the paragraphs of pages without a text layer (`scanned`),
+    those of the pictures on pages with one (`pictures`, OCR set to always), and the pages
+    without a text layer left unread because OCR is off (`skipped`, and why)."""
+
+    scanned: dict[int, list[str]] = field(default_factory=dict)
+    pictures: dict[int, list[str]] = field(default_factory=dict)
+    skipped: list[int] = field(default_factory=list)
+    off_reason: str = ""
+
+
+# A picture smaller than this (pixels) is a rule, a bullet or an icon: never text worth OCR.
+_PICTURE_MIN_WIDTH = 64
+_PICTURE_MIN_HEIGHT = 24
+
+
+def _ocr_pages(document: pypdfium2.PdfDocument, pages: list[list[str]]) -> _OcrRead:
+    """OCR of the pages without a text layer and, when OCR is always on, of the pictures on the
+    pages with one; every page read counts once against the page limit."""
+    options = ocr.current_options()
     scanned = []
     with _PDFIUM_LOCK:
         for index, lines in enumerate(pages):
             if not any(line.strip() for line in lines) and _has_objects(document, index):
                 scanned.append(index)
-    if not scanned:
-        return {}
-    session = ocr.DocumentOcr(len(scanned))
-    found: dict[int, list[str]] = {}
-    for index in scanned:
+        with_pictures = (
+            {i for i in range(len(pages)) if i not in scanned and _has_pictures(document, i)}
+            if options.mode == ocr.ALWAYS
+            else set()
+        )
+    if not options.on:
+        return _OcrRead(skipped=scanned, off_reason=options.off_reason)
+    read = _OcrRead()
+    if not scanned and not with_pictures:
+        return read
+    session = ocr.DocumentOcr(len(scanned) + len(with_pictures))
+    seen: set[str] = set()
+    for index in sorted([*scanned, *with_pictures]):
+        if index in with_pictures:
+            with _PDFIUM_LOCK:
+                pictures = _pictures(document, index, seen)
+            progress.report(f"OCR of the pictures on page {index + 1}/{len(pages)}")
+            with progress.reporting(_unsaid):
+                texts = [p.text for found in session.pictures(pictures) for p in found]
+            if texts:
+                read.pictures[index] = texts
+            continue
         with _PDFIUM_LOCK:
             try:
                 image = _render(document, index)
@@ -165,9 +231,71 @@ def _ocr_pages(document: pypdfium2.PdfDocument, pages: list[list[str]]) -> dict[
                 raise ParseError(
                     f"Page {index + 1} of the PDF is damaged and cannot be rendered for OCR."
                 ) from exc
-        found[index] = [paragraph.text for paragraph in session.page(image)]
+        # Said of the PDF's own pages: the engine's "OCR page 1/1" read as if the whole file
+        # were a scan while one page without text (a cover) of a text PDF was read.
+        progress.report(
+            f"OCR of page {index + 1}/{len(pages)} "
+            f"({scanned.index(index) + 1} of {len(scanned)} with no text layer)"
+        )
+        with progress.reporting(_unsaid):
+            read.scanned[index] = [paragraph.text for paragraph in session.page(image)]
         del image
+    return read
+
+
+def _picture_objects(page: pypdfium2.PdfPage) -> list[pypdfium2.PdfImage]:
+    """The page's pictures large enough to hold text (pixels of the picture itself)."""
+    found = []
+    for picture in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+        if isinstance(picture, pypdfium2.PdfImage):
+            width, height = picture.get_px_size()
+            if width >= _PICTURE_MIN_WIDTH and height >= _PICTURE_MIN_HEIGHT:
+                found.append(picture)
     return found
+
+
+def _has_pictures(document: pypdfium2.PdfDocument, index: int) -> bool:
+    page = document[index]
+    try:
+        return bool(_picture_objects(page))
+    finally:
+        page.close()
+
+
+def _pictures(document: pypdfium2.PdfDocument, index: int, seen: set[str]) -> list[Image]:
+    """The pictures on page `index` not read already (`seen`: their streams' hashes), drawn as
+    placed on the page (turned, masked), at most `ocr.MAX_SIDE` pixels on their longer side.
+    Call with `_PDFIUM_LOCK` held."""
+    from PIL import Image as PILImage
+
+    page = document[index]
+    found = []
+    try:
+        for picture in _picture_objects(page):
+            width, height = picture.get_px_size()
+            ocr.check_pixels(width, height, what=f"A picture on page {index + 1}")
+            digest = hashlib.sha256(bytes(picture.get_data())).hexdigest()
+            if digest in seen:
+                continue
+            seen.add(digest)
+            try:
+                bitmap = picture.get_bitmap(render=True)
+            except pypdfium2.PdfiumError:
+                continue  # a picture PDFium cannot draw is skipped, as a viewer would
+            try:
+                image = bitmap.to_pil().convert("L")
+            finally:
+                bitmap.close()
+            if max(image.size) > ocr.MAX_SIDE:
+                image.thumbnail((ocr.MAX_SIDE, ocr.MAX_SIDE), PILImage.Resampling.LANCZOS)
+            found.append(image)
+    finally:
+        page.close()
+    return found
+
+
+def _unsaid(label: str) -> None:
+    """Progress the PDF has already said in its own words."""
 
 
 def _has_objects(document: pypdfium2.PdfDocument, index: int) -> bool:
@@ -215,10 +343,12 @@ def _blocks(
     outline: Outline,
     scanned: set[int],
     tables: dict[int, list[Table]],
+    pictures: dict[int, list[str]],
 ) -> list[Block]:
     """Every block knows its page (1-based); a paragraph that runs on from one page to the next
     is one block of both pages. The lines of a `scanned` page are already paragraphs (OCR). A
-    table's rows, where they are consecutive lines of the page, become table blocks."""
+    table's rows, where they are consecutive lines of the page, become table blocks. The
+    paragraphs OCR read in a page's `pictures` follow its text."""
     blocks: list[Block] = []
     for index, lines in enumerate(cleanup.drop_page_furniture(pages)):
         page = Location(PAGE, index + 1, index + 1)
@@ -250,6 +380,7 @@ def _blocks(
                     Block(PARAGRAPH, paragraph, location=first_location if i == 0 else page)
                     for i, paragraph in enumerate(paragraphs)
                 )
+        blocks.extend(Block(PARAGRAPH, text, location=page) for text in pictures.get(index, []))
     return blocks
 
 

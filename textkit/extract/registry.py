@@ -5,6 +5,8 @@
 - `LABEL`: how a person names the kind ("Word (.docx)"), for the list of accepted kinds;
 - optionally `check_head(head, media_type)`: raise UnsupportedMediaType when the file's first
   bytes contradict its name.
+- optionally `LABELS`: one file's kind per media type, for a format of several ("PNG image");
+  without it `format_label` names the type by the label and its file-name endings.
 
 A new format is a new module added to `FORMATS`; nothing else changes.
 """
@@ -76,6 +78,29 @@ def accepted_kinds() -> str:
     """ "PDF, Word (.docx), HTML, Markdown or plain text": for messages and upload pages."""
     labels = [module.LABEL for module in FORMATS]
     return ", ".join(labels[:-1]) + " or " + labels[-1]
+
+
+_FORMAT_OF: dict[str, ModuleType] = {
+    media_type: module for module in FORMATS for media_type in module.MEDIA_TYPES
+}
+
+
+def format_label(media_type: str) -> str:
+    """How a person names the kind of one file of `media_type`, as the upload pages name the
+    formats: "PDF", "Word (.docx)"; for a format of several media types, its `LABELS` entry or
+    the label's name with this type's endings ("CSV (.tsv)", "e-mail (.msg)"). A media type no
+    format reads is returned as it is."""
+    module = _FORMAT_OF.get(media_type)
+    if module is None:
+        return media_type
+    own: dict[str, str] = getattr(module, "LABELS", {})
+    if media_type in own:
+        return own[media_type]
+    if len(module.MEDIA_TYPES) == 1:
+        return str(module.LABEL)
+    endings = sorted(suffix for suffix, kind in module.EXTENSIONS.items() if kind == media_type)
+    name = str(module.LABEL).split(" (", 1)[0]
+    return f"{name} ({', '.join(endings)})" if endings else name
 
 
 def accepted_extensions() -> list[str]:

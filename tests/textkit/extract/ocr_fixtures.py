@@ -65,6 +65,29 @@ def two_columns(left: list[str], right: list[str], *, size: int = 28) -> Image.I
     return image
 
 
+def with_upside_down_lines(
+    upright: list[str], upside_down: list[str], *, size: int = 40
+) -> Image.Image:
+    """A page of `upright` lines, then `upside_down` lines each turned by 180 degrees where it
+    stands (a label pasted the wrong way up, a form's counterfoil)."""
+    image = Image.new(
+        "RGB",
+        (PAGE_SIZE[0], 160 + int(size * 2.5) * (len(upright) + len(upside_down))),
+        (255, 255, 255),
+    )
+    draw = ImageDraw.Draw(image)
+    y = 80
+    for line in upright:
+        draw.text((100, y), line, font=font(size), fill=(0, 0, 0))
+        y += int(size * 2.5)
+    for line in upside_down:
+        strip = Image.new("RGB", (PAGE_SIZE[0] - 140, size * 2), (255, 255, 255))
+        ImageDraw.Draw(strip).text((10, size // 3), line, font=font(size), fill=(0, 0, 0))
+        image.paste(strip.rotate(180), (100, y))
+        y += int(size * 2.5)
+    return image
+
+
 def encoded(image: Image.Image, format: str, **options: object) -> bytes:
     out = io.BytesIO()
     image.save(out, format=format, **options)

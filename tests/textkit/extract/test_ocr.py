@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.textkit.extract.ocr_fixtures import char_accuracy, page, two_columns
+from tests.textkit.extract.ocr_fixtures import (
+    char_accuracy,
+    page,
+    two_columns,
+    with_upside_down_lines,
+)
 from textkit.extract import ocr, progress
 from textkit.extract.base import ParseError
 from textkit.extract.ocr import Line, OcrOptions
@@ -62,6 +67,54 @@ def test_two_columns_are_read_left_column_first() -> None:
     right = ["Right column starts", "after the left ends", "with its own words."]
     found = text_of(ocr.recognise(two_columns(left, right)))
     assert found.index("Left column") < found.index("finish the story") < found.index("Right")
+
+
+# --- which way up ---------------------------------------------------------------------------
+
+
+def test_an_upside_down_line_among_upright_ones_is_read_the_right_way_up() -> None:
+    """rapidocr's classifier squeezed each whole line into its 48 x 192 input: a long line
+    turned over came out as garbage ("wa ery evp sr ers uy rrnit"). The page is the way up
+    most of its text is, so it is read in that order."""
+    upright = [
+        "Checked by the night shift on every working day",
+        "Return this form to the quality office by Friday",
+        "Signed copies are kept for at least five years",
+    ]
+    upside_down = [
+        "Warranty and service terms apply to every unit",
+        "Keep the guard closed while the belt is moving",
+    ]
+    for size in (40, 44):
+        found = [
+            p.text for p in ocr.recognise(with_upside_down_lines(upright, upside_down, size=size))
+        ]
+        assert found == [*upright, *upside_down], size
+
+
+def test_an_upside_down_chinese_line_is_read() -> None:
+    upright = ["扫描的合同也能通过光学字符识别被检索。", "每一页都按原来的顺序读出。"]
+    upside_down = ["知识库管理系统把上传的文件切分成段落，并为每一段建立向量索引。"]
+    found = text_of(ocr.recognise(with_upside_down_lines(upright, upside_down, size=36)))
+    assert char_accuracy("".join(upright + upside_down), found) >= 0.95
+    assert found.index("光学字符识别") < found.index("原来的顺序") < found.index("知识库管理系统")
+
+
+def test_a_page_scanned_upside_down_is_read_in_order() -> None:
+    found = ocr.recognise(page(ENGLISH, title="Maintenance notes", title_size=56).rotate(180))
+    assert [p.text for p in found] == [
+        "Maintenance notes",
+        *(" ".join(lines) for lines in ENGLISH),
+    ]
+
+
+def test_upright_lines_stay_upright() -> None:
+    """Short lines (a page number, a word) look much the same either way up: they follow their
+    page."""
+    lines = [["Contents"], ["1 Scope of the service", "2 Spare parts and tools"], ["Page 12"]]
+    found = text_of(ocr.recognise(page(lines, size=30)))
+    expected = "\n".join(" ".join(paragraph) for paragraph in lines)
+    assert char_accuracy(expected, found) >= 0.97
 
 
 # --- layout from boxes alone ----------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Scanned PDF pages (no text layer) read by OCR: page locations right, a mixed PDF keeps its
 text-layer pages, pages with nothing on them are not sent to OCR, a scan without text and a
-scan past the page limit are refused readably, and progress counts only the scanned pages."""
+scan past the page limit are refused readably, and progress names the PDF's page OCR reads and
+how many of its pages have no text layer."""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ def test_a_scanned_pdf_is_read_page_by_page(tmp_path: Path) -> None:
         (Location(PAGE, 1, 1), "Thewarrantycoversthecompressorforfiveyearsfromdelivery."),
         (Location(PAGE, 2, 2), "Claimsgototheservicedeskwiththeserialnumber."),
     ]
-    assert labels == ["OCR page 1/2", "OCR page 2/2"]
+    assert labels == [
+        "OCR of page 1/2 (1 of 2 with no text layer)",
+        "OCR of page 2/2 (2 of 2 with no text layer)",
+    ]
 
 
 def test_a_mixed_pdf_keeps_its_text_layer_pages(tmp_path: Path) -> None:
@@ -60,7 +64,8 @@ def test_a_mixed_pdf_keeps_its_text_layer_pages(tmp_path: Path) -> None:
         (Location(PAGE, 2, 2), "Chaptertwowasscannedfrompaper."),
         (Location(PAGE, 3, 3), "Chapterthreeistypedagain."),
     ]
-    assert labels == ["OCR page 1/1"]
+    # the page OCR reads is the PDF's second, its only one without text (not "OCR page 1/1")
+    assert labels == ["OCR of page 2/3 (1 of 1 with no text layer)"]
 
 
 def test_a_scanned_chinese_page(tmp_path: Path) -> None:
