@@ -35,7 +35,8 @@ class Dashboard:
     """`outbox_due` and `tasks_by_status` count only work that may run now; work scheduled for
     later (a purge at the end of the retention window, a retry's back-off) is counted apart,
     because it is not lag. A build task that failed for a revision since superseded by a newer
-    one is history, counted apart too (`tasks_failed_earlier`)."""
+    one, or of a document since deleted, is history, counted apart too (`tasks_failed_earlier`,
+    `tasks_failed_deleted`) and not listed."""
 
     outbox_due: int
     outbox_oldest: datetime | None
@@ -55,6 +56,8 @@ class Dashboard:
     # failed or dead tasks of a revision no longer desired: history, not counted in
     # `tasks_by_status` nor listed in `dead` (`kb.selectors.builds.current_failure_q`)
     tasks_failed_earlier: int = 0
+    # failed or dead tasks of a document since deleted: history too, counted apart
+    tasks_failed_deleted: int = 0
     embedded: list[Embedded] = field(default_factory=list)
 
     @property
@@ -82,24 +85,30 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
     # A queued task whose time has not come is scheduled, not waiting (retry_wait is shown
     # with its next try in its own list).
     later = Q(status=IngestionTask.Status.QUEUED, available_at__gt=now)
-    earlier = Q(
-        status__in=[IngestionTask.Status.FAILED, IngestionTask.Status.DEAD],
-        build__isnull=False,
-    ) & ~Q(build__revision__number=F("document__desired_revision"))
+    failed = Q(status__in=[IngestionTask.Status.FAILED, IngestionTask.Status.DEAD])
+    earlier = (
+        failed
+        & Q(build__isnull=False)
+        & ~Q(build__revision__number=F("document__desired_revision"))
+    )
+    # A deleted document's failure needs nobody: nothing of it is served or will be built.
+    deleted = failed & Q(document__deleted_at__isnull=False) & ~earlier
     rows = (
         tasks.values_list("status")
         .annotate(
-            n=Count("id", filter=~later & ~earlier),
+            n=Count("id", filter=~later & ~earlier & ~deleted),
             scheduled=Count("id", filter=later),
             next=Min("available_at", filter=later),
             earlier=Count("id", filter=earlier),
+            of_deleted=Count("id", filter=deleted),
         )
         .order_by("status")
     )
     by_status: dict[str, int] = {}
-    scheduled, next_at, failed_earlier = 0, None, 0
-    for status, n, status_scheduled, status_next, status_earlier in rows:
+    scheduled, next_at, failed_earlier, failed_deleted = 0, None, 0, 0
+    for status, n, status_scheduled, status_next, status_earlier, status_deleted in rows:
         failed_earlier += status_earlier
+        failed_deleted += status_deleted
         if n:
             by_status[status] = n
         if status_scheduled:  # only the queued row has any
@@ -138,7 +147,9 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         tasks_next=next_at,
         running=list(listed.filter(status="running").order_by("lease_expires_at")[:LIST_LIMIT]),
         waiting=list(listed.filter(status="retry_wait")[:LIST_LIMIT]),
-        dead=list(listed.filter(status__in=["dead", "failed"]).exclude(earlier)[:LIST_LIMIT]),
+        dead=list(
+            listed.filter(status__in=["dead", "failed"]).exclude(earlier | deleted)[:LIST_LIMIT]
+        ),
         anomalies=list(anomalies.order_by("-detected_at")[:LIST_LIMIT]),
         anomalies_by_kind=dict(
             anomalies.values_list("kind").annotate(n=Count("id")).order_by("kind")
@@ -146,6 +157,7 @@ def dashboard(*, tenant_ids: list[int] | None) -> Dashboard:
         last_runs=last_runs,
         now=now,
         tasks_failed_earlier=failed_earlier,
+        tasks_failed_deleted=failed_deleted,
         embedded=embedded,
     )
 

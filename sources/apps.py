@@ -3,7 +3,9 @@ from django.apps import AppConfig
 
 class SourcesConfig(AppConfig):
     name = "sources"
-    verbose_name = "Sources"
+    # The app holds Sources and Sync runs: named "Sources" too, every page of a source read
+    # "Sources › Sources" in its breadcrumbs.
+    verbose_name = "Syncing"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

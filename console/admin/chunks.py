@@ -25,6 +25,7 @@ from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from ingestion import build_text
 from kb.models import Build, Chunk
 from kb.selectors.builds import build_progress_of
+from kb.selectors.index_versions import index_version_progress, index_version_status
 from textkit import extract as extractors
 
 CHUNKS_PER_PAGE = 100
@@ -186,6 +187,12 @@ def build_chunks_view(
         f"v{build.index_version.number}",
         "build": build,
         "progress": build_progress_of(build=build),
+        # what the version is doing, as its row on the knowledge base's page says (counts only)
+        "version_status": index_version_status(
+            version=build.index_version,
+            progress=index_version_progress(version=build.index_version),
+            kb=build.kb,
+        ),
         "parsed": parsed,
         "pieces": pieces,
         "window": window,

@@ -60,6 +60,10 @@ class JsonObjectField(forms.JSONField):
             )
         return parsed
 
+    def prepare_value(self, value: Any) -> Any:
+        # No metadata yet is an empty box, not JSON's `null` for a person to delete first.
+        return "" if value is None else super().prepare_value(value)
+
 
 def declared_fields(kb: KnowledgeBase) -> list[MetadataField]:
     return list(MetadataField.objects.filter(kb=kb).order_by("name"))

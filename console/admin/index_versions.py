@@ -61,8 +61,12 @@ class IndexVersionForm(forms.Form):
         ],
         initial="vector",
         required=False,  # a form posted without it (older pages, scripts) keeps "vector"
-        help_text="What the version's vector index holds. halfvec halves the index (the memory "
-        "search needs at scale) for a small loss of recall; see docs/BENCHMARKS.md (B11).",
+        help_text="What the version's vector index holds; the chunks keep their full vectors "
+        "either way. halfvec stores each number in 2 bytes instead of 4, so the index takes "
+        "half the memory (1,365 instead of 2,730 bytes a chunk at 512 dimensions). Measured "
+        "here on 10,000 real chunks, search found the same nearest chunks with both (recall "
+        "0.94); at a million generated vectors, where the larger index no longer fitted in "
+        "memory, halfvec answered in half the time, its recall 0.01 lower.",
     )
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),

@@ -13,10 +13,12 @@ from functools import partial
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.utils import get_fields_from_path, unquote
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import BooleanField, DateField, Model, Q, QuerySet
 from django.http import Http404, HttpRequest
+from django.utils.text import capfirst
 
 from kb.access import (
     Reader,
@@ -158,6 +160,16 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         kwargs.setdefault("queryset", self.scoped_queryset(request, db_field.related_model))
         return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        """A list is titled by what it lists ("Documents"), not Django's "Select document to
+        change" (kept in a popup, where one is picked)."""
+        if IS_POPUP_VAR in request.GET:
+            return super().changelist_view(request, extra_context)
+        title = capfirst(str(self.model._meta.verbose_name_plural))
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
 
     def get_list_filter(self, request: HttpRequest) -> Any:
         """Relation filters offer only related rows the user may see (Django's own offer every

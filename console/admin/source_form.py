@@ -180,7 +180,8 @@ class SourceForm(forms.ModelForm):
                 required=False,
                 label=_label(name) + (" (required)" if required and not self.source else ""),
                 max_length=2000,
-                widget=forms.TextInput(attrs={"class": "vTextField"}),
+                # wide: a folder's path, a site's or a repository's address is long
+                widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
                 help_text=kind_class.CONFIG_HELP.get(name, ""),
             )
             self.initial[config_field(kind, name)] = _shown(config.get(name))

@@ -1,7 +1,9 @@
 """Test search on a knowledge base's page: the search the API runs (`retrieval.search.engine.search`
-/ `search_as_of`), as the user or as a key with chosen access groups, with why each hit is
-visible, and optionally the same query against a candidate index version side by side with the
-active one, before its swap.
+/ `search_as_of`), as the user or as a key with chosen access groups, under a metadata filter in
+the API's language (`test_search_filter`), with why each hit is visible and, in words, what its
+score is, what found it and where in its file it stands (`search_explained`), and optionally the
+same query against a candidate index version side by side with the active one, before its swap
+(the candidate called what its row on the settings page calls it: `index_version_status`).
 
 Never wider than the user: the groups offered are those they hold (every group of the
 knowledge base for superusers), a key with groups is a principal with exactly those, and the
@@ -19,18 +21,34 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
+from console.admin.search_explained import (
+    ScoreWords,
+    found_by,
+    rank_words,
+    score_words,
+    where_words,
+)
+from console.admin.test_search_filter import AppliedFilter, add_filter_inputs, checked_filter
+from kb.metadata import FieldSpec, field_specs
 from kb.models import IndexVersion, KnowledgeBase
-from kb.selectors.index_versions import index_version_comparison, live_index_versions
+from kb.selectors.index_versions import (
+    VersionStatus,
+    index_version_comparison,
+    index_version_progress,
+    index_version_status,
+    live_index_versions,
+)
 from retrieval.principals import Principal
 from retrieval.search.engine import MODES, search
 from retrieval.search.explain import hits_visibility
 from retrieval.search.history import HistoryOutOfRange, index_version_at, search_as_of
-from retrieval.search.hits import SearchResult
+from retrieval.search.hits import SearchFilters, SearchResult
 from textkit.analysis import marked_spans
 
 MAX_TOP_K = 50
@@ -83,9 +101,20 @@ class TestSearchForm(forms.Form):
     )
 
     def __init__(
-        self, *args: Any, groups: list[str], candidates: list[IndexVersion], **kwargs: Any
+        self,
+        *args: Any,
+        groups: list[str],
+        candidates: list[Candidate],
+        fields: dict[str, FieldSpec],
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self.specs = fields
+        self.applied: AppliedFilter | None = None
+        add_filter_inputs(self, fields)
+        self.order_fields(
+            ["query", "mode", "top_k", "where_field", "where_op", "where_value", "filter"]
+        )
         groups_field = self.fields["groups"]
         assert isinstance(groups_field, forms.MultipleChoiceField)
         groups_field.choices = [(g, g) for g in groups]
@@ -94,21 +123,70 @@ class TestSearchForm(forms.Form):
         compare = self.fields["compare"]
         assert isinstance(compare, forms.TypedChoiceField)
         compare.choices = [("", "— nothing —")] + [
-            (v.pk, f"v{v.number} ({_compare_state(v)}: {v.provider}/{v.model}, {v.dimensions}d)")
-            for v in candidates
+            (
+                c.version.pk,
+                f"v{c.version.number} ({c.state_label}: {c.version.provider}/"
+                f"{c.version.model}, {c.version.dimensions}d)",
+            )
+            for c in candidates
         ]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("as_of") and data.get("compare"):
             raise forms.ValidationError("Compare searches now: leave 'as of' empty to compare.")
+        self.applied = checked_filter(self, self.specs)
         return data
 
 
-def _compare_state(version: IndexVersion) -> str:
-    if version.state == IndexVersion.State.RETIRED:
-        return "retired, kept for rollback"
-    return str(version.state)
+@dataclass(frozen=True)
+class Candidate:
+    """A version test search may compare with, and what it is doing
+    (`kb.selectors.index_versions.index_version_status`: the word its row on the knowledge
+    base's page uses, so a candidate ready to swap in is called ready here too)."""
+
+    version: IndexVersion
+    status: VersionStatus
+
+    @property
+    def state_label(self) -> str:
+        """ "ready: 2/2 built", "building: 1/2 built"; a retired version in few words."""
+        if self.status.kind == "retired":
+            return STATE_WORDS["retired"]
+        return self.status.label
+
+    @property
+    def title(self) -> str:
+        if self.status.kind == "retired":
+            return "Retired, kept for rollback"
+        return f"Candidate ({STATE_WORDS.get(self.status.kind, self.status.kind)})"
+
+
+# A version's state kind (`VersionStatus.kind`) in the few words of a column's title.
+STATE_WORDS = {
+    "ready": "ready",
+    "building": "building",
+    "indexing": "building its vector index",
+    "incomplete": "incomplete",
+    "retired": "retired, kept for rollback",
+}
+
+
+def _candidates(kb: KnowledgeBase) -> list[Candidate]:
+    """Candidates, and retired versions still kept for rollback (a swap back, or a version
+    rollback, may be tried first): every version still built for, but the active one, newest
+    first. Counts only: the statuses name no document."""
+    versions = sorted(
+        (v for v in live_index_versions(kb_id=kb.pk) if v.pk != kb.active_index_version_id),
+        key=lambda v: -v.number,
+    )
+    return [
+        Candidate(
+            v,
+            index_version_status(version=v, progress=index_version_progress(version=v), kb=kb),
+        )
+        for v in versions
+    ]
 
 
 @dataclass(frozen=True)
@@ -120,6 +198,7 @@ class Side:
     result: SearchResult | None
     rows: list[dict[str, Any]]
     error: str = ""
+    scores: ScoreWords | None = None  # what this column's numbers mean
 
 
 def _principal(
@@ -163,32 +242,6 @@ def highlighted(text: str, query: str) -> SafeString:
     return mark_safe("".join(parts))  # noqa: S308 (escaped above; only <mark> added)
 
 
-def rank_words(ranking: dict[str, Any] | None) -> str:
-    """One line on why a hit ranks where it does: its place in each leg and, for hybrid, the
-    fusion's score and the three features (or legs) that moved it most."""
-    if not ranking:
-        return ""
-    parts = []
-    for leg in ("vector", "keyword"):
-        if leg not in ranking:
-            continue
-        place = ranking[leg]
-        if place is None:
-            parts.append(f"{leg}: not listed")
-            continue
-        words = f"{leg} #{place['rank']} ({place['score']:.3g}"
-        if "share_of_bound" in place:
-            words += f", {place['share_of_bound']:.0%} of the most the query could score"
-        parts.append(words + ")")
-    fused = ranking.get("fused")
-    if fused:
-        moved = ", ".join(
-            f"{c['feature']} {c['contribution']:+.2f}" for c in fused["contributions"][:3]
-        )
-        parts.append(f"fused {fused['score']:.3f} ({moved})")
-    return " · ".join(parts)
-
-
 def _rows(
     *,
     principal: Principal,
@@ -196,10 +249,18 @@ def _rows(
     version: IndexVersion,
     result: SearchResult,
     query: str,
+    mode: str,
+    state: str | None,
 ) -> list[dict[str, Any]]:
     why = hits_visibility(
-        principal=principal, kb=kb, version=version, hits=result.hits, as_of=result.as_of
+        principal=principal,
+        kb=kb,
+        version=version,
+        hits=result.hits,
+        as_of=result.as_of,
+        state=state,
     )
+    ranking = result.ranking.hits if result.ranking else {}
     documents = dict(
         kb.documents.filter(key__in={h.document_key for h in result.hits}).values_list("key", "pk")
     )
@@ -209,7 +270,9 @@ def _rows(
             "hit": hit,
             "text": highlighted(hit.text, query),
             "why": why.get(hit.chunk_id),
-            "ranked": rank_words(result.ranking.hits.get(hit.chunk_id) if result.ranking else None),
+            "ranked": rank_words(ranking.get(hit.chunk_id)),
+            "found_by": found_by(hit, ranking.get(hit.chunk_id), query, mode),
+            "where": where_words(hit.location),
             "document_url": (
                 reverse("admin:kb_document_change", args=[documents[hit.document_key]])
                 if hit.document_key in documents
@@ -228,9 +291,12 @@ def _side(
     principal: Principal,
     kb: KnowledgeBase,
     data: dict[str, Any],
-    version: IndexVersion | None = None,
+    where: AppliedFilter | None,
+    candidate: Candidate | None = None,
 ) -> Side:
     query, mode, top_k = data["query"], data.get("mode") or "hybrid", data.get("top_k") or 10
+    version = candidate.version if candidate else None
+    filters = SearchFilters(where=where.tree) if where else None
     try:
         if data.get("as_of"):
             result = search_as_of(
@@ -240,6 +306,7 @@ def _side(
                 as_of=data["as_of"],
                 top_k=top_k,
                 mode=mode,
+                filters=filters,
                 explain=True,
             )
             answered: IndexVersion | None = index_version_at(kb=kb, at=data["as_of"])
@@ -250,15 +317,35 @@ def _side(
                 query=query,
                 top_k=top_k,
                 mode=mode,
+                filters=filters,
                 index_version=version,
                 explain=True,
             )
             answered = version or kb.active_index_version
     except HistoryOutOfRange as exc:
-        return Side(title, version, None, [], error=str(exc))
+        return Side(title, version, None, [], error=history_words(exc))
     assert answered is not None
-    rows = _rows(principal=principal, kb=kb, version=answered, result=result, query=query)
-    return Side(title, answered, result, rows)
+    rows = _rows(
+        principal=principal,
+        kb=kb,
+        version=answered,
+        result=result,
+        query=query,
+        mode=mode,
+        state=STATE_WORDS.get(candidate.status.kind) if candidate else None,
+    )
+    return Side(title, answered, result, rows, scores=score_words(result.ranking, mode))
+
+
+def history_words(exc: HistoryOutOfRange) -> str:
+    """Why an as-of search could not run, in the form's words (the API's name the field)."""
+    if exc.earliest is None:
+        return "That time is in the future: choose a time before now in “As of”."
+    return (
+        f"That time is before the oldest history this knowledge base keeps ({exc.retention_days} "
+        f"days): the earliest time “As of” can show is "
+        f"{timezone.localtime(exc.earliest):%Y-%m-%d %H:%M:%S}."
+    )
 
 
 def test_search_view(
@@ -270,42 +357,47 @@ def test_search_view(
         raise PermissionDenied("You need the permissions to view knowledge bases and documents.")
     reader = kb_reader(request, kb)
     groups = _kb_groups(kb) if reader.all_groups else sorted(reader.access_groups)
-    # candidates, and retired versions still kept for rollback (a swap back, or a version
-    # rollback, may be tried first): every version still built for, but the active one
-    candidates = sorted(
-        (v for v in live_index_versions(kb_id=kb.pk) if v.pk != kb.active_index_version_id),
-        key=lambda v: -v.number,
-    )
+    candidates = _candidates(kb)
     form = TestSearchForm(
-        request.GET if "query" in request.GET else None, groups=groups, candidates=candidates
+        request.GET if "query" in request.GET else None,
+        groups=groups,
+        candidates=candidates,
+        fields=field_specs(kb),
     )
     sides: list[Side] = []
     comparison = None
+    compare_title = ""
     if form.is_bound and form.is_valid() and kb.active_index_version_id is not None:
         data = form.cleaned_data
         principal = _principal(
             request, kb, as_key=data.get("as_key", False), groups=data.get("groups") or []
         )
         when = "as of " + data["as_of"].isoformat(sep=" ") if data.get("as_of") else "now"
-        sides.append(_side(title=f"Active version, {when}", principal=principal, kb=kb, data=data))
-        candidate = next((v for v in candidates if v.pk == data.get("compare")), None)
+        sides.append(
+            _side(
+                title=f"Active version, {when}",
+                principal=principal,
+                kb=kb,
+                data=data,
+                where=form.applied,
+            )
+        )
+        candidate = next((c for c in candidates if c.version.pk == data.get("compare")), None)
         if candidate is not None:
             sides.append(
                 _side(
-                    title=(
-                        "Retired, kept for rollback"
-                        if candidate.state == IndexVersion.State.RETIRED
-                        else "Candidate"
-                    ),
+                    title=candidate.title,
                     principal=principal,
                     kb=kb,
                     data=data,
-                    version=candidate,
+                    where=form.applied,
+                    candidate=candidate,
                 )
             )
             comparison = index_version_comparison(
-                active=kb.active_index_version, candidate=candidate
+                active=kb.active_index_version, candidate=candidate.version
             )
+            compare_title = candidate.title[:1].lower() + candidate.title[1:]
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"Test search: {kb.name}",
@@ -313,12 +405,12 @@ def test_search_view(
         "form": form,
         "sides": sides,
         "comparison": comparison,
-        "compare_title": (
-            "retired, kept for rollback"
-            if comparison and comparison.candidate.version.state == IndexVersion.State.RETIRED
-            else "candidate"
-        ),
+        "compare_title": compare_title,
         "shared": _shared(sides),
+        # what the columns' numbers mean, said once (both columns search in one mode)
+        "meanings": list(dict.fromkeys(s.scores.meaning for s in sides if s.rows and s.scores)),
+        "applied": form.applied if sides else None,
+        "builder": ["where_field", "where_op", "where_value"],
         "home_url": reverse("admin:kb_knowledgebase_home", args=[kb.pk]),
         "opts": model_admin.model._meta,
     }

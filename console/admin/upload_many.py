@@ -40,7 +40,7 @@ from textkit.extract import accepted_extensions, accepted_kinds
 
 
 class UploadManyForm(forms.Form):
-    kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none())
+    kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none(), label="Knowledge base")
     access_groups = forms.CharField(
         required=False, help_text="Comma-separated, for new documents; only groups you hold."
     )

@@ -205,10 +205,14 @@ def hits_visibility(
     version: IndexVersion,
     hits: list[Hit],
     as_of: datetime | None = None,
+    state: str | None = None,
 ) -> dict[int, HitVisibility]:
     """Per hit (by chunk id): the pointer that serves it and the access groups that let
     `principal` read it. The hits passed the search statement's rule already; this names its
-    clauses. Two queries (the documents' groups, the pointers' times)."""
+    clauses. Two queries (the documents' groups, the pointers' times). `state`: what a version
+    that is not the active one is doing, in the words its caller shows elsewhere (the admin's
+    `index_version_status`: a candidate that covers the knowledge base is "ready" although its
+    stored state says building); default, its stored state."""
     if not hits:
         return {}
     groups_of = dict(
@@ -222,7 +226,7 @@ def hits_visibility(
         ).values_list("build_id", "published_at")
     )
     active = version.pk == kb.active_index_version_id
-    which = f"v{version.number} ({'active' if active else version.state})"
+    which = f"v{version.number} ({'active' if active else state or version.state})"
     result = {}
     for hit in hits:
         groups = sorted(groups_of.get(hit.document_key) or [])

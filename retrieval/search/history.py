@@ -34,7 +34,15 @@ from work.models import AuditEvent
 
 
 class HistoryOutOfRange(ValueError):
-    """`as_of` is in the future or older than the knowledge base's retention window."""
+    """`as_of` is in the future (`earliest` None) or older than the knowledge base's retention
+    window (`earliest`: the oldest time that can be searched); the message is the API's."""
+
+    def __init__(
+        self, message: str, *, earliest: datetime | None = None, retention_days: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.earliest = earliest
+        self.retention_days = retention_days
 
 
 SWAP_EVENT_KINDS = ("index_version_swap", "index_version_rollback")
@@ -185,7 +193,9 @@ def search_as_of(
     if as_of < earliest:
         raise HistoryOutOfRange(
             f"as_of is older than the retention window of {kb.retention_days} days: "
-            f"the earliest time that can be searched is {earliest:%Y-%m-%dT%H:%M:%SZ} (UTC)."
+            f"the earliest time that can be searched is {earliest:%Y-%m-%dT%H:%M:%SZ} (UTC).",
+            earliest=earliest,
+            retention_days=kb.retention_days,
         )
     started = time.perf_counter()
     version = index_version_at(kb=kb, at=as_of, using=using)

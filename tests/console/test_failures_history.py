@@ -138,7 +138,7 @@ def test_the_live_refresh_brings_history_and_retry(
     assert after["status"].startswith("live r1")
     history = after["history_html"]
     assert "publish" in history and "Nothing published yet" not in history
-    assert "pipeline" in after["history_html"] and "UTC" in after["history_html"]
+    assert "Canon, when built" in after["history_html"] and "UTC" in after["history_html"]
     assert "served now" in after["builds_html"]
 
     broken = upload_broken(kb, "travel")

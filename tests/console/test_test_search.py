@@ -17,7 +17,7 @@ from kb.models import Build, IndexVersion, KnowledgeBase, Tenant
 from kb.services.documents import document_delete
 from kb.services.index_versions import index_version_create, knowledge_base_create
 from retrieval.principals import Principal, api_key_create
-from retrieval.search import engine
+from retrieval.search import engine, fusion
 from tests.console.admin_world import MARK_HR, World, build_world
 from tests.retrieval.factories import api, publish, search, upload
 from work.models import IngestionTask
@@ -77,10 +77,14 @@ def test_a_hit_says_why_it_ranks_where_it_does(world: World) -> None:
 
     assert response.status_code == 200
     ranked = response.context["sides"][0].rows[0]["ranked"]
-    assert ranked.startswith("vector #1 (")
-    assert "keyword #1 (" in ranked and "of the most the query could score" in ranked
-    assert re.search(r" · fused [01]\.\d{3} \(\w+ [+-]\d", ranked)
-    assert "Why this rank: vector #1" in response.content.decode()
+    assert ranked.startswith("vector #1 (similarity ")
+    assert "keyword #1 (BM25 " in ranked and "of the most the query's words could score" in ranked
+    assert re.search(r" · fused [01]\.\d{3}: raised by [a-z]", ranked)
+    assert "keyword rank 1 (+" in ranked  # a feature told as the hit's value of it
+    # the model's feature names are words on the page, never its identifiers
+    page = response.content.decode()
+    assert "Why this rank: vector #1" in page
+    assert not [name for name in fusion.FEATURES if name in page]
 
 
 def test_a_user_outside_hr_never_sees_hr_text_whatever_they_ask(world: World) -> None:
@@ -135,7 +139,12 @@ def test_as_of_shows_what_search_returned_then(kb: KnowledgeBase, admin_user: Us
     assert "second class" in then.context["sides"][0].rows[0]["hit"].text
     assert "At " in then.context["sides"][0].rows[0]["why"].pointer
     assert "first class" in now.context["sides"][0].rows[0]["hit"].text
-    assert "retention window" in too_old.context["sides"][0].error
+    refusal = too_old.context["sides"][0].error
+    assert "before the oldest history this knowledge base keeps" in refusal
+    assert "“As of”" in refusal and "as_of" not in refusal
+    future = _search(client, kb, query="reimbursed", as_of="2999-01-01 00:00:00")
+    assert "in the future" in future.context["sides"][0].error
+    assert "as_of" not in future.context["sides"][0].error
 
 
 def test_compare_runs_the_query_against_a_candidate_beside_the_active_version(
@@ -155,7 +164,16 @@ def test_compare_runs_the_query_against_a_candidate_beside_the_active_version(
     assert candidate.rows and {r["hit"].build_id for r in candidate.rows} <= v2_builds
     assert not {r["hit"].build_id for r in active.rows} & v2_builds
     assert len(candidate.rows) > len(active.rows)  # smaller chunks: more of them match
-    assert "pointer in v2 (building) names build" in candidate.rows[0]["why"].pointer
+    # built for every document: the candidate is ready, as its row on the knowledge base says
+    assert "pointer in v2 (ready) names build" in candidate.rows[0]["why"].pointer
+    assert candidate.title == "Candidate (ready)"
+    assert (
+        "v2 (ready: 1/1 built"
+        in dict(response.context["form"].fields["compare"].choices)[version.pk]
+    )
+    # and so does the page of a hit's chunks
+    chunks_page = client.get(candidate.rows[0]["chunks_url"].split("#")[0]).content.decode()
+    assert "v2 (ready: 1/1 built" in chunks_page and "building" not in chunks_page
     assert response.context["shared"] == 1
     assert response.context["comparison"].candidate.version == version
     # a comparison with as-of is refused: history is of the versions that were active

@@ -163,7 +163,7 @@ def test_the_knowledge_base_home_timeline_test_search_and_chunks_in_a_real_brows
     Select(browser.find_element(By.ID, "id_compare")).select_by_value(str(candidate.pk))
     iris.click("#id_as_key")  # as himself again
     iris.click("input[type=submit][value=Search]")
-    iris.wait_for_text("Candidate — v2")
+    iris.wait_for_text("Candidate (ready) — v2")  # it covers the knowledge base
     sides = browser.find_elements(By.CSS_SELECTOR, "#results .side")
     assert len(sides) == 2 and "v1" in sides[0].text and "v2" in sides[1].text
     assert browser.find_elements(By.ID, "version-comparison")

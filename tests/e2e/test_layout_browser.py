@@ -65,7 +65,7 @@ def test_pages_fit_the_window(live_server: Any, browser: WebDriver, kb: Knowledg
     cm.screenshot("front-page-fits")
 
     cm.visit("/admin/kb/document/")
-    cm.wait_for_text("Select document")
+    cm.wait_for_text("Work queues:")
     assert sideways(browser) == 0
     heights = browser.execute_script(
         """return [...document.querySelectorAll('#result_list td.field-status')].map(td => {

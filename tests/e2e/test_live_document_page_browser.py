@@ -67,7 +67,7 @@ def test_the_document_page_follows_its_builds_live(
     WebDriverWait(browser, 30).until(lambda d: "Nothing published yet" not in box(d, "history"))
     history = box(browser, "history")
     assert "Nothing published yet" not in history
-    assert "r1" in history and "pipeline" in history and "UTC" in history
+    assert "r1" in history and "Canon, when built" in history and "UTC" in history
     show(browser, "#builds")
     cm.screenshot("history-refreshed-live")
     first.stop()

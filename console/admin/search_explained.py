@@ -1,0 +1,221 @@
+"""Test search's hits in words: what a hit's score is, which lists found it, why it ranks where
+it does, and where in its file it stands.
+
+The API's `explain` names the learned fusion's features as the model does (`bm25_share`,
+`cross_x_cos`: `retrieval.search.fusion.FEATURES`); a person reads them here as what they
+measure, with the value the hit had ("keyword rank 1", "similarity 0.31", "in another language
+than the query"). Features that say the same thing of a hit (not in the keyword list: its rank,
+its score and its share are all zero) are told once, their contributions summed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.search.fusion import ZH_SHARE
+from retrieval.search.hits import Hit, Ranking
+from textkit.extract import Location
+from textkit.text import cjk_share
+
+NOT_IN_VECTOR = "not in the vector list"
+NOT_IN_KEYWORD = "not in the keyword list"
+SAME_LANGUAGE = "in the query's language"
+OTHER_LANGUAGE = "in another language than the query"
+NOT_ZH_QUERY = "a query not in Chinese"
+
+
+def _rank(reciprocal: float) -> int:
+    """The 1-based rank a feature `1 / (1 + rank)` was made of."""
+    return round(1 / reciprocal - 1)
+
+
+def _share(value: float) -> str:
+    return f"{value:.0%}"
+
+
+# Each feature of the learned fusion as words about the hit, from the hit's value of it (a list
+# that did not find the hit, or an interaction that is off, `_phrase` says first).
+Words = Callable[[float], str]
+FEATURE_WORDS: dict[str, Words] = {
+    "cos": lambda v: f"similarity {v:.2f}",
+    "cos_below_best": lambda v: (
+        "the best similarity of the list" if v <= 0 else f"similarity {v:.2f} below the best"
+    ),
+    "in_vector": lambda v: "in the vector list",
+    "vector_reciprocal_rank": lambda v: f"vector rank {_rank(v)}" if v > 0 else NOT_IN_VECTOR,
+    "bm25_share": lambda v: f"matches {_share(v)} of what the query's words could score",
+    "bm25_of_best": lambda v: f"keyword score {_share(v)} of the best",
+    "in_keyword": lambda v: "in the keyword list",
+    "keyword_reciprocal_rank": lambda v: f"keyword rank {_rank(v)}" if v > 0 else NOT_IN_KEYWORD,
+    "keyword_best_share": lambda v: f"this query's best keyword match scoring {_share(v)}",
+    "vector_best": lambda v: f"this query's best similarity being {v:.2f}",
+    "vector_spread": lambda v: f"this query's top ten similarities spreading over {v:.2f}",
+    "query_zh": lambda v: "a Chinese query" if v else NOT_ZH_QUERY,
+    "chunk_zh": lambda v: "a Chinese passage" if v else "a passage not in Chinese",
+    "cross": lambda v: OTHER_LANGUAGE if v else SAME_LANGUAGE,
+    "cross_x_bm25_share": lambda v: f"a keyword match across languages ({_share(v)})",
+    "cross_x_bm25_of_best": lambda v: f"a keyword score across languages ({_share(v)} of best)",
+    "cross_x_cos": lambda v: f"similarity {v:.2f} across languages",
+    "cross_x_keyword_reciprocal_rank": lambda v: (
+        f"keyword rank {_rank(v)} across languages" if v > 0 else NOT_IN_KEYWORD
+    ),
+    "query_zh_x_bm25_share": lambda v: f"a Chinese query's keyword match ({_share(v)})",
+    "query_zh_x_cos": lambda v: f"a Chinese query's similarity {v:.2f}",
+}
+# The features a list's absence zeroes (a hit it did not find has its floor there).
+_VECTOR = {"cos", "cos_below_best", "in_vector", "vector_reciprocal_rank", "cross_x_cos"}
+_VECTOR |= {"query_zh_x_cos"}
+_KEYWORD = {"bm25_share", "bm25_of_best", "in_keyword", "keyword_reciprocal_rank"}
+_KEYWORD |= {"cross_x_bm25_share", "cross_x_bm25_of_best", "cross_x_keyword_reciprocal_rank"}
+_KEYWORD |= {"query_zh_x_bm25_share"}
+_CROSS = {f for f in FEATURE_WORDS if f.startswith("cross_x_")}
+_ZH_QUERY = {f for f in FEATURE_WORDS if f.startswith("query_zh_x_")}
+
+
+def _phrase(name: str, value: float, values: dict[str, float]) -> str:
+    """One feature of one hit in words. An interaction that is off (the same language, a query
+    not in Chinese) is said as that, so its share of the score is not read as a match; then a
+    hit a list did not find is said to be absent from it, whatever that list's features hold
+    (its floor)."""
+    if name in _CROSS and not values.get("cross"):
+        return SAME_LANGUAGE
+    if name in _ZH_QUERY and not values.get("query_zh"):
+        return NOT_ZH_QUERY
+    if name in _VECTOR and not values.get("in_vector"):
+        return NOT_IN_VECTOR
+    if name in _KEYWORD and not values.get("in_keyword"):
+        return NOT_IN_KEYWORD
+    return FEATURE_WORDS[name](value)
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}".replace("-", "\u2212")
+
+
+def fused_words(fused: dict[str, Any], *, most: int = 4) -> str:
+    """What moved a hit's fused score most, in words: for the learned fusion, each feature as
+    the hit's value of it ("keyword rank 1 +0.90"), raised first then lowered (contributions to
+    the model's logit, against the average candidate it was fitted on); for convex and rrf,
+    what each list gave."""
+    contributions = fused.get("contributions") or []
+    if contributions and "value" not in contributions[0]:  # convex / rrf: the legs' parts
+        return ", ".join(f"{c['feature']} list gave {c['contribution']:.3g}" for c in contributions)
+    values = {c["feature"]: float(c["value"]) for c in contributions}
+    summed: dict[str, float] = {}
+    for c in contributions:
+        words = _phrase(c["feature"], float(c["value"]), values)
+        summed[words] = summed.get(words, 0.0) + float(c["contribution"])
+    top = sorted(summed.items(), key=lambda item: -abs(item[1]))[:most]
+    raised = [f"{words} ({_signed(part)})" for words, part in top if part > 0]
+    lowered = [f"{words} ({_signed(part)})" for words, part in top if part <= 0]
+    said = []
+    if raised:
+        said.append("raised by " + ", ".join(raised))
+    if lowered:
+        said.append("lowered by " + ", ".join(lowered))
+    return "; ".join(said)
+
+
+def _leg_words(leg: str, place: dict[str, Any] | None) -> str:
+    if place is None:
+        return f"{leg}: not in its list"
+    if leg == "vector":
+        return f"vector #{place['rank']} (similarity {place['score']:.3f})"
+    words = f"keyword #{place['rank']} (BM25 {place['score']:.3g}"
+    if "share_of_bound" in place:
+        words += f", {place['share_of_bound']:.0%} of the most the query's words could score"
+    return words + ")"
+
+
+def rank_words(ranking: dict[str, Any] | None) -> str:
+    """One line on why a hit ranks where it does: its place in each list and, for hybrid,
+    what moved its fused score."""
+    if not ranking:
+        return ""
+    parts = [_leg_words(leg, ranking[leg]) for leg in ("vector", "keyword") if leg in ranking]
+    fused = ranking.get("fused")
+    if fused:
+        parts.append(f"fused {fused['score']:.3f}: {fused_words(fused)}")
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class ScoreWords:
+    """A hit's number as what it is: `label` beside the number, `meaning` once per column."""
+
+    label: str
+    meaning: str
+
+
+def score_words(ranking: Ranking | None, mode: str) -> ScoreWords:
+    """What the scores of one result list mean, by mode and fusion method."""
+    method = ranking.method if ranking else None
+    if mode == "vector":
+        return ScoreWords(
+            "similarity",
+            "Similarity is the cosine between the query's vector and the passage's (1: the "
+            "same direction); its scale depends on the embedding model.",
+        )
+    if mode == "keyword":
+        return ScoreWords(
+            "BM25",
+            "BM25 grows with the query's rarer words found in the passage; it has no fixed top, "
+            "so each hit also says its share of the most the query's words could score.",
+        )
+    if method == "rrf":
+        return ScoreWords(
+            "rank fusion",
+            "Rank fusion adds 1/(60 + rank) from each list, weighted: only the order means "
+            "something, not the size of the number.",
+        )
+    if method == "convex":
+        return ScoreWords(
+            "fused",
+            "The fused score adds each list's score as a share of that list's best hit, "
+            "weighted: 1 is the best of both lists, whatever the query.",
+        )
+    return ScoreWords(
+        "fusion estimate",
+        "The fusion estimate (0 to 1) is the learned fusion's estimate that the hit's document "
+        "answers the query, from how both lists rank it against this query's other candidates. "
+        "It is relative, not a certainty: when nothing answers well, the best of the rest "
+        "still scores high. Read it with what found the hit: found by meaning only, in "
+        "another language than the query, is weak evidence.",
+    )
+
+
+def _chinese(text: str) -> bool:
+    return cjk_share(text) >= ZH_SHARE
+
+
+def found_by(hit: Hit, ranking: dict[str, Any] | None, query: str, mode: str) -> str:
+    """Which lists found a hybrid hit, and whether it is in the query's language (Chinese or
+    not, as the fusion tells languages apart); empty for a one-list search."""
+    if mode != "hybrid" or not ranking:
+        return ""
+    vector, keyword = ranking.get("vector"), ranking.get("keyword")
+    if vector and keyword:
+        words = f"found by meaning (vector #{vector['rank']}) and by its words (keyword "
+        words += f"#{keyword['rank']})"
+    elif vector:
+        words = f"found by meaning only (vector #{vector['rank']}); not in the keyword list"
+    elif keyword:
+        words = f"found by its words only (keyword #{keyword['rank']}); not in the vector list"
+    else:
+        words = "in neither list"
+    if _chinese(query) != _chinese(hit.text):
+        words += f"; {OTHER_LANGUAGE}"
+    return words
+
+
+def where_words(location: Any) -> str:
+    """The pages, slides or rows a hit's chunk stands on, as the chunk's page says them
+    ("page 3", "sheet Q3, rows 2-41"); empty when its file has none."""
+    if not isinstance(location, dict):
+        return ""
+    try:
+        return Location.from_json(location).label()
+    except (KeyError, TypeError, ValueError):
+        return ""
