@@ -108,6 +108,22 @@ def work_queue_counts(user: Any) -> dict[str, int]:
     return {state: counts[state] for state in WORK_QUEUES}
 
 
+def work_queue_counts_by_kb(kb_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Per knowledge base of `kb_ids`, how many of its documents wait in each work queue
+    ({"awaiting_approval": n, "failed": n}), counted as its home counts them (every document,
+    naming none). One query."""
+    rows = (
+        Document.objects.filter(kb_id__in=kb_ids)
+        .values("kb_id")
+        .annotate(**{state: Count("pk", filter=document_state_q(state)) for state in WORK_QUEUES})
+        .order_by("kb_id")
+    )
+    counts = {kb_id: dict.fromkeys(WORK_QUEUES, 0) for kb_id in kb_ids}
+    for row in rows:
+        counts[row["kb_id"]] = {state: row[state] for state in WORK_QUEUES}
+    return counts
+
+
 # --- deletion and restore -------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ fields existed; one that declares some refuses a key it does not declare.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -125,6 +125,15 @@ def retype_misfit(*, key: str, name: str, kind: str, problem: MetadataInvalid) -
     return MetadataInvalid(
         name, f'Document {key} holds a value of "{name}" that is not a {kind}: {problem}'
     )
+
+
+def undeclared_keys(metadata: Mapping[str, Any], declared: Collection[str]) -> list[str]:
+    """The keys of a document's `metadata` its knowledge base does not declare (it declares the
+    names `declared`), sorted; none when it declares no field (then any key is kept). A document
+    holds such keys when they were set before the fields were declared."""
+    if not declared:
+        return []
+    return sorted(name for name in metadata if name not in declared)
 
 
 def normalise_metadata(

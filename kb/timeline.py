@@ -2,8 +2,10 @@
 
 One list merged from four records: uploads and new revisions (Revision, with who uploaded),
 pointer changes (PublicationEvent: publish, approve, rollback, delete, restore), index-version
-work and retries (AuditEvent: created, swap, version rollback, build retry, with who and why)
-and settings changes (Django admin's LogEntry of the knowledge base, with its change message).
+work, retries and other people's actions (AuditEvent: created, swap, version rollback, build
+retry, a bulk metadata edit of one document, the answer to a sync's held deletions —
+`kb.audit_kinds` — with who and why) and settings changes (Django admin's LogEntry of the
+knowledge base, with its change message).
 The reconciler's records (`anomaly:*`, `reconciler_pass`, `lease_expired`) are not admin
 actions and stay out.
 
@@ -30,6 +32,7 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from kb import audit_kinds
 from kb.access import Reader, may_read_groups
 from kb.models import KnowledgeBase
 from work.models import AuditEvent
@@ -40,6 +43,8 @@ AUDIT_KINDS = (
     "index_version_swap",
     "index_version_rollback",
     "build_retry",
+    audit_kinds.METADATA_SET,
+    *audit_kinds.SYNC_ANSWERS,
 )
 SWAP_KINDS = ("index_version_swap", "index_version_rollback")
 PAGE_SIZE = 25
@@ -61,6 +66,9 @@ _LABELS = {
     "index_version_swap": "swapped the index version",
     "index_version_rollback": "rolled the index version back",
     "build_retry": "retried a build",
+    audit_kinds.METADATA_SET: "set metadata",
+    audit_kinds.SYNC_DELETIONS_CONFIRMED: "confirmed a sync's deletions",
+    audit_kinds.SYNC_DELETIONS_KEPT: "kept what a sync would delete",
     "settings_added": "created the knowledge base",
     "settings_changed": "changed settings",
 }
@@ -158,7 +166,9 @@ def _page_sql(*, user_table: str, log_table: str) -> str:
              AND (s.t IS NULL OR e.created_at < s.t)))
        ORDER BY e.created_at DESC, e.id DESC LIMIT %(n)s)
       UNION ALL
-      (SELECT a.detected_at, {_AUDIT}, a.id, a.actor_id, ab.document_id, ar.number,
+      (SELECT a.detected_at, {_AUDIT}, a.id, a.actor_id,
+              CASE WHEN a.subject_type = 'document' THEN a.subject_id ELSE ab.document_id END,
+              ar.number,
               CASE WHEN a.subject_type = 'index_version' THEN a.subject_id
                    ELSE ab.index_version_id END,
               CASE WHEN jsonb_typeof(a.details -> 'previous_id') = 'number'

@@ -3,6 +3,12 @@ field the knowledge base declares, or a JSON object when it declares none), see 
 document with what changes, confirm with a reason; `documents_metadata_set` then writes them
 all or nothing.
 
+A document holding keys the knowledge base does not declare (set before the fields were) cannot
+be written as it is: the confirmation names each such document and its keys, and the person
+either leaves those documents as they are (the others change) or drops the keys from them.
+Nothing typed is lost on the way: the selection, the values and the reason ride along when the
+person goes back to the values, switches that choice, forgets the reason or meets a refusal.
+
 The action needs the permission to change documents (content managers have it) and works on
 the documents of one knowledge base. Its documents are the changelist's scoped queryset (the
 user's tenant and access groups), looked up again on every step; deleted documents are left
@@ -11,6 +17,7 @@ out. The confirmed values are checked again by the service, under its lock.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +31,19 @@ from django.template.response import TemplateResponse
 from console.admin import document_metadata
 from console.admin.bulk_actions import BULK_MAX, EACH_DOCUMENT_HISTORY, _names
 from console.admin.confirmation import ReasonForm, confirm_label, require
-from kb.metadata import BOOLEAN, MetadataInvalid, normalise_metadata
+from kb.metadata import BOOLEAN, MetadataInvalid, normalise_metadata, undeclared_keys
 from kb.models import Document, KnowledgeBase
 from kb.services.metadata import documents_metadata_set
 
 ACTION = "set_metadata"
 REMOVE = "remove__"
 VALUES = "values"  # the JSON textarea of a knowledge base that declares no field
+TEMPLATE = "admin/kb/document/bulk_metadata.html"
+# Documents holding keys the knowledge base does not declare: the person's choice (a hidden
+# input carries the one the confirmation shows; the REVIEW buttons show it with the other).
+UNDECLARED, DROP, LEAVE = "undeclared", "drop", "leave"
+REVIEW = "undeclared_review"
+EDIT = "edit_values"  # the confirmation's button back to the values form
 
 
 class MetadataValuesForm(forms.Form):
@@ -99,25 +112,57 @@ class Change:
     changes: list[str]  # "field: before → after"
 
 
-def _plan(documents: list[Document], values: dict[str, Any]) -> tuple[list[Change], list[Any]]:
-    changing: list[Change] = []
-    skipped: list[tuple[Document, str]] = []
+@dataclass(frozen=True)
+class Holder:
+    """A selected document holding keys its knowledge base does not declare (set before the
+    fields were): (key, value shown) each."""
+
+    document: Document
+    keys: list[tuple[str, str]]
+
+
+@dataclass
+class Plan:
+    """What the confirmation shows and the write does: the documents that change and how, those
+    left alone and why, and the holders of undeclared keys, which change (their keys dropped)
+    only when the person chose `drop`."""
+
+    changing: list[Change] = dataclasses.field(default_factory=list)
+    skipped: list[tuple[Document, str]] = dataclasses.field(default_factory=list)
+    holders: list[Holder] = dataclasses.field(default_factory=list)
+    drop: bool = False
+
+
+def _plan(
+    documents: list[Document], values: dict[str, Any], declared: set[str], drop: bool
+) -> Plan:
+    plan = Plan(drop=drop)
     for document in documents:
         if document.deleted_at is not None:
-            skipped.append((document, "deleted"))
+            plan.skipped.append((document, "deleted"))
             continue
         stored = document.metadata or {}
+        extra = undeclared_keys(stored, declared)
+        if extra:
+            plan.holders.append(
+                Holder(document, [(k, document_metadata.shown(stored[k])) for k in extra])
+            )
+            if not drop:
+                continue  # left as it is: listed with the holders
         lines = [
+            f"{name}: {document_metadata.shown(stored[name])} → removed (not declared)"
+            for name in extra
+        ] + [
             f"{name}: {document_metadata.shown(stored.get(name))} → "
             f"{document_metadata.shown(value)}"
             for name, value in sorted(values.items())
             if stored.get(name) != value
         ]
         if lines:
-            changing.append(Change(document, lines))
+            plan.changing.append(Change(document, lines))
         else:
-            skipped.append((document, "already has these values"))
-    return changing, skipped
+            plan.skipped.append((document, "already has these values"))
+    return plan
 
 
 def _confirmed_values(request: HttpRequest) -> dict[str, Any] | None:
@@ -132,7 +177,9 @@ def run(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Document]
 ) -> HttpResponse | None:
     """The action: the values form, then the confirmation, then the write. None: back to the
-    list (with a message)."""
+    list (with a message). What the person typed — the selection, the values, the reason — is
+    carried from page to page: back to the values (EDIT), the confirmation shown again with
+    the undeclared keys dropped or not (REVIEW), and a refused write shown again with why."""
     require(request, "kb.change_document")
     count = queryset.count()
     if count > BULK_MAX:
@@ -150,72 +197,117 @@ def run(
     kb = KnowledgeBase.objects.get(pk=kb_ids.pop())
     documents = list(queryset.select_related("kb").order_by("key"))
     stage = request.POST.get("stage")
-    if stage == "confirm":
-        values = _confirmed_values(request)
+    typed_reason = request.POST.get("reason", "")
+    confirmed = _confirmed_values(request) if stage == "confirm" else None
+    page = Page(model_admin, request, kb, documents)
+    if confirmed is not None and EDIT not in request.POST:
+        review = request.POST.get(REVIEW)
+        if review in (DROP, LEAVE):
+            return page.confirmation(confirmed, _reason_form(typed_reason), drop=review == DROP)
+        drop = request.POST.get(UNDECLARED) == DROP
         reason_form = ReasonForm(request.POST, reason_help=EACH_DOCUMENT_HISTORY)
-        if values is not None and reason_form.is_valid():
-            _perform(
-                model_admin, request, kb, documents, values, reason_form.cleaned_data["reason"]
+        if reason_form.is_valid():
+            refusal = _perform(
+                model_admin,
+                request,
+                kb,
+                documents,
+                confirmed,
+                reason_form.cleaned_data["reason"],
+                drop,
             )
-            return None
-        if values is not None:
-            return _confirmation(model_admin, request, kb, documents, values, reason_form)
-    form = MetadataValuesForm(request.POST if stage == "preview" else None, kb=kb)
+            if refusal is None:
+                return None
+            return page.confirmation(confirmed, reason_form, drop=drop, refusal=refusal)
+        return page.confirmation(confirmed, reason_form, drop=drop)
+    if confirmed is not None:  # EDIT: the values form again, filled with what was typed
+        form = MetadataValuesForm(initial=_initial(kb, confirmed), kb=kb)
+    else:
+        form = MetadataValuesForm(request.POST if stage == "preview" else None, kb=kb)
     if stage == "preview" and form.is_valid():
-        values = form.values()
-        reason_form = ReasonForm(reason_help=EACH_DOCUMENT_HISTORY)
-        return _confirmation(model_admin, request, kb, documents, values, reason_form)
+        return page.confirmation(form.values(), _reason_form(typed_reason), drop=False)
     title = f"Set metadata on {len(documents)} document{'s' if len(documents) != 1 else ''}"
     context = {
-        **_context(model_admin, request, kb, documents, title),
+        **page.context(title),
         "stage": "preview",
         "form": form,
         "confirm_label": "Preview the changes",
+        "kept_reason": typed_reason,
     }
-    return TemplateResponse(request, "admin/kb/document/bulk_metadata.html", context)
+    return TemplateResponse(request, TEMPLATE, context)
 
 
-def _context(
-    model_admin: admin.ModelAdmin,
-    request: HttpRequest,
-    kb: KnowledgeBase,
-    documents: list[Document],
-    title: str,
-) -> dict[str, Any]:
-    return {
-        **model_admin.admin_site.each_context(request),
-        "title": title,
-        "kb": kb,
-        "selected": documents,
-        "action_name": ACTION,
-        "back": request.get_full_path(),
-        "opts": model_admin.model._meta,
-        "summary": {},
-    }
+def _reason_form(typed: str) -> ReasonForm:
+    """The reason box showing what was typed, without an error before anyone confirms."""
+    return ReasonForm(initial={"reason": typed}, reason_help=EACH_DOCUMENT_HISTORY)
 
 
-def _confirmation(
-    model_admin: admin.ModelAdmin,
-    request: HttpRequest,
-    kb: KnowledgeBase,
-    documents: list[Document],
-    values: dict[str, Any],
-    reason_form: ReasonForm,
-) -> HttpResponse:
-    changing, skipped = _plan(documents, values)
-    n = len(changing)
-    title = f"Set metadata on {n} document{'s' if n != 1 else ''}"
-    context = {
-        **_context(model_admin, request, kb, documents, title),
-        "stage": "confirm",
-        "form": reason_form,
-        "confirm_label": confirm_label(title),
-        "changing": changing,
-        "skipped": skipped,
-        "values": sorted((name, document_metadata.shown(value)) for name, value in values.items()),
-        "values_json": json.dumps(values, sort_keys=True),
-    }
-    return TemplateResponse(request, "admin/kb/document/bulk_metadata.html", context)
+def _initial(kb: KnowledgeBase, values: dict[str, Any]) -> dict[str, Any]:
+    """The values form's inputs for `values` (what the confirmation carried)."""
+    if not document_metadata.declared_fields(kb):
+        return {VALUES: values}
+    kinds = dict(kb.metadata_fields.values_list("name", "type"))
+    initial: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None:
+            initial[REMOVE + name] = True
+        elif kinds.get(name) == BOOLEAN:
+            initial[document_metadata.PREFIX + name] = "true" if value else "false"
+        else:
+            initial[document_metadata.PREFIX + name] = value
+    return initial
+
+
+@dataclass
+class Page:
+    """The pages of one run of the action: its documents, in one knowledge base."""
+
+    model_admin: admin.ModelAdmin
+    request: HttpRequest
+    kb: KnowledgeBase
+    documents: list[Document]
+
+    def context(self, title: str) -> dict[str, Any]:
+        return {
+            **self.model_admin.admin_site.each_context(self.request),
+            "title": title,
+            "kb": self.kb,
+            "selected": self.documents,
+            "action_name": ACTION,
+            "back": self.request.get_full_path(),
+            "opts": self.model_admin.model._meta,
+            "summary": {},
+        }
+
+    def confirmation(
+        self,
+        values: dict[str, Any],
+        reason_form: ReasonForm,
+        *,
+        drop: bool,
+        refusal: str = "",
+    ) -> HttpResponse:
+        declared = {f.name for f in document_metadata.declared_fields(self.kb)}
+        plan = _plan(self.documents, values, declared, drop)
+        n = len(plan.changing)
+        title = f"Set metadata on {n} document{'s' if n != 1 else ''}"
+        context = {
+            **self.context(title),
+            "stage": "confirm",
+            "form": reason_form,
+            "confirm_label": confirm_label(title),
+            "plan": plan,
+            "changing": plan.changing,
+            "skipped": plan.skipped,
+            "refusal": refusal,
+            "declared": sorted(declared),
+            "values": sorted(
+                (name, document_metadata.shown(value)) for name, value in values.items()
+            ),
+            "values_json": json.dumps(values, sort_keys=True),
+            "undeclared": DROP if drop else LEAVE,
+        }
+        return TemplateResponse(self.request, TEMPLATE, context)
 
 
 def _perform(
@@ -225,27 +317,41 @@ def _perform(
     documents: list[Document],
     values: dict[str, Any],
     reason: str,
-) -> None:
-    """Every selected, non-deleted document the user may still see, in one transaction."""
-    live = [d for d in documents if d.deleted_at is None]
-    changing, _ = _plan(live, values)
+    drop: bool,
+) -> str | None:
+    """Every document the plan changes (the selected, non-deleted documents the user may still
+    see; holders of undeclared keys only when `drop`), in one transaction. None when done (a
+    message says what changed); else why nothing was, for the confirmation shown again."""
+    declared = {f.name for f in document_metadata.declared_fields(kb)}
+    plan = _plan([d for d in documents if d.deleted_at is None], values, declared, drop)
     try:
         changed = documents_metadata_set(
-            kb=kb, document_ids=[c.document.pk for c in changing], values=values
+            kb=kb,
+            document_ids=[c.document.pk for c in plan.changing],
+            values=values,
+            drop_undeclared=drop,
+            actor=request.user,
+            reason=reason,
         )
     except MetadataInvalid as exc:
-        messages.error(request, f"Nothing was changed: {exc}")
-        return
+        return f"Nothing was changed: {exc}"
     names = ", ".join(f"{k}={document_metadata.shown(v)}" for k, v in sorted(values.items()))
-    for change in changing:
+    for change in plan.changing:
         model_admin.log_change(
             request, change.document, f"Set metadata {names} (bulk action): {reason}"
         )
-    keys = [c.document.key for c in changing]
+    keys = [c.document.key for c in plan.changing]
     if changed:
         messages.success(request, f"Set metadata on {changed}: {_names(keys)}.")
     else:
         messages.warning(request, "Nothing was changed: the documents already had these values.")
+    left = [h.document.key for h in plan.holders] if not drop else []
+    if left:
+        messages.info(
+            request,
+            f"Left as they are, holding keys {kb.name} does not declare: {_names(left)}.",
+        )
+    return None
 
 
 @admin.action(description="Set metadata on selected documents…", permissions=["change"])

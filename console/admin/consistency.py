@@ -17,6 +17,7 @@ from django.urls import path, reverse
 
 from console.admin import scoping
 from console.admin.scoping import may_read, user_tenant_ids
+from console.admin.work_queues import DASHBOARD_AFTER, long_held_runs
 from console.dashboard import dashboard, every
 from embeddings.breaker import breaker_states
 from ingestion.models import StageResult
@@ -168,6 +169,9 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
                 for name, entry in sorted(celery_app.conf.beat_schedule.items())
             ],
             "violations": violations,
+            # a person's queue that went unanswered for over a day (console.admin.work_queues)
+            "held_runs": long_held_runs(tenant_ids=tenant_ids),
+            "held_after": DASHBOARD_AFTER,
             "can_verify": request.user.is_superuser,
             "opts": self.model._meta,
         }

@@ -34,7 +34,11 @@ from kb.models import (
     Revision,
 )
 from kb.selectors.builds import RUNNING_BUILD_STATES, build_progress, served_now
-from kb.selectors.documents import document_build_rows, document_status
+from kb.selectors.documents import (
+    awaiting_approval_words,
+    document_build_rows,
+    document_status,
+)
 from kb.services.base import ActionRefused
 from kb.services.documents import document_create, document_update, revision_create
 from kb.uploads import (
@@ -47,7 +51,7 @@ from kb.uploads import (
 )
 from retrieval.api.uploads import key_unavailable
 from sources.selectors import document_source
-from textkit.extract import accepted_extensions, accepted_kinds
+from textkit.extract import accepted_extensions, accepted_kinds, format_label
 
 # What the History page (Django's LogEntry) records for a save that uploaded a file.
 UPLOAD_LOG_ATTR = "_canon_upload_log"
@@ -95,6 +99,17 @@ def _accept_upload(form: Any, field: str, data: dict[str, Any], *, required: boo
         )
         # the bound field copied the help text when validation created it
         form.fields[field].help_text = form[field].help_text = kept
+
+
+def upload_message(kb: KnowledgeBase, number: int, accepted: AcceptedUpload) -> str:
+    """What happens to an uploaded revision next: built, then live, or, where the knowledge
+    base requires approval, built and then waiting for an approver."""
+    if kb.require_approval:
+        approval = awaiting_approval_words().removeprefix("awaiting ")  # "approval by …"
+        after = f"once built, it waits for {approval} before it goes live"
+    else:
+        after = "it goes live when built"
+    return f"Revision {number} ({accepted.original_name}) uploaded; {after}."
 
 
 def _upload_words(accepted: AcceptedUpload, number: int) -> str:
@@ -334,7 +349,7 @@ class RevisionInline(admin.TabularInline):
     fields = readonly_fields = (
         "number",
         "original_name",
-        "media_type",
+        "kind",
         "file_size",
         "uploaded_by",
         "created_at",
@@ -347,6 +362,13 @@ class RevisionInline(admin.TabularInline):
     @admin.display(description="size")
     def file_size(self, revision: Revision) -> str:
         return filesizeformat(revision.size)
+
+    @admin.display(description="kind of file")
+    def kind(self, revision: Revision) -> str:
+        """The format as the upload pages name it ("Word (.docx)"), its media type on hover."""
+        return format_html(
+            '<span title="{}">{}</span>', revision.media_type, format_label(revision.media_type)
+        )
 
     @admin.display(description="builds")
     def builds(self, revision: Revision) -> str:
@@ -436,6 +458,9 @@ class DocumentAdmin(TenantScopedAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [] if obj is None else self.readonly_fields
 
+    def get_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [] if obj is None else super().get_inlines(request, obj)  # no revisions yet
+
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
@@ -516,11 +541,7 @@ class DocumentAdmin(TenantScopedAdmin):
                 original_name=accepted.original_name,
                 actor=request.user,
             )
-            messages.info(
-                request,
-                f"Revision {revision.number} ({accepted.original_name}) uploaded; "
-                "it goes live when built.",
-            )
+            messages.info(request, upload_message(obj.kb, revision.number, accepted))
             words.append(_upload_words(accepted, revision.number))
         if words:
             text = "; ".join(words)

@@ -1,5 +1,6 @@
-"""A knowledge base's home: its documents by state, the chunks it serves, its failures, the
-active index version's settings, one progress bar per index version still building, and its
+"""A knowledge base's home: its documents by state, the chunks it serves, its work queues
+(awaiting approval, failed, deletions held by sync runs), its failures, the active index
+version's settings, one progress bar per index version still building, and its
 timeline (`kb.timeline`). The admin's index shows the same summary on top for a user whose
 tenant has exactly one knowledge base (`console.templatetags.kb_home`).
 
@@ -21,6 +22,7 @@ from django.urls import reverse
 from console.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
 from console.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
 from console.admin.sources import kb_sources
+from console.admin.work_queues import held_tile
 from kb import document_states, home, timeline
 from kb.access import Reader
 from kb.models import IndexVersion, KnowledgeBase
@@ -62,6 +64,8 @@ def home_summary(request: HttpRequest, kb: KnowledgeBase, *, timeline_size: int)
         "timeline": page,
         "show_versions": kb.index_versions.count() > 1,
         "links": _links(request, kb),
+        # deletions sync runs hold for a person: a work queue like awaiting approval
+        "held": held_tile(request, kb),
     }
 
 

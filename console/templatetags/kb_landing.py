@@ -1,6 +1,6 @@
 """The admin index's landing panel (templates/admin/index.html): for a user whose tenant has
 exactly one knowledge base, that knowledge base's home summary and latest timeline entries;
-with several, a link to each one's home."""
+with several, a link to each one's home with its work queues (`console.admin.work_queues`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from django import template
 
 from console.admin.kb_home import home_summary, landing_knowledge_bases
+from console.admin.work_queues import landing_queues, may_see_held
 
 register = template.Library()
 
@@ -22,7 +23,12 @@ def kb_landing(context: dict[str, Any]) -> dict[str, Any]:
         return {"knowledge_bases": []}
     kbs = landing_knowledge_bases(request)
     if len(kbs) != 1:
-        return {"knowledge_bases": kbs}
+        # each with its work queues, so nothing waiting goes unnoticed behind the list
+        return {
+            "knowledge_bases": kbs,
+            "rows": landing_queues(request, kbs),
+            "show_held": may_see_held(request),
+        }
     return {
         "knowledge_bases": kbs,
         "single": True,

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from kb import audit_kinds
 from kb.models import (
     Build,
     Document,
@@ -79,8 +80,9 @@ def document_status(*, document: Document) -> str:
 
 def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, Any]]]:
     """Per build of `document`, newest revision first: the build and its progress
-    (`build_progress_of`) with its role ("role", "role_kind") and, once it is not running, its
-    chunks ("6/6 chunks"; while it runs the role says "embedding 3/6"). One query."""
+    (`build_progress_of`) with its role ("role", "role_kind"; a current failure's role is only
+    "failed", its error being the build's "error") and, once it is not running, its chunks
+    ("6/6 chunks"; while it runs the role says "embedding 3/6"). One query."""
     builds = builds_with_roles(Build.objects.filter(document=document)).order_by(
         "-revision__number", "index_version__number"
     )
@@ -95,9 +97,10 @@ def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, An
             chunks = str(progress["label"])  # "— (failed before chunking)": no figures
         else:
             chunks = f"{progress['label']} chunks"
-        rows.append(
-            (build, {**progress, "role": role.label, "role_kind": role.kind, "chunks": chunks})
-        )
+        # A current failure is just "failed" here: the page says its error once per build, in
+        # the Builds box's error column (and the status line), not again in every role.
+        label = "failed" if role.kind == "failed" else role.label
+        rows.append((build, {**progress, "role": label, "role_kind": role.kind, "chunks": chunks}))
     return rows
 
 
@@ -119,19 +122,31 @@ def document_progress(*, document: Document) -> dict[str, Any]:
 @dataclass(frozen=True)
 class HistoryRow:
     """One line of a document's History: a pointer change (publish, approve, rollback, delete,
-    restore) or a retry, with who (None: the pipeline) and why."""
+    restore), a retry, a bulk metadata edit or a person's answer to a sync's held deletions,
+    with who (None: the pipeline), why, and what it changed (`detail`)."""
 
     created_at: datetime
     action: str
     revision_number: int | None
     actor: Any
     reason: str
+    detail: str = ""
+
+
+# How the History names the audit events of people's actions (`kb.audit_kinds`).
+_AUDIT_ACTIONS = {
+    "build_retry": "retry",
+    audit_kinds.METADATA_SET: "metadata set",
+    audit_kinds.SYNC_DELETIONS_CONFIRMED: "deletion confirmed",
+    audit_kinds.SYNC_DELETIONS_KEPT: "kept (not deleted)",
+}
 
 
 def document_history(*, document: Document, limit: int = 50) -> list[HistoryRow]:
-    """The document's History, newest first: its PublicationEvents and the retries of its builds
-    (`build_retry`'s audit events, with the reason the confirmation page asked for). Two
-    queries, and one for the retried builds' revisions."""
+    """The document's History, newest first: its PublicationEvents, and the audit events of what
+    people did to it with the reason their confirmation page asked for: retries of its builds,
+    bulk metadata edits, answers to the deletions a sync run held (an answer covers several
+    documents: found by its list of them). Two queries, and one for the builds' revisions."""
     events = [
         HistoryRow(
             e.created_at,
@@ -143,19 +158,25 @@ def document_history(*, document: Document, limit: int = 50) -> list[HistoryRow]
         for e in document.events.select_related("actor", "build__revision").order_by("-id")[:limit]
     ]
     builds = dict(Build.objects.filter(document=document).values_list("pk", "revision__number"))
-    retries = [
+    audited = AuditEvent.objects.filter(
+        Q(kind="build_retry", subject_type="build", subject_id__in=list(builds))
+        | Q(kind=audit_kinds.METADATA_SET, subject_type="document", subject_id=document.pk)
+        | Q(
+            kind__in=audit_kinds.SYNC_ANSWERS,
+            subject_type="sync_run",
+            details__documents__contains=[document.pk],
+        )
+    )
+    people = [
         HistoryRow(
             a.detected_at,
-            "retry",
-            builds.get(a.subject_id or 0),
+            _AUDIT_ACTIONS[a.kind],
+            builds.get(a.subject_id or 0) if a.subject_type == "build" else None,
             a.actor,
             str((a.details or {}).get("reason", "")),
+            "" if a.kind == "build_retry" else a.action,
         )
-        for a in AuditEvent.objects.filter(
-            kind="build_retry", subject_type="build", subject_id__in=list(builds)
-        )
-        .select_related("actor")
-        .order_by("-id")[:limit]
+        for a in audited.select_related("actor").order_by("-id")[:limit]
     ]
-    rows = sorted(events + retries, key=lambda row: row.created_at, reverse=True)
+    rows = sorted(events + people, key=lambda row: row.created_at, reverse=True)
     return rows[:limit]

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from kb import locks
+from kb.audit_kinds import METADATA_SET
 from kb.metadata import (
     MAX_FIELDS,
     MetadataInvalid,
@@ -21,8 +22,11 @@ from kb.metadata import (
     normalise_metadata,
     normalise_value,
     retype_misfit,
+    undeclared_keys,
 )
 from kb.models import Document, KnowledgeBase, MetadataField
+from kb.services.base import Actor, actor_id
+from work.models import AuditEvent
 
 
 def metadata_field_save(
@@ -85,29 +89,108 @@ def metadata_field_delete(*, kb: KnowledgeBase, name: str) -> int:
             return cursor.rowcount
 
 
+class UndeclaredKeys(MetadataInvalid):
+    """The bulk edit's refusal: documents hold keys their knowledge base does not declare.
+    `holders` maps each such document's key to those keys, in key order."""
+
+    def __init__(self, kb: KnowledgeBase, holders: dict[str, list[str]]) -> None:
+        named = "; ".join(f"{key} ({', '.join(names)})" for key, names in holders.items())
+        count = len(holders)
+        super().__init__(
+            next(iter(holders.values()))[0],
+            f"{count} document{'s' if count != 1 else ''} hold{'s' if count == 1 else ''} "
+            f"keys {kb.name} does not declare: {named}. Leave "
+            f"{'it' if count == 1 else 'them'} out, or drop those keys.",
+        )
+        self.holders = holders
+
+
 def documents_metadata_set(
-    *, kb: KnowledgeBase, document_ids: Iterable[int], values: Mapping[str, Any]
+    *,
+    kb: KnowledgeBase,
+    document_ids: Iterable[int],
+    values: Mapping[str, Any],
+    drop_undeclared: bool = False,
+    actor: Actor = None,
+    reason: str = "",
 ) -> int:
     """Set the given fields (null removes one) on each document, leaving its other fields; the
-    bulk edit of the admin's document list. All or nothing: a value that does not fit refuses
-    the whole edit. Returns how many documents changed. Idempotent."""
+    bulk edit of the admin's document list. Returns how many documents changed.
+
+    A document's whole metadata is checked against the declared fields, so one holding keys
+    the knowledge base does not declare (set before they were) cannot be written as it is:
+    with `drop_undeclared` those keys are removed from it, otherwise the edit is refused
+    (UndeclaredKeys, naming every such document). All or nothing: any refusal changes no
+    document. Each changed document gets an audit event (`audit_kinds.METADATA_SET`: what
+    changed, who, `reason`) that its History and the timeline show.
+
+    Locks the knowledge base's row FOR SHARE, then each document in id order (`kb.locks`).
+    Idempotent: documents that already hold the values change nothing and get no event."""
     with transaction.atomic():
         _share_fields(kb)
         fields = list(kb.metadata_fields.all())
+        declared = {f.name for f in fields}
+        holders: dict[str, list[str]] = {}
         changed = 0
         for document_id in sorted(set(document_ids)):
             document = locks.lock_document(document_id)
             if document.kb_id != kb.pk:
                 continue
-            merged = {**document.metadata, **values}
+            before = dict(document.metadata)
+            extra = undeclared_keys(before, declared)
+            if extra and not drop_undeclared:
+                holders[document.key] = extra
+                continue
+            kept = {k: v for k, v in before.items() if k not in extra}
+            merged = {**kept, **values}
             stored = normalise_metadata(
                 kb, {k: v for k, v in merged.items() if v is not None}, fields=fields
             )
-            if stored != document.metadata:
-                document.metadata = stored
-                document.save(update_fields=["metadata", "updated_at"])
-                changed += 1
+            if stored == before:
+                continue
+            document.metadata = stored
+            document.save(update_fields=["metadata", "updated_at"])
+            AuditEvent.objects.create(
+                kind=METADATA_SET,
+                kb_id=kb.pk,
+                subject_type="document",
+                subject_id=document.pk,
+                action=metadata_change_words(before, stored, dropped=extra),
+                actor_id=actor_id(actor),
+                details={"reason": reason} if reason else {},
+            )
+            changed += 1
+        if holders:
+            raise UndeclaredKeys(kb, dict(sorted(holders.items())))
     return changed
+
+
+def metadata_change_words(
+    before: Mapping[str, Any], after: Mapping[str, Any], *, dropped: Iterable[str] = ()
+) -> str:
+    """What a metadata write changed, for people, old values kept (the record of a dropped
+    key): "legacy: v1 → removed (not declared); year: 2020 → 2024"."""
+    dropped = set(dropped)
+    words = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        after_words = "removed (not declared)" if name in dropped else _shown(new)
+        if new is None and name not in dropped:
+            after_words = "removed"
+        words.append(f"{name}: {_shown(old)} → {after_words}")
+    return "; ".join(words)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _share_fields(kb: KnowledgeBase) -> None:
