@@ -63,6 +63,32 @@ def counts(run: SyncRun) -> dict[str, int]:
     return {name: getattr(run, name) for name in names if getattr(run, name)}
 
 
+class WorkerDied(BaseException):
+    """Stands in for the process dying: nothing below catches it."""
+
+
+def run_until_the_worker_dies(
+    source: Source, monkeypatch: pytest.MonkeyPatch, *, after_fetches: int
+) -> SyncRun:
+    """Start a sync of `source` whose worker dies as it fetches item `after_fetches` + 1 (the
+    items before it submitted); the run is left open, its task leased to the dead worker."""
+    real_fetch = FolderKind.fetch
+    fetched: list[str] = []
+
+    def dying_fetch(self: FolderKind, item: Any) -> Any:
+        if len(fetched) == after_fetches:
+            raise WorkerDied
+        fetched.append(item.path)
+        return real_fetch(self, item)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(FolderKind, "fetch", dying_fetch)
+        run, _ = sync_request(source=source)
+        with pytest.raises(WorkerDied):
+            task_execute(task_id=task_of(run), worker_id="doomed")
+    return run
+
+
 def test_first_sync_submits_every_item_and_the_second_changes_nothing(
     kb: KnowledgeBase, folder_source: Callable[..., Source]
 ) -> None:
@@ -299,23 +325,7 @@ def test_a_run_resumed_after_its_worker_died_submits_nothing_twice(
     root = root_of(source)
     for name in ("a", "b", "c", "d"):
         write(root, f"{name}.txt", f"text {name}")
-    real_fetch = FolderKind.fetch
-    fetched: list[str] = []
-
-    class WorkerDied(BaseException):
-        """Stands in for the process dying: nothing below catches it."""
-
-    def dying_fetch(self: FolderKind, item: Any) -> Any:
-        if len(fetched) == 2:
-            raise WorkerDied
-        fetched.append(item.path)
-        return real_fetch(self, item)
-
-    monkeypatch.setattr(FolderKind, "fetch", dying_fetch)
-    run, _ = sync_request(source=source)
-    with pytest.raises(WorkerDied):
-        task_execute(task_id=task_of(run), worker_id="doomed")
-    monkeypatch.setattr(FolderKind, "fetch", real_fetch)
+    run = run_until_the_worker_dies(source, monkeypatch, after_fetches=2)
     assert Document.objects.filter(kb=kb).count() == 2
     # Its lease runs out; the sweeper puts the task back; another worker runs the same run.
     IngestionTask.objects.filter(pk=task_of(run)).update(lease_expires_at=timezone.now())

@@ -41,6 +41,16 @@ def synced(source: Source) -> SyncRun:
     )
 
 
+def sources_worker(worker_factory: Callable[..., Worker], settings: Any) -> Worker:
+    """A real worker process that may read the tests' folder sources."""
+    return worker_factory(
+        CANON_SOURCES_ALLOW_PRIVATE="1",
+        CANON_SOURCES_KEY=SOURCES_KEY,
+        CANON_SOURCES_CACHE_ROOT=str(settings.SOURCES_CACHE_ROOT),
+        CANON_SOURCES_FOLDER_ROOTS=os.pathsep.join(settings.SOURCES_FOLDER_ROOTS),
+    )
+
+
 def test_a_change_at_the_source_is_served_whole_and_a_deletion_stops_it(
     transactional_db: None,
     kb: KnowledgeBase,
@@ -49,12 +59,7 @@ def test_a_change_at_the_source_is_served_whole_and_a_deletion_stops_it(
     worker_factory: Callable[..., Worker],
     settings: Any,
 ) -> None:
-    worker_factory(
-        CANON_SOURCES_ALLOW_PRIVATE="1",
-        CANON_SOURCES_KEY=SOURCES_KEY,
-        CANON_SOURCES_CACHE_ROOT=str(settings.SOURCES_CACHE_ROOT),
-        CANON_SOURCES_FOLDER_ROOTS=os.pathsep.join(settings.SOURCES_FOLDER_ROOTS),
-    )
+    sources_worker(worker_factory, settings)
     client = Client()
     source = folder_source()
     root = Path(source.config["path"])
@@ -99,12 +104,7 @@ def test_a_document_deleted_through_the_api_stays_out_of_search_when_its_file_mo
     """Issue 37's sequence, as a person and a service see it: six files synced, one deleted
     through the API, its file moved out of the share and back. Search never serves it again,
     and no run claims to have deleted or restored it."""
-    worker_factory(
-        CANON_SOURCES_ALLOW_PRIVATE="1",
-        CANON_SOURCES_KEY=SOURCES_KEY,
-        CANON_SOURCES_CACHE_ROOT=str(settings.SOURCES_CACHE_ROOT),
-        CANON_SOURCES_FOLDER_ROOTS=os.pathsep.join(settings.SOURCES_FOLDER_ROOTS),
-    )
+    sources_worker(worker_factory, settings)
     client = Client()
     source = folder_source()
     root = Path(source.config["path"])

@@ -32,7 +32,14 @@ from sources.services.items import ALREADY_DELETED, PERSON_DELETED
 from sources.services.runs import sync_request
 from sources.services.sources import source_save
 from tests.sources.site_server import Route, SiteServer, html, urlset
-from tests.sources.test_sync import counts, root_of, sync, task_of, write
+from tests.sources.test_sync import (
+    counts,
+    root_of,
+    run_until_the_worker_dies,
+    sync,
+    task_of,
+    write,
+)
 from work.models import IngestionTask
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -272,22 +279,7 @@ def test_a_resumed_run_counts_what_every_attempt_did_even_when_its_last_listing_
     root = root_of(source)
     for number in range(6):
         write(root, f"f{number}.txt", f"file {number}")
-    real_fetch = FolderKind.fetch
-    fetched: list[str] = []
-
-    class WorkerDied(BaseException):
-        """Stands in for the process dying: nothing below catches it."""
-
-    def dying_fetch(self: FolderKind, item: Any) -> Any:
-        if len(fetched) == 4:
-            raise WorkerDied
-        fetched.append(item.path)
-        return real_fetch(self, item)
-
-    monkeypatch.setattr(FolderKind, "fetch", dying_fetch)
-    run, _ = sync_request(source=source)
-    with pytest.raises(WorkerDied):
-        task_execute(task_id=task_of(run), worker_id="doomed")
+    run = run_until_the_worker_dies(source, monkeypatch, after_fetches=4)
     assert Document.objects.filter(kb=kb).count() == 4
 
     def failing_listing(self: FolderKind, previous: Any) -> Iterator[Any]:
