@@ -33,5 +33,6 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("api/v1/", include("evaluation.api.urls")),
     path("metrics", health.metrics, name="metrics"),
 ]

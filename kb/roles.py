@@ -32,6 +32,11 @@ CONTENT_MANAGER_PERMISSIONS = [
     # them and confirm a run's deletions (migration sources.0002)
     ("sources", "view_source"),
     ("sources", "view_syncrun"),
+    # evaluation: content managers see question sets, their questions and the runs' figures;
+    # index admins write the sets and run evaluations (migration evaluation.0002)
+    ("evaluation", "view_questionset"),
+    ("evaluation", "view_question"),
+    ("evaluation", "view_evaluationrun"),
 ]
 INDEX_ADMIN_PERMISSIONS = [
     *CONTENT_MANAGER_PERMISSIONS,
@@ -51,6 +56,13 @@ INDEX_ADMIN_PERMISSIONS = [
     ("sources", "add_source"),
     ("sources", "change_source"),
     ("sources", "sync_source"),
+    ("evaluation", "add_questionset"),
+    ("evaluation", "change_questionset"),
+    ("evaluation", "delete_questionset"),
+    ("evaluation", "add_question"),
+    ("evaluation", "change_question"),
+    ("evaluation", "delete_question"),
+    ("evaluation", "run_evaluation"),
 ]
 ROLES = {CONTENT_MANAGERS: CONTENT_MANAGER_PERMISSIONS, INDEX_ADMINS: INDEX_ADMIN_PERMISSIONS}
 

@@ -21,6 +21,8 @@ assert that the fault really happened at that point.
     CANON_FAULT_SYNC_AFTER_ITEM=N       die after a sync run submitted its Nth item (committed)
     CANON_FAULT_SYNC_BEFORE_DELETIONS=1 die after a sync run submitted every item, before it
                                         deletes what left the source
+    CANON_FAULT_EVALUATION_AFTER_RESULT=N die after an evaluation run wrote its Nth result
+                                        (committed) in this attempt
     CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT, every time it is reached:
                                         before_switch | in_switch | relay_after_send |
                                         relay_after_round_trip (each full one of a pass)
@@ -100,6 +102,12 @@ def sync_after_item(item_number: int) -> None:
 def sync_before_deletions() -> None:
     if _enabled("SYNC_BEFORE_DELETIONS"):
         _die("sync_before_deletions")
+
+
+def evaluation_after_result(result_number: int) -> None:
+    target = _enabled("EVALUATION_AFTER_RESULT")
+    if target and int(target) == result_number:
+        _die(f"evaluation_after_result_{result_number}")
 
 
 def heartbeat_dropped() -> bool:

@@ -22,6 +22,7 @@ class IngestionTask(models.Model):
         DELETE = "delete"
         GC = "gc"
         SYNC = "sync"  # a source's sync run (sources.sync)
+        EVALUATION = "evaluation"  # a question set asked of an index version (evaluation.run)
 
     class Status(models.TextChoices):
         QUEUED = "queued"

@@ -1,13 +1,32 @@
 """B8's metrics: hit@k and MRR@10 over the distinct documents of a ranked list, summarised per
-language (the keyword-style set) or per split, kind and language (the natural set)."""
+language (the keyword-style set) or per split, kind and language (the natural set).
+
+The metrics themselves are the product's (`evaluation.metrics`, which a knowledge base's
+evaluation runs use too): the developers' figures and the product's are computed by one piece of
+code. What is B8's own here is how its questions are grouped.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-TOP_K = 10
+from evaluation.metrics import TOP_K, distinct_documents, hit_at, reciprocal_rank
+from evaluation.metrics import figures as _figures
 
+__all__ = [
+    "B8_METRICS",
+    "KINDS",
+    "LANGS",
+    "SPLITS",
+    "TOP_K",
+    "distinct_documents",
+    "figures",
+    "hit_at",
+    "reciprocal_rank",
+    "summarize",
+    "summarize_natural",
+]
 
 LANGS = ("en", "zh", "all")
 
@@ -18,41 +37,13 @@ KINDS = ("en-paraphrase", "en-fact", "zh-paraphrase", "zh-to-en", "en-to-zh")
 
 SPLITS = ("tuning", "heldout")
 
-
-def distinct_documents(keys: Iterable[str]) -> list[str]:
-    """The document keys of ranked hits, each document once, at its best (first) rank."""
-    return list(dict.fromkeys(keys))
-
-
-def hit_at(ranked: Sequence[str], answers: Iterable[str], k: int, *, depth: int = TOP_K) -> bool:
-    """Whether an answer document is among the first `k` distinct documents of the first
-    `depth` hits (`ranked` holds one document key per hit, best first)."""
-    wanted = set(answers)
-    return any(key in wanted for key in distinct_documents(ranked[:depth])[:k])
-
-
-def reciprocal_rank(ranked: Sequence[str], answers: Iterable[str], *, depth: int = TOP_K) -> float:
-    """1 / the rank of the first answer document among the distinct documents of the first
-    `depth` hits; 0 when none is there."""
-    wanted = set(answers)
-    for rank, key in enumerate(distinct_documents(ranked[:depth]), start=1):
-        if key in wanted:
-            return 1.0 / rank
-    return 0.0
+# The figures B8 reports (a subset of what `evaluation.metrics` computes).
+B8_METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10")
 
 
 def figures(rows: Sequence[tuple[Sequence[str], Sequence[str]]]) -> dict[str, Any]:
     """n, hit@1, hit@5, hit@10 and MRR@10 of (answers, ranked) rows; {"n": 0} for no row."""
-    n = len(rows)
-    if not n:
-        return {"n": 0}
-    return {
-        "n": n,
-        "hit@1": round(sum(hit_at(r[1], r[0], 1) for r in rows) / n, 4),
-        "hit@5": round(sum(hit_at(r[1], r[0], 5) for r in rows) / n, 4),
-        "hit@10": round(sum(hit_at(r[1], r[0], 10) for r in rows) / n, 4),
-        "mrr@10": round(sum(reciprocal_rank(r[1], r[0]) for r in rows) / n, 4),
-    }
+    return _figures(rows, names=B8_METRICS)
 
 
 def summarize(rows: Sequence[tuple[str, Sequence[str], Sequence[str]]]) -> dict[str, Any]:

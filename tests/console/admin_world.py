@@ -17,13 +17,18 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Model
 from django.test import Client
 
+from evaluation.models import EvaluationRun, Question
+from evaluation.services.question_sets import question_set_create
+from evaluation.services.runs import evaluation_request
+from ingestion.pipeline.run import task_execute
+from kb.access import Reader
 from kb.models import Build, Document, KnowledgeBase, Tenant, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from kb.services.index_versions import knowledge_base_create
 from kb.services.metadata import metadata_field_save
 from retrieval.principals import api_key_create
 from tests.retrieval.factories import build, publish, upload
-from work.models import AuditEvent
+from work.models import AuditEvent, IngestionTask
 
 MARK_A = "alphaxq"
 MARK_HR = "hrsecretxq"
@@ -72,6 +77,30 @@ def _two_revisions(kb: KnowledgeBase, key: str, text: str, groups: tuple[str, ..
     KnowledgeBase.objects.filter(pk=kb.pk).update(require_approval=False)
 
 
+def _evaluated(kb: KnowledgeBase, name: str, questions: list[tuple[str, list[str], str]]) -> None:
+    """A question set of `kb` and a finished run of it, asked as a reader of every group."""
+    question_set = question_set_create(kb=kb, name=name)
+    for number, (text, keys, passage) in enumerate(questions):
+        Question.objects.create(
+            question_set=question_set,
+            external_id=f"q{number}",
+            text=text,
+            expected_keys=keys,
+            expected_passage=passage,
+            language="en",
+        )
+    run, _ = evaluation_request(
+        kb=kb,
+        question_set=question_set,
+        modes=["keyword"],
+        reader=Reader(tenant_id=kb.tenant_id, access_groups=frozenset(), all_groups=True),
+    )
+    assert run.task_id is not None
+    IngestionTask.objects.filter(pk=run.task_id).update(available_at=None)
+    task_execute(task_id=run.task_id, worker_id="world")
+    assert EvaluationRun.objects.get(pk=run.pk).state == "succeeded"
+
+
 def _tenant_a() -> Tenant:
     tenant = Tenant.objects.create(name=f"{MARK_A} corporation", slug=MARK_A)
     handbook = knowledge_base_create(tenant=tenant, name=f"{MARK_A} handbook", slug=f"{MARK_A}-hb")
@@ -80,6 +109,11 @@ def _tenant_a() -> Tenant:
     _two_revisions(handbook, f"{MARK_A}-travel", f"{MARK_A} trains are reimbursed.")
     Document.objects.filter(key=f"{MARK_A}-travel").update(title=f"{MARK_A} travel policy")
     api_key_create(tenant=tenant, name=f"{MARK_A}-bot", knowledge_bases=[handbook])
+    _evaluated(
+        handbook,
+        f"{MARK_A} questions",
+        [(f"{MARK_A} trains", [f"{MARK_A}-travel"], f"{MARK_A} trains are reimbursed")],
+    )
     AuditEvent.objects.create(
         kind="anomaly:visibility_violation",
         kb=handbook,
@@ -127,6 +161,20 @@ def build_world() -> World:
     tenant_a, ids_a = _recorded(_tenant_a)
     (tenant_b, kb_b, open_doc), ids_b = _recorded(_tenant_b)
     hr_doc, ids_hr = _recorded(lambda: _hr_document(kb_b))
+    # the users' own evaluation, asked by a reader of every group: its answers name the hr
+    # document, which only hr members may see (the others as counts)
+    _, ids_evaluation = _recorded(
+        lambda: _evaluated(
+            kb_b,
+            "Beta questions",
+            [
+                ("pay bands", ["salaries", "vacation"], f"{MARK_HR} pay bands"),
+                ("vacation days", ["vacation"], ""),
+            ],
+        )
+    )
+    for model, ids in ids_evaluation.items():
+        ids_b.setdefault(model, set()).update(ids)
     assert Build.objects.filter(document=hr_doc, state=Build.State.READY).exists()
     world = World(tenant_a, tenant_b, kb_b, open_doc, hr_doc, ids_a, ids_b, ids_hr)
     world.users = {

@@ -22,7 +22,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
 
-from kb.models import Build, Document, IndexVersion, MetadataField
+from evaluation.models import EvaluationRun
+from kb.models import Build, Document, IndexVersion, KnowledgeBase, MetadataField
 from tests.console.admin_world import MARK_A, MARK_HR, World, build_world
 from work.models import AuditEvent
 
@@ -35,6 +36,8 @@ PARAMETER_MODELS: dict[str, type[Model]] = {
     "event_id": AuditEvent,
     "content_type_id": ContentType,
     "field_id": MetadataField,
+    "kb_id": KnowledgeBase,  # a knowledge base's page of another admin (evaluation's Quality)
+    "other_id": EvaluationRun,  # the run a comparison puts beside the page's
 }
 MALFORMED = ["abc", "1%20OR%201=1", "-1", "0", "99999999999999999999", "1.5", "%00", "1/2"]
 NO_POST = {"logout", "password_change"}  # they would end or change the session

@@ -121,6 +121,31 @@ def source_with_run(kb: KnowledgeBase, folder: Path, settings: Any) -> tuple[Any
     return source, run
 
 
+def question_set_with_run(kb: KnowledgeBase) -> tuple[Any, Any]:
+    """A question set of `kb` with one question and a queued evaluation run of it, for the
+    tests that walk every API operation (evaluation's paths name both)."""
+    from evaluation.models import Question
+    from evaluation.services.question_sets import question_set_create
+    from evaluation.services.runs import evaluation_request
+    from kb.access import Reader
+
+    question_set = question_set_create(kb=kb, name="Probe questions")
+    Question.objects.create(
+        question_set=question_set,
+        external_id="probe",
+        text="probe question",
+        expected_keys=["probe"],
+        language="en",
+    )
+    run, _ = evaluation_request(
+        kb=kb,
+        question_set=question_set,
+        modes=["keyword"],
+        reader=Reader(tenant_id=kb.tenant_id, access_groups=frozenset(), all_groups=True),
+    )
+    return question_set, run
+
+
 def hit(chunk_id: int, score: float) -> Hit:
     """A bare hit for ranking tests: chunk `chunk_id` of document d<chunk_id>."""
     return Hit(

@@ -27,7 +27,7 @@ from kb.models import KnowledgeBase
 from retrieval.principals import api_key_create
 from sources.services.runs import sync_request
 from sources.services.sources import source_save
-from tests.retrieval.factories import publish
+from tests.retrieval.factories import publish, question_set_with_run
 
 OPERATIONS = {
     ("POST", "/api/v1/search"),
@@ -54,6 +54,19 @@ OPERATIONS = {
     ("GET", "/api/v1/sources/{source_id}/runs/{run_id}"),
     ("POST", "/api/v1/sources/{source_id}/runs/{run_id}/confirm"),
     ("POST", "/api/v1/sources/{source_id}/runs/{run_id}/keep"),
+    # evaluation: behind can_manage_sources too.
+    ("GET", "/api/v1/kbs/{kb}/question-sets"),
+    ("POST", "/api/v1/kbs/{kb}/question-sets"),
+    ("GET", "/api/v1/question-sets/{question_set_id}"),
+    ("PATCH", "/api/v1/question-sets/{question_set_id}"),
+    ("GET", "/api/v1/question-sets/{question_set_id}/questions"),
+    ("POST", "/api/v1/question-sets/{question_set_id}/questions"),
+    ("PUT", "/api/v1/question-sets/{question_set_id}/questions"),
+    ("POST", "/api/v1/question-sets/{question_set_id}/import"),
+    ("GET", "/api/v1/kbs/{kb}/evaluations"),
+    ("POST", "/api/v1/kbs/{kb}/evaluations"),
+    ("GET", "/api/v1/evaluations/{evaluation_id}"),
+    ("GET", "/api/v1/evaluations/{evaluation_id}/results"),
 }
 
 # Besides no 5xx: every answer is documented (status, content type, body schema), and every
@@ -73,7 +86,7 @@ def test_the_schema_describes_every_operation_and_the_bearer_key() -> None:
         (method.upper(), path)
         for path, item in schema["paths"].items()
         for method in item
-        if method in {"get", "post", "patch", "delete"}
+        if method in {"get", "post", "put", "patch", "delete"}
     }
     assert served == OPERATIONS
     assert schema["components"]["securitySchemes"]["ApiKey"] == {
@@ -139,6 +152,7 @@ def fuzz_target(
         kb=kb, name="Share", slug="share", kind="folder", config={"path": str(tmp_path)}
     )
     run, _ = sync_request(source=source)
+    question_set, evaluation = question_set_with_run(kb)
     return {
         "headers": {"Authorization": f"Bearer {key}"},
         "path_parameters": {
@@ -149,6 +163,8 @@ def fuzz_target(
             "vector_store_id": "handbook",
             "source_id": source.pk,
             "run_id": run.pk,
+            "question_set_id": question_set.pk,
+            "evaluation_id": evaluation.pk,
         },
     }
 

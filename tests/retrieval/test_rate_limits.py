@@ -32,6 +32,8 @@ VALUES = {
     "vector_store_id": "handbook",
     "source_id": 10**12,
     "run_id": 10**12,
+    "question_set_id": 10**12,
+    "evaluation_id": 10**12,
 }
 
 

@@ -15,7 +15,7 @@ from django.test import Client
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import api, publish, source_with_run
+from tests.retrieval.factories import api, publish, question_set_with_run, source_with_run
 from tests.retrieval.routes import Operation, api_operations, call
 
 pytestmark = pytest.mark.django_db
@@ -47,6 +47,8 @@ def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[st
         "vector_store_id": {},  # retrieval.compat's name for a knowledge base
         "source_id": {},
         "run_id": {},  # of the readable source: a run of another source is not its run
+        "question_set_id": {},
+        "evaluation_id": {},
     }
     for reason, build in [
         ("access group", restricted),
@@ -66,7 +68,20 @@ def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[st
         source, run = source_with_run(place, tmp_path / place.tenant.slug / place.slug, settings)
         world["source_id"][reason] = str(source.pk)
         world["run_id"][f"a run of a source in a {reason}"] = str(run.pk)
-    world["readable"] = {"source_id": str(own.pk), "run_id": str(own.runs.get().pk)}
+    own_set, own_evaluation = question_set_with_run(kb)
+    for reason, place in [
+        ("knowledge base outside the key's scope", manual),
+        ("another tenant", rival_kb),
+    ]:
+        question_set, evaluation = question_set_with_run(place)
+        world["question_set_id"][reason] = str(question_set.pk)
+        world["evaluation_id"][reason] = str(evaluation.pk)
+    world["readable"] = {
+        "source_id": str(own.pk),
+        "run_id": str(own.runs.get().pk),
+        "question_set_id": str(own_set.pk),
+        "evaluation_id": str(own_evaluation.pk),
+    }
     return world
 
 

@@ -1,0 +1,1 @@
+"""Evaluation's API under /api/v1/ (config/urls.py)."""

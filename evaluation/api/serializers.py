@@ -1,0 +1,291 @@
+"""Input and output serializers of evaluation's API. They check shapes and sizes; what a question
+may be (known documents, duplicates, languages) is `evaluation.question_files.check`'s to say,
+so a file, a list and a form get the same words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from evaluation.models import (
+    EXTERNAL_ID_MAX,
+    KEY_MAX,
+    PASSAGE_MAX,
+    QUESTION_MAX,
+    TAG_MAX,
+    EvaluationRun,
+)
+from evaluation.question_files import MAX_EXPECTED, MAX_QUESTIONS
+from evaluation.selectors import Keys, ResultRow, RunStatus
+from retrieval.api.serializers import DocumentPageInput, cursor_encode
+from retrieval.search.engine import MODES
+
+# Values the views compute for an output (not model fields): set on the instance.
+STATUS_ATTR = "_canon_status"
+COUNT_ATTR = "question_count"
+
+
+class QuestionSetInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+
+class QuestionSetOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kb = serializers.CharField(source="kb.slug")
+    name = serializers.CharField()
+    description = serializers.CharField()
+    version = serializers.IntegerField(
+        help_text="Goes up with every change of the set's questions; a run says which it asked."
+    )
+    questions = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_questions(self, question_set: Any) -> int:
+        count = getattr(question_set, COUNT_ATTR, None)
+        return int(count) if count is not None else int(question_set.questions.count())
+
+
+class QuestionSetListOutput(serializers.Serializer):
+    results = QuestionSetOutput(many=True)
+
+
+class QuestionInput(serializers.Serializer):
+    """One question, in the fields files use too (`evaluation.question_files`)."""
+
+    id = serializers.CharField(
+        max_length=EXTERNAL_ID_MAX,
+        required=False,
+        allow_blank=True,
+        help_text="Unique in the set; a question with this id is updated. Empty: made from "
+        "the question's words.",
+    )
+    question = serializers.CharField(max_length=QUESTION_MAX, trim_whitespace=False)
+    expected_documents = serializers.ListField(
+        child=serializers.CharField(max_length=KEY_MAX),
+        max_length=MAX_EXPECTED,
+        help_text="The keys of the documents that answer it (documents this key may read).",
+    )
+    expected_passage = serializers.CharField(
+        max_length=PASSAGE_MAX, required=False, allow_blank=True
+    )
+    language = serializers.CharField(
+        max_length=16,
+        required=False,
+        allow_blank=True,
+        help_text="en or zh; empty: detected from the question.",
+    )
+    tag = serializers.CharField(max_length=TAG_MAX, required=False, allow_blank=True)
+
+
+class QuestionsInput(serializers.Serializer):
+    questions = serializers.ListField(child=QuestionInput(), max_length=MAX_QUESTIONS)
+    valid_only = serializers.BooleanField(
+        default=False,
+        help_text="Write the valid questions and leave out the others (their problems are in "
+        "the answer). false: any problem refuses the whole request with a 400.",
+    )
+
+
+class QuestionOutput(serializers.Serializer):
+    id = serializers.CharField()
+    question = serializers.CharField()
+    expected_documents = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The keys of the expected documents this key may see.",
+    )
+    expected_passage = serializers.CharField(
+        help_text="Empty when the question has none, or when it expects a document this key "
+        "may not read (the passage may quote it)."
+    )
+    language = serializers.CharField()
+    tag = serializers.CharField()
+    hidden_documents = serializers.IntegerField(
+        help_text="Expected documents this key may not read: counted, never named. An import "
+        "of this question keeps them."
+    )
+
+
+class QuestionListOutput(serializers.Serializer):
+    question_set = serializers.IntegerField()
+    version = serializers.IntegerField()
+    results = QuestionOutput(many=True)
+
+
+class QuestionFileInput(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="A .jsonl file (one question object per line) or a .csv file (a header line: "
+        "id, question, expected_documents (keys separated by |), expected_passage, language, "
+        "tag), UTF-8, at most 2 MB."
+    )
+    replace = serializers.BooleanField(
+        default=False,
+        help_text="true: the set's questions become the file's (others are removed); false: "
+        "the file's are added, or update those with their ids.",
+    )
+    valid_only = serializers.BooleanField(
+        default=False, help_text="Write the valid rows and leave out the others."
+    )
+
+
+class ImportOutput(serializers.Serializer):
+    added = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    removed = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="Rows left out for their problems.")
+    version = serializers.IntegerField(help_text="The set's version after the import.")
+    problems = serializers.ListField(
+        child=serializers.CharField(), help_text="What was wrong with each row left out."
+    )
+
+
+class EvaluationInput(serializers.Serializer):
+    question_set = serializers.IntegerField(
+        min_value=1, max_value=2**63 - 1, help_text="The id of one of the knowledge base's sets."
+    )
+    modes = serializers.ListField(
+        child=serializers.ChoiceField(choices=MODES),
+        min_length=1,
+        max_length=len(MODES),
+        default=["hybrid"],
+    )
+    index_version = serializers.IntegerField(
+        min_value=1,
+        max_value=2**31 - 1,
+        required=False,
+        allow_null=True,
+        help_text="The number of the index version to ask (a candidate, or a retired one still "
+        "kept); empty: the active version when the run starts.",
+    )
+
+
+class EvaluationOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kb = serializers.CharField(source="kb.slug")
+    question_set = serializers.IntegerField(source="question_set_id")
+    question_set_version = serializers.IntegerField()
+    target = serializers.ChoiceField(choices=EvaluationRun.Target.choices)
+    index_version = serializers.SerializerMethodField(
+        help_text="The number of the version asked (null until an active target starts)."
+    )
+    modes = serializers.ListField(child=serializers.ChoiceField(choices=MODES))
+    state = serializers.SerializerMethodField()
+    done = serializers.SerializerMethodField(help_text="Answers written (questions x modes).")
+    total = serializers.SerializerMethodField()
+    error = serializers.SerializerMethodField()
+    summary = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text="Per mode: the figures over all questions (`all`), per language and per tag "
+        "(n, hit@1, hit@5, hit@10, mrr@10, ndcg@10, recall@5, recall@10; passage@10 where "
+        "questions give a passage) and latency_ms p50/p95.",
+    )
+    search_settings = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text="The index version's settings, the fusion method and its model's SHA-256, "
+        "the reranker and top_k, as the run's worker had them.",
+    )
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def _status(self, run: Any) -> RunStatus:
+        status: RunStatus = getattr(run, STATUS_ATTR)
+        return status
+
+    def get_index_version(self, run: Any) -> int | None:
+        return run.index_version.number if run.index_version_id else None
+
+    def get_state(self, run: Any) -> str:
+        return self._status(run).state
+
+    def get_done(self, run: Any) -> int:
+        return self._status(run).done
+
+    def get_total(self, run: Any) -> int:
+        return self._status(run).total
+
+    def get_error(self, run: Any) -> str:
+        return self._status(run).error
+
+
+class EvaluationPageInput(DocumentPageInput):
+    """`cursor` is the `next_cursor` of the previous page."""
+
+
+class EvaluationPageOutput(serializers.Serializer):
+    results = EvaluationOutput(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance: Any) -> Any:
+        runs, next_before = instance
+        return {
+            "results": EvaluationOutput(runs, many=True).data,
+            "next_cursor": cursor_encode(next_before) if next_before is not None else None,
+        }
+
+
+def _shown(keys: Keys) -> list[str]:
+    return [view.key for view in keys.shown]
+
+
+class ResultOutput(serializers.Serializer):
+    question = serializers.CharField(help_text="The question's id.")
+    text = serializers.CharField()
+    mode = serializers.CharField()
+    language = serializers.CharField()
+    tag = serializers.CharField()
+    rank = serializers.IntegerField(
+        allow_null=True,
+        help_text="The rank of its first expected document among the documents of the top 10 "
+        "hits; null: missed.",
+    )
+    expected_documents = serializers.ListField(child=serializers.CharField())
+    hidden_expected = serializers.IntegerField(
+        help_text="Expected documents this key may not read."
+    )
+    returned_documents = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The documents of the top 10 hits this key may read, best first.",
+    )
+    hidden_returned = serializers.IntegerField(
+        help_text="Documents of the top 10 hits this key may not read."
+    )
+    passage_found = serializers.BooleanField(allow_null=True)
+    latency_ms = serializers.FloatField()
+
+    def to_representation(self, instance: Any) -> Any:
+        row: ResultRow = instance
+        result = row.result
+        return {
+            "question": result.external_id,
+            "text": result.text,
+            "mode": result.mode,
+            "language": result.language,
+            "tag": result.tag,
+            "rank": result.rank,
+            "expected_documents": _shown(row.expected),
+            "hidden_expected": row.expected.hidden,
+            "returned_documents": _shown(row.returned),
+            "hidden_returned": row.returned.hidden,
+            "passage_found": result.passage_found,
+            "latency_ms": result.latency_ms,
+        }
+
+
+class ResultPageInput(DocumentPageInput):
+    """`cursor` is the `next_cursor` of the previous page."""
+
+
+class ResultPageOutput(serializers.Serializer):
+    results = ResultOutput(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance: Any) -> Any:
+        rows, after = instance
+        return {
+            "results": [ResultOutput(row).data for row in rows],
+            "next_cursor": cursor_encode(after) if after is not None else None,
+        }

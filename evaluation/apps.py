@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class EvaluationConfig(AppConfig):
+    name = "evaluation"
+    verbose_name = "Evaluation"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The task runner dispatches by kind; an evaluation run's runner lives here, floors above
+        # it (`ingestion.pipeline.run.TASK_RUNNERS`), as a sync's lives in sources.apps.
+        from evaluation.run import evaluation_execute
+        from ingestion.pipeline.run import TASK_RUNNERS
+        from work.models import IngestionTask
+
+        TASK_RUNNERS[IngestionTask.Kind.EVALUATION] = evaluation_execute

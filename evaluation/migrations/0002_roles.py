@@ -1,0 +1,29 @@
+"""The roles' permissions on evaluation (kb/roles.py): content managers see question sets,
+their questions and the runs; index admins write the sets and run evaluations. Re-asserts every
+role's permissions, as sources.0002 did."""
+
+from django.db import migrations
+
+
+def assign(apps, schema_editor):
+    from django.contrib.auth.management import create_permissions
+
+    from kb.roles import ensure_roles
+
+    # Permissions are normally created after all migrations; the groups need them now.
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    ensure_roles(
+        apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"), skip_missing=True
+    )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("evaluation", "0001_initial"),
+        ("sources", "0002_roles"),
+    ]
+
+    operations = [migrations.RunPython(assign, migrations.RunPython.noop)]

@@ -1,0 +1,223 @@
+"""A knowledge base's own questions and how search answers them: question sets, their
+questions, evaluation runs (leased work, `evaluation.run`) and each question's result per mode.
+
+A run keeps what makes it comparable later: the question set's version when it started, the
+index version it asked (pinned at its first attempt) and that version's settings, the fusion
+and rerank settings, and top_k. Each result keeps the question as it was asked (its id, text,
+language, tag and expected documents), so a run's figures can be recomputed from its results
+alone, whatever became of the set since.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+# A document key is at most this long (kb.Document.key).
+KEY_MAX = 255
+# A question is a search query: at most what the API searches (CANON_SEARCH_MAX_QUERY_CHARS).
+QUESTION_MAX = 4000
+PASSAGE_MAX = 4000
+TAG_MAX = 100
+EXTERNAL_ID_MAX = 200
+
+
+class Language(models.TextChoices):
+    EN = "en", "English"
+    ZH = "zh", "Chinese"
+
+
+class QuestionSet(models.Model):
+    """A knowledge base's labelled questions. `version` goes up with every change of its
+    questions (`evaluation.services.question_sets`), so a run says which questions it asked."""
+
+    kb = models.ForeignKey(
+        "kb.KnowledgeBase",
+        verbose_name="knowledge base",
+        on_delete=models.PROTECT,
+        related_name="question_sets",
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "name"], name="question_set_name_per_kb"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Question(models.Model):
+    """One question: the query asked, the documents that answer it (keys), optionally the
+    passage that does, its language and a tag (a kind of question, a team, a topic)."""
+
+    question_set = models.ForeignKey(
+        QuestionSet, on_delete=models.CASCADE, related_name="questions"
+    )
+    external_id = models.CharField(
+        "id", max_length=EXTERNAL_ID_MAX, help_text="Unique within the set; how files name it."
+    )
+    text = models.TextField("question", max_length=QUESTION_MAX)
+    expected_keys = ArrayField(
+        models.CharField(max_length=KEY_MAX),
+        verbose_name="expected documents",
+        help_text="The keys of the documents that answer it.",
+    )
+    expected_passage = models.TextField(
+        "expected passage",
+        blank=True,
+        max_length=PASSAGE_MAX,
+        help_text="Optional: the words that answer it, as the document has them.",
+    )
+    language = models.CharField(max_length=8, choices=Language.choices)
+    tag = models.CharField(max_length=TAG_MAX, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["question_set", "external_id"], name="question_id_per_set"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class EvaluationRun(models.Model):
+    """Every question of a set asked of one index version, in each mode (`evaluation.run`)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    OPEN_STATES = (State.QUEUED, State.RUNNING)
+
+    class Target(models.TextChoices):
+        ACTIVE = "active", "the active version"
+        CANDIDATE = "candidate", "another index version"
+
+    kb = models.ForeignKey(
+        "kb.KnowledgeBase",
+        verbose_name="knowledge base",
+        on_delete=models.PROTECT,
+        related_name="evaluation_runs",
+    )
+    question_set = models.ForeignKey(QuestionSet, on_delete=models.PROTECT, related_name="runs")
+    question_set_version = models.PositiveIntegerField()
+    target = models.CharField(max_length=16, choices=Target.choices, default=Target.ACTIVE)
+    # The version asked: chosen with a candidate target, pinned at the first attempt for the
+    # active one (a swap during the run does not mix two versions' answers).
+    index_version = models.ForeignKey(
+        "kb.IndexVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    modes = ArrayField(models.CharField(max_length=8))
+    top_k = models.PositiveSmallIntegerField(default=10)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    task = models.OneToOneField(
+        "ingestion.IngestionTask",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="evaluation_run",
+    )
+    # Who the run reads as: the requester's access groups when they asked (all_groups: every
+    # group, as a superuser reads), so a resumed attempt reads exactly what the first did.
+    access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    all_groups = models.BooleanField(default=False)
+    questions_total = models.PositiveIntegerField(default=0)
+    # The index version's, fusion's and rerank's settings and top_k, taken by the worker that
+    # ran it (`evaluation.run`).
+    search_settings = models.JSONField(default=dict, blank=True)
+    # Per mode: `evaluation.metrics.summarize` of its results.
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        permissions = [("run_evaluation", "Can run evaluations of a knowledge base")]
+        indexes = [
+            models.Index(fields=["kb", "-created_at"], name="evaluation_run_recent"),
+            models.Index(fields=["question_set", "-created_at"], name="evaluation_run_of_set"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(target="active") | Q(index_version__isnull=False),
+                name="evaluation_run_candidate_named",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Evaluation {self.pk}"
+
+
+class EvaluationResult(models.Model):
+    """How search answered one question in one mode: the rank of its first expected document
+    among the documents of the top 10 hits (None: missed), those documents (keys, best first),
+    whether the expected passage was among the hits, and how long the search took."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="results")
+    question = models.ForeignKey(
+        Question, null=True, blank=True, on_delete=models.SET_NULL, related_name="results"
+    )
+    mode = models.CharField(max_length=8)
+    # The question as it was asked.
+    external_id = models.CharField(max_length=EXTERNAL_ID_MAX)
+    text = models.TextField()
+    language = models.CharField(max_length=8)
+    tag = models.CharField(max_length=TAG_MAX, blank=True)
+    expected_keys = ArrayField(models.CharField(max_length=KEY_MAX))
+    rank = models.PositiveSmallIntegerField(null=True, blank=True)
+    returned_keys = ArrayField(models.CharField(max_length=KEY_MAX), default=list, blank=True)
+    passage_found = models.BooleanField(null=True, blank=True)
+    latency_ms = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "question", "mode"], name="evaluation_result_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.external_id} ({self.mode})"

@@ -1,0 +1,1 @@
+"""Evaluation's writes: question sets and their questions, and asking for runs."""

@@ -1,0 +1,121 @@
+"""Asking for an evaluation run, and closing runs whose worker gave up.
+
+A run is leased work (`evaluation.run.evaluation_execute`, an IngestionTask of kind
+"evaluation"): `evaluation_request` writes the run, its task and the task's outbox event in one
+transaction, so the run starts exactly when it is committed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.utils import timezone
+
+from evaluation.models import EvaluationRun, Question, QuestionSet
+from kb.models import IndexVersion, KnowledgeBase
+from kb.selectors.index_versions import live_index_versions
+from kb.selectors.metadata import DocumentReader
+from kb.services.base import ActionRefused, Actor, actor_id
+from retrieval.search.engine import MODES
+from work.models import IngestionTask
+from work.outbox import task_create
+
+
+def evaluation_request(
+    *,
+    kb: KnowledgeBase,
+    question_set: QuestionSet,
+    modes: Sequence[str],
+    reader: DocumentReader,
+    index_version: IndexVersion | None = None,
+    actor: Actor = None,
+) -> tuple[EvaluationRun, bool]:
+    """Ask every question of `question_set` of `kb` in each of `modes`: of its active version
+    (pinned when the run starts), or of `index_version` (a candidate, or a retired version still
+    kept). The run reads as `reader` (the requester's access groups, kept on the run).
+
+    Idempotent: while a run of the same set, version and modes is open, asking again returns it.
+    Returns (run, created). Refused (ActionRefused, with the reason) for an empty set, a set or
+    version of another knowledge base, a version no longer built for, no mode or an unknown one.
+    Takes the set's row lock (no key), then writes the run, its task and its outbox event."""
+    chosen = list(dict.fromkeys(modes))
+    unknown = [mode for mode in chosen if mode not in MODES]
+    if not chosen or unknown:
+        raise ActionRefused(f"Choose one or more modes of {', '.join(MODES)}.")
+    if question_set.kb_id != kb.pk:
+        raise ActionRefused("That question set belongs to another knowledge base.")
+    if kb.active_index_version_id is None:
+        raise ActionRefused(f"{kb.name} has no active index version to ask.")
+    version = _target(kb, index_version)
+    with transaction.atomic():
+        locked = QuestionSet.objects.select_for_update(no_key=True).get(pk=question_set.pk)
+        evaluation_runs_close_orphaned(question_set=locked)
+        questions = Question.objects.filter(question_set=locked).count()
+        if not questions:
+            raise ActionRefused(f"{locked.name} has no questions yet.")
+        open_run = (
+            EvaluationRun.objects.filter(
+                question_set=locked,
+                state__in=EvaluationRun.OPEN_STATES,
+                index_version=version,
+                modes=chosen,
+                question_set_version=locked.version,
+            )
+            .order_by("pk")
+            .first()
+        )
+        if open_run is not None:
+            return open_run, False
+        task = task_create(kind=IngestionTask.Kind.EVALUATION, kb_id=kb.pk)
+        run = EvaluationRun.objects.create(
+            kb=kb,
+            question_set=locked,
+            question_set_version=locked.version,
+            target=EvaluationRun.Target.ACTIVE
+            if version is None
+            else EvaluationRun.Target.CANDIDATE,
+            index_version=version,
+            modes=chosen,
+            task=task,
+            access_groups=sorted(reader.access_groups),
+            all_groups=reader.all_groups,
+            questions_total=questions,
+            requested_by_id=actor_id(actor),
+        )
+    return run, True
+
+
+def _target(kb: KnowledgeBase, index_version: IndexVersion | None) -> IndexVersion | None:
+    """The version a run asks, None for the active one (pinned when it starts)."""
+    if index_version is None or index_version.pk == kb.active_index_version_id:
+        return None
+    if index_version.kb_id != kb.pk:
+        raise ActionRefused("That index version belongs to another knowledge base.")
+    if not live_index_versions(kb_id=kb.pk).filter(pk=index_version.pk).exists():
+        raise ActionRefused(
+            f"Index version {index_version.number} is no longer built for (failed, or retired "
+            "and collected): it cannot be asked."
+        )
+    return index_version
+
+
+def evaluation_runs_close_orphaned(*, question_set: QuestionSet | None = None) -> int:
+    """Open runs whose task is closed (dead after its attempts, failed) or gone are failed with
+    the task's reason. Returns how many. Idempotent."""
+    runs = EvaluationRun.objects.filter(state__in=EvaluationRun.OPEN_STATES).select_related("task")
+    if question_set is not None:
+        runs = runs.filter(question_set=question_set)
+    closed = 0
+    for run in runs:
+        task = run.task
+        if task is not None and task.status in IngestionTask.OPEN_STATUSES:
+            continue
+        reason = task.last_error if task is not None and task.last_error else ""
+        closed += EvaluationRun.objects.filter(
+            pk=run.pk, state__in=EvaluationRun.OPEN_STATES
+        ).update(
+            state=EvaluationRun.State.FAILED,
+            error=reason or "The run's worker stopped before it finished.",
+            finished_at=timezone.now(),
+        )
+    return closed
