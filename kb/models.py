@@ -440,24 +440,19 @@ class PublicationEvent(models.Model):
 
 
 class Posting(models.Model):
-    """Some of one term's postings in one build, best first: the keyword index, in the format
-    of `kb.postings` (a term in a few of the build's chunks is one row; a common one a few,
-    numbered by `block`).
+    """One analysed term of one chunk: the keyword index (`retrieval.lexical`).
 
-    `postings` holds three equal parts: the chunks' ordinals, their term frequencies, and their
-    impacts (the term's BM25 weight without IDF under a nominal length, quantized by
-    `kb.postings.IMPACT_SCALE`, rounded up); `max_impact` is the largest, so a term's rows are
-    read best first from the index and a common word never makes a search rank every chunk
-    that contains it. Written whole for a build with its share of the version's statistics;
-    deleted with that share when retention or a purge gives the build up."""
+    `impact` is the term's BM25 weight in the chunk without IDF, under a nominal average length,
+    so a term's postings can be read best-first from the index and a common word never makes a
+    search rank every chunk that contains it. Written with the chunk, under the same lease fence;
+    deleted before the chunk (retention, purge)."""
 
-    pk = models.CompositePrimaryKey("build_id", "term", "block")
-    # Neither reference has a constraint: a build row is never deleted, and a deferred check
-    # per row is what a build's commit spent most on (docs/BENCHMARKS.md, B10); kb_verify
-    # reports postings whose build is gone or given up.
-    build = models.ForeignKey(
-        Build, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
-    )
+    pk = models.CompositePrimaryKey("chunk_id", "term")
+    # The primary key (chunk, term) serves lookups by chunk: no index of its own.
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # Its chunk's version, copied for the index below; the chunk's own foreign key keeps it
+    # real, and a second deferred check per posting (~80 a chunk) doubled what a build's
+    # commit spent on checks (docs/BENCHMARKS.md, B10).
     index_version = models.ForeignKey(
         IndexVersion,
         on_delete=models.DO_NOTHING,
@@ -465,58 +460,48 @@ class Posting(models.Model):
         db_index=False,
         db_constraint=False,
     )
-    block = models.IntegerField()
-    max_impact = models.SmallIntegerField()
     term = models.CharField(max_length=64)
-    postings = ArrayField(models.SmallIntegerField())
+    tf = models.PositiveSmallIntegerField()
+    impact = models.FloatField()
 
     class Meta:
         indexes = [
-            models.Index(fields=["index_version", "term", "-max_impact"], name="posting_term_best")
+            models.Index(
+                fields=["index_version", "term", "-impact"],
+                include=["chunk", "tf"],
+                name="posting_term_impact",
+            )
         ]
 
     def __str__(self) -> str:
-        return f"{self.term!r} in block {self.block} of build {self.build_id}"
+        return f"{self.term!r} in chunk {self.chunk_id}"
 
 
 class LexicalStat(models.Model):
-    """An index version's BM25 statistics: for each term, how many of the version's retained
-    chunks contain it; for the term "" how many chunks it retains and their total length (as a
-    search engine counts deleted documents until a merge). Kept whole as builds come and go:
-    a build's share is added in the transaction that writes its postings and taken back in the
-    one that deletes them (`kb.postings`), so a search reads one row per query term."""
+    """A build's share of its index version's BM25 statistics: for each term, how many of its
+    chunks contain it; for the term "" the build's chunk count and total length. The version's
+    statistics are the sum over the builds whose chunks are retained (as a search engine counts
+    deleted documents until a merge). Replaced whole when the build's chunks are written, deleted
+    with them."""
 
-    pk = models.CompositePrimaryKey("index_version_id", "term")
+    pk = models.CompositePrimaryKey("build_id", "term")
+    build = models.ForeignKey(Build, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
     index_version = models.ForeignKey(
         IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
     )
     term = models.CharField(max_length=64, blank=True)
-    chunks = models.BigIntegerField()
-    length = models.BigIntegerField(default=0)
-    # How many posting rows (blocks) hold the term: a search sizes its read of them by it.
-    blocks = models.BigIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.term!r}: {self.chunks} chunks of version {self.index_version_id}"
-
-
-class LexicalShare(models.Model):
-    """What one build added to its version's statistics for the term "": its chunks and their
-    total length (its per-term counts are its postings'). Exists exactly while the build's
-    postings do, so the share is taken back as it was added, whatever became of the chunk
-    rows meanwhile."""
-
-    build = models.OneToOneField(
-        Build, on_delete=models.DO_NOTHING, primary_key=True, related_name="+"
-    )
-    index_version = models.ForeignKey(
-        IndexVersion, on_delete=models.DO_NOTHING, related_name="+", db_index=False
-    )
     chunks = models.PositiveIntegerField()
-    length = models.BigIntegerField()
+    length = models.BigIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["index_version", "term"], include=["chunks", "length"], name="lexstat_term"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"build {self.build_id}: {self.chunks} chunks, length {self.length}"
+        return f"{self.term!r}: {self.chunks} chunks of build {self.build_id}"
 
 
 class BuildSeal(models.Model):
