@@ -209,7 +209,10 @@ def _count(values: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def print_report(summary: dict[str, Any]) -> None:
+def print_report(
+    summary: dict[str, Any], written: Sequence[Any] = (RESULTS, DETAILS, LEGS)
+) -> None:
+    """The run's tables; `written`: the files it wrote (results, details, legs)."""
     metrics, lat, ing = summary["metrics"], summary["latency"], summary["ingest"]
     prov = summary["provider"]
     print(
@@ -226,8 +229,9 @@ def print_report(summary: dict[str, Any]) -> None:
         f"\ningest: {ing['live']} live, {ing['failed']} failed of {ing['documents']}; "
         f"{ing['chunks']} chunks {timing}\n"
     )
-    print("keyword-style set (questions.jsonl), per language:\n")
-    print(keyword_table(metrics))
+    if summary["corpus"]["questions_by_set"].get("keyword"):
+        print("keyword-style set (questions.jsonl), per language:\n")
+        print(keyword_table(metrics))
     if summary.get("natural"):
         print()
         print(natural_tables(summary["natural"], full=True))
@@ -241,6 +245,10 @@ def print_report(summary: dict[str, Any]) -> None:
     print()
     print(markdown(lrows))
     t = summary["targets"]
+    if not summary["corpus"]["questions_by_set"].get("keyword"):
+        print(f"\n[B8] run took {summary['run_s']} s; wrote " + ", ".join(map(str, written)))
+        sys.stdout.flush()
+        return
     print("\nkeyword-style set, checks:\n")
     trows: list[list[Any]] = [["lang", "check", "Canon", "against", "verdict"]]
     for lang, v in t["legs"].items():
@@ -274,5 +282,6 @@ def print_report(summary: dict[str, Any]) -> None:
             ]
         )
     print(markdown(trows))
-    print(f"\n[B8] run took {summary['run_s']} s; wrote {RESULTS}, {DETAILS} and {LEGS}")
+    results, details, legs = written
+    print(f"\n[B8] run took {summary['run_s']} s; wrote {results}, {details} and {legs}")
     sys.stdout.flush()

@@ -23,13 +23,15 @@ upload service) -> outbox -> relay -> a real Celery worker -> switch, in a datab
 
     python -m bench.quality [--provider use --model use-multilingual-v3 --dimensions 512 (default)]
                             [--limit-docs N] [--limit-questions N] [--corpus DIR]
-                            [--questions F] [--natural F] [--reuse] [--no-legs]
+                            [--questions F] [--natural F] [--splits F] [--no-keyword]
+                            [--results NAME] [--reuse] [--no-legs]
 
 Writes bench/results/quality.json (metrics, latency, ingest, targets),
 bench/results/quality-details.json (per question: the top-10 document keys of every system) and
 bench/results/quality-legs.json (per question: Canon's two legs 100 deep with what a fusion could
 use, `bench.quality.legs`), then checks that `python -m bench.quality.offline` reproduces the
-hybrid's figures from that dump.
+hybrid's figures from that dump. `--results NAME` writes NAME.json, NAME-details.json and
+NAME-legs.json instead; `python -m bench.quality2` runs this on the second corpus that way.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +121,9 @@ def tag_natural(questions: list[dict[str, Any]], assignment: dict[str, str]) -> 
     missing = [q["id"] for q in questions if q["set"] == "natural" and q["id"] not in assignment]
     if missing:
         raise SystemExit(
-            f"{len(missing)} natural questions have no split ({missing[:5]}): run "
-            "`python -m bench.quality.splits` and commit splits.json"
+            f"{len(missing)} natural questions have no split ({missing[:5]}): regenerate the "
+            "splits file (`python -m bench.quality.splits`, or bench.quality2.splits for the "
+            "second corpus) and commit it"
         )
     for q in questions:
         q["split"] = assignment[q["id"]] if q["set"] == "natural" else None
@@ -172,6 +176,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, default=QUESTIONS, help="keyword-style set")
     parser.add_argument("--natural", type=Path, default=NATURAL, help="natural set (issue 24)")
     parser.add_argument("--no-natural", action="store_true", help="the keyword-style set only")
+    parser.add_argument("--no-keyword", action="store_true", help="the natural set only")
+    parser.add_argument(
+        "--splits", type=Path, default=splits.SPLITS, help="the natural set's split"
+    )
+    parser.add_argument(
+        "--results",
+        default=RESULTS.stem,
+        help="bench/results/NAME.json, NAME-details.json and NAME-legs.json",
+    )
     parser.add_argument("--db", default=DB_NAME, help="its own database, dropped and recreated")
     parser.add_argument(
         "--reuse",
@@ -188,17 +201,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser.parse_args(argv)
     if a.db in ("canon", "canon_bench") or a.db.startswith("test_"):
         parser.error(f"--db {a.db} belongs to someone else")
+    if a.no_natural and a.no_keyword:
+        parser.error("--no-natural and --no-keyword leave no question to ask")
+    outputs = Outputs.named(a.results)
 
     wall = time.perf_counter()
     ensure_corpus(a.corpus)
-    sets = (
-        {"keyword": a.questions} if a.no_natural else {"keyword": a.questions, "natural": a.natural}
-    )
+    sets = {} if a.no_keyword else {"keyword": a.questions}
+    if not a.no_natural:
+        sets["natural"] = a.natural
     for path in sets.values():
         if not path.exists():
             raise SystemExit(f"no questions file {path}")
     corpus = load_corpus(a.corpus, sets, limit_docs=a.limit_docs, limit_questions=a.limit_questions)
-    tag_natural(corpus.questions, splits.load() if "natural" in sets else {})
+    split_doc = json.loads(a.splits.read_text(encoding="utf-8")) if "natural" in sets else {}
+    tag_natural(corpus.questions, splits.load(a.splits) if "natural" in sets else {})
     print(
         f"[B8] {len(corpus.documents)} documents, {len(corpus.questions)} questions "
         f"{_count(q['set'] for q in corpus.questions)} "
@@ -310,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.RESULTS.mkdir(parents=True, exist_ok=True)
     legs_summary: dict[str, Any] = {}
     if not a.no_legs:
-        legs_summary = write_legs(kb, chunks, embed, corpus.questions, canon_hits)
+        legs_summary = write_legs(kb, chunks, embed, corpus.questions, canon_hits, outputs.legs)
 
     summary = {
         "id": "B8",
@@ -319,8 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "corpus": {
             "directory": str(a.corpus),
             "questions_files": {name: str(path) for name, path in sets.items()},
-            "splits_file": str(splits.SPLITS),
-            "split_seed": splits.SEED,
+            "splits_file": str(a.splits),
+            "split_seed": split_doc.get("seed"),
             "documents": len(corpus.documents),
             "documents_by_lang": _count(d.get("lang", "?") for d in corpus.documents),
             "questions": len(corpus.questions),
@@ -353,7 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vector). Latency per query over both sets, in this process: Canon and the dense "
         "contenders include embedding the query (rrf embeds and runs bm25s+jieba itself).",
     }
-    RESULTS.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
+    outputs.results.write_text(
+        json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n"
+    )
     details = [
         {
             "id": q.get("id"),
@@ -372,9 +391,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         for i, q in rows
     ]
-    DETAILS.write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n")
-    print_report(summary)
+    outputs.details.write_text(json.dumps(details, indent=1, ensure_ascii=False) + "\n")
+    print_report(summary, written=(outputs.results, outputs.details, outputs.legs))
     return 0
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The three files a run writes."""
+
+    results: Path
+    details: Path
+    legs: Path
+
+    @classmethod
+    def named(cls, name: str) -> Outputs:
+        if name == RESULTS.stem:
+            return cls(RESULTS, DETAILS, LEGS)
+        if not name or "/" in name or name.startswith("."):
+            raise SystemExit(f"--results {name!r}: a plain file name, please")
+        return cls(
+            common.RESULTS / f"{name}.json",
+            common.RESULTS / f"{name}-details.json",
+            common.RESULTS / f"{name}-legs.json",
+        )
 
 
 def write_legs(
@@ -383,9 +423,10 @@ def write_legs(
     embed: Callable[[str], list[float]],
     questions: Sequence[dict[str, Any]],
     canon_hits: dict[str, dict[str, list[list[Any]]]],
+    path: Path = LEGS,
 ) -> dict[str, Any]:
-    """The per-leg dump (bench.quality.legs) of every question, then the offline evaluator's
-    reproduction of Canon's hybrid from it (bench.quality.offline.check)."""
+    """The per-leg dump (bench.quality.legs) of every question, written to `path`, then the
+    offline evaluator's reproduction of Canon's hybrid from it (bench.quality.offline.check)."""
     from django.conf import settings
 
     from bench.quality import offline
@@ -427,13 +468,13 @@ def write_legs(
         },
         "questions": records,
     }
-    LEGS.write_text(json.dumps(data, ensure_ascii=False) + "\n")
+    path.write_text(json.dumps(data, ensure_ascii=False) + "\n")
     dump_s = round(time.perf_counter() - t0, 1)
     try:
         ok, lines = offline.check(data)
     except Exception as exc:  # a fusion method the built-in `canon` cannot rebuild from the dump
         ok, lines = False, [f"could not run the check: {exc!r}"]
-    print(f"[B8] per-leg dump: {len(records)} questions in {dump_s}s -> {LEGS}", flush=True)
+    print(f"[B8] per-leg dump: {len(records)} questions in {dump_s}s -> {path}", flush=True)
     for line in lines:
         print(f"[B8] offline check: {line}", flush=True)
-    return {"file": str(LEGS), "dump_s": dump_s, "reproduced": ok, "check": lines}
+    return {"file": str(path), "dump_s": dump_s, "reproduced": ok, "check": lines}

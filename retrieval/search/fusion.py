@@ -273,14 +273,15 @@ def _passages_by_words(
     return [queues[hits[cid].document_key].pop(0) for cid in order]
 
 
-def fuse_legs(legs: list[Leg], top_k: int, *, query: str) -> list[Hit]:
-    """The hybrid ranking of the vector and keyword legs, as the settings choose."""
+def fuse_legs(legs: list[Leg], top_k: int, *, query: str, method: str | None = None) -> list[Hit]:
+    """The hybrid ranking of the vector and keyword legs, by `method` or as the settings choose
+    (CANON_HYBRID_FUSION)."""
     vector, keyword = legs
     return fuse(
         vector=vector.hits,
         keyword=keyword.hits,
         top_k=top_k,
-        method=settings.HYBRID_FUSION,
+        method=method or settings.HYBRID_FUSION,
         vector_weight=settings.HYBRID_VECTOR_WEIGHT,
         query=query,
         keyword_bound=keyword.bound,

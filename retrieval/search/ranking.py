@@ -78,16 +78,24 @@ def _shares(method: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, Any]]
     }
 
 
-def explain_ranking(*, mode: str, query: str, legs: Sequence[Leg], hits: Sequence[Hit]) -> Ranking:
+def explain_ranking(
+    *,
+    mode: str,
+    query: str,
+    legs: Sequence[Leg],
+    hits: Sequence[Hit],
+    fused_by: str | None = None,
+) -> Ranking:
     """The explanation of `hits`, the answer a search of `mode` made of `legs` (vector then
-    keyword for hybrid; the one leg otherwise). Pure: no I/O."""
+    keyword for hybrid; the one leg otherwise), fused by `fused_by` (default
+    CANON_HYBRID_FUSION). Pure: no I/O."""
     bound = legs[-1].bound if mode != "vector" else None
     method: str | None = None
     fused: dict[int, dict[str, Any]] = {}
     names = {"vector": ("vector",), "keyword": ("keyword",)}.get(mode, ("vector", "keyword"))
     if mode == "hybrid":
         vector, keyword = legs
-        method = settings.HYBRID_FUSION if keyword.bound is not None else "convex"
+        method = (fused_by or settings.HYBRID_FUSION) if keyword.bound is not None else "convex"
         if method == "learned":
             fused = _learned(query, vector, keyword)
         else:
