@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: run test check lint bench soak clean browser
+.PHONY: run test check lint bench soak clean browser xmlsec1
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,16 +16,27 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(PY) -m devtools.devstack run
 
-test: $(STAMP) browser
+test: $(STAMP) browser xmlsec1
 	$(PY) -m devtools.devstack exec -- $(MAKE) --no-print-directory check
 
-# The admin's browser tests drive Debian's Chromium; install it where we may (root with apt).
+# The admin's browser tests drive Debian's Chromium; install it where we may (root with apt),
+# with a font for the Chinese admin's pages (fonts-noto-cjk).
 browser:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && \
+	  fc-list :lang=zh 2>/dev/null | grep -q . || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	       chromium chromium-driver >/dev/null) ; } || \
+	       chromium chromium-driver fonts-noto-cjk >/dev/null) ; } || \
 	  echo "chromium is not installed: the browser tests will be skipped"
+
+# SAML sign-in (pysaml2) signs and checks with Debian's xmlsec1; install it where we may, as
+# chromium above. Production installs it the same way (docs/PRODUCTION.md).
+xmlsec1:
+	@command -v xmlsec1 >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	       xmlsec1 >/dev/null) ; } || \
+	  echo "xmlsec1 is not installed: the SAML tests will be skipped"
 
 # Runs inside `make test`, with DATABASE_URL and REDIS_URL pointing at the stack. lint-imports checks
 # the floors' contract in pyproject.toml. The suite runs on PYTEST_WORKERS pytest-xdist workers, a

@@ -94,6 +94,8 @@ INSTALLED_APPS = [
     "retrieval",
     "sources",
     "evaluation",
+    "identity",
+    "djangosaml2",
     "console",
 ]
 
@@ -109,10 +111,16 @@ MIDDLEWARE = [
     # Before anything reads a body (CSRF reads the admin's forms): refuse what is too large.
     "kb.uploads.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # SAML's own session (djangosaml2: the requests sent to the provider); touches nothing until
+    # a SAML view uses it.
+    "djangosaml2.middleware.SamlSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A session signed in through the identity provider is re-checked with it every
+    # CANON_IDENTITY_RECHECK_MINUTES, and ends when the provider ended it (identity/recheck.py).
+    "identity.middleware.SessionRecheckMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -508,6 +516,90 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
+# --- sign-in and tokens (identity/; docs/PRODUCTION.md, "Sign-in and access tokens") ------
+# OIDC sign-in to the admin (authorisation code flow with PKCE, mozilla-django-oidc): on when the
+# issuer and the client id are set; the endpoints come from the issuer's discovery document.
+OIDC_ISSUER = env_str("CANON_OIDC_ISSUER", "").strip().rstrip("/")
+OIDC_CLIENT_ID = env_str("CANON_OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = env_str("CANON_OIDC_CLIENT_SECRET", "")  # never logged
+OIDC_NAME = env_str("CANON_OIDC_NAME", "your company account")  # "Sign in with ..."
+OIDC_SCOPES = env_str("CANON_OIDC_SCOPES", "openid email profile")
+OIDC_USERNAME_CLAIM = env_str("CANON_OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_EMAIL_CLAIM = env_str("CANON_OIDC_EMAIL_CLAIM", "email")
+OIDC_ENABLED = bool(OIDC_ISSUER and OIDC_CLIENT_ID)
+# SAML 2.0 sign-in (djangosaml2 / pysaml2, which signs and checks with the xmlsec1 binary): on when
+# the identity provider's metadata (a URL or a file) is set.
+SAML_IDP_METADATA = env_str("CANON_SAML_IDP_METADATA", "").strip()
+SAML_ENTITY_ID = env_str("CANON_SAML_ENTITY_ID", "")  # default: this server's metadata URL
+SAML_NAME = env_str("CANON_SAML_NAME", "your company account (SAML)")
+SAML_USERNAME_ATTRIBUTE = env_str("CANON_SAML_USERNAME_ATTRIBUTE", "uid")
+SAML_EMAIL_ATTRIBUTE = env_str("CANON_SAML_EMAIL_ATTRIBUTE", "mail")
+SAML_KEY_FILE = env_str("CANON_SAML_KEY_FILE", "")  # optional: sign requests, read encrypted
+SAML_CERT_FILE = env_str("CANON_SAML_CERT_FILE", "")
+SAML_XMLSEC_BINARY = env_str("CANON_SAML_XMLSEC_BINARY", "/usr/bin/xmlsec1")
+SAML_ENABLED = bool(SAML_IDP_METADATA)
+# djangosaml2's own settings: its session cookie must reach the assertion consumer on the
+# provider's cross-site POST (SameSite=None needs HTTPS; plain local HTTP keeps Lax).
+SAML_SESSION_COOKIE_SAMESITE = "None" if HTTPS else "Lax"
+SAML_CONFIG_LOADER = "identity.saml.sp_config"
+SAML_CREATE_UNKNOWN_USER = True
+SAML_ATTRIBUTE_MAPPING: dict[str, tuple[str, ...]] = {}
+ACS_DEFAULT_REDIRECT_URL = "/admin/"
+SAML_CSP_HANDLER = ""  # Canon sets no Content-Security-Policy of its own (no django-csp)
+# How often a session signed in through the provider is re-checked with it (OIDC: its refresh
+# token, or userinfo): a person disabled or taken out of a group there loses that access at
+# their next request after this. SAML cannot re-check without the person: its sessions end
+# after CANON_SAML_RECHECK_MINUTES and the person signs in again.
+IDENTITY_RECHECK_MINUTES = env_float("CANON_IDENTITY_RECHECK_MINUTES", 5.0)
+SAML_RECHECK_MINUTES = env_float("CANON_SAML_RECHECK_MINUTES", 60.0)
+# The claim a new mapping row reads by default, and mapping rows for automated deployments (a
+# JSON list of {"claim", "value", "tenant": slug, "role", "access_groups", "knowledge_bases":
+# [slugs]}), used beside the rows the admin edits (identity.mapping).
+IDENTITY_GROUPS_CLAIM = env_str("CANON_IDENTITY_GROUPS_CLAIM", "groups")
+IDENTITY_MAPPING = env_str("CANON_IDENTITY_MAPPING", "")
+# Local passwords: "everyone", or "superusers" (a break-glass superuser keeps hers; everyone
+# else signs in through the provider).
+LOCAL_PASSWORDS = env_str("CANON_LOCAL_PASSWORDS", "everyone").strip().lower()
+if LOCAL_PASSWORDS not in ("everyone", "superusers"):
+    raise ImproperlyConfigured(
+        f"CANON_LOCAL_PASSWORDS must be everyone or superusers, not {LOCAL_PASSWORDS!r}"
+    )
+# Failed sign-ins (passwords and the provider's refusals) per address and per user name within
+# the window; past it, sign-in is refused until the window has passed.
+SIGN_IN_MAX_FAILURES = env_int("CANON_SIGN_IN_MAX_FAILURES", 10)
+SIGN_IN_FAILURE_WINDOW_MINUTES = env_int("CANON_SIGN_IN_FAILURE_WINDOW_MINUTES", 15)
+# OAuth 2.0 access tokens (JWT) beside API keys, on the API, the Dify and OpenAI shapes and the MCP
+# server: on when the issuer and the audience are set. Checked against the issuer's JWKS (cached
+# CANON_OAUTH_JWKS_CACHE_SECONDS; a key id not in it fetches it again, at most once per
+# CANON_OAUTH_JWKS_MIN_REFETCH_SECONDS), for these algorithms only (never none nor HS*).
+OAUTH_ISSUER = env_str("CANON_OAUTH_ISSUER", OIDC_ISSUER).strip().rstrip("/")
+OAUTH_AUDIENCE = env_str("CANON_OAUTH_AUDIENCE", "").strip()
+OAUTH_JWKS_URL = env_str("CANON_OAUTH_JWKS_URL", "").strip()  # default: from discovery
+OAUTH_ALGORITHMS = [
+    alg.strip() for alg in env_str("CANON_OAUTH_ALGORITHMS", "RS256,PS256,ES256").split(",")
+]
+if not OAUTH_ALGORITHMS or any(
+    alg.lower() == "none" or alg.upper().startswith("HS") for alg in OAUTH_ALGORITHMS
+):
+    raise ImproperlyConfigured(
+        "CANON_OAUTH_ALGORITHMS lists asymmetric algorithms only (RS256, PS256, ES256, ...): "
+        "never none, nor HS* (a shared secret is no provider's signature)"
+    )
+OAUTH_LEEWAY_SECONDS = env_int("CANON_OAUTH_LEEWAY_SECONDS", 30)
+OAUTH_JWKS_CACHE_SECONDS = env_int("CANON_OAUTH_JWKS_CACHE_SECONDS", 300)
+OAUTH_JWKS_MIN_REFETCH_SECONDS = env_int("CANON_OAUTH_JWKS_MIN_REFETCH_SECONDS", 10)
+OAUTH_TOKENS_ENABLED = bool(OAUTH_ISSUER and OAUTH_AUDIENCE)
+# The MCP server's public URL (https://canon.example.com/mcp): the audience its tokens carry
+# and the resource its protected-resource metadata names (default: CANON_OAUTH_AUDIENCE).
+MCP_RESOURCE_URL = env_str("CANON_MCP_RESOURCE_URL", "").strip()
+IDENTITY_HTTP_TIMEOUT_SECONDS = env_float("CANON_IDENTITY_HTTP_TIMEOUT_SECONDS", 5.0)
+# Local passwords first (the break-glass superuser), then the providers that are configured.
+AUTHENTICATION_BACKENDS = [
+    "identity.backends.LocalPasswordBackend",
+    *(["identity.oidc.OidcBackend"] if OIDC_ENABLED else []),
+    *(["identity.saml.SamlBackend"] if SAML_ENABLED else []),
+]
+
 # LOG_FORMAT=json writes one JSON object per line, with the task, build, document and lease ids
 # that the pipeline passes as `extra` (task_id, build_id, lease_owner, ...).
 LOG_FORMAT = env_str("LOG_FORMAT", "plain")
@@ -535,5 +627,8 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # boto's INFO and DEBUG lines name where credentials came from and carry signed headers
         **{name: {"level": "WARNING"} for name in ("boto3", "botocore", "s3transfer", "urllib3")},
+        # pysaml2's INFO lines carry whole assertions (a person's attributes); xmlschema's say
+        # which schema it loaded
+        **{name: {"level": "WARNING"} for name in ("saml2", "djangosaml2", "xmlschema")},
     },
 }

@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config import health
+from identity.forms import AdminLoginForm
 
 admin.site.site_header = "Canon"
 admin.site.site_title = "Canon"
@@ -12,6 +13,10 @@ admin.site.index_title = "Knowledge bases"
 # Canon has no public site: the admin is its front page, so no "View site" link that leads
 # nowhere; the bare host goes to the admin.
 admin.site.site_url = None
+# Sign-in: a button per identity provider configured, failed sign-ins rate limited and audited
+# (identity/).
+admin.site.login_form = AdminLoginForm
+admin.site.login_template = "identity/login.html"
 # A permission refusal in the admin is an admin page naming the permission and the role with it.
 handler403 = "console.admin.refusals.permission_denied"
 # An unknown admin address is an admin page with a way home (Django's plain page elsewhere).
@@ -21,8 +26,11 @@ handler404 = "console.admin.refusals.page_not_found"
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
+    # Sign-in through the company's identity provider: OIDC, SAML (identity/urls.py).
+    path("identity/", include("identity.urls")),
     path("api/v1/", include("retrieval.api.urls")),
     path("api/v1/", include("sources.api.urls")),
+    path("api/v1/", include("evaluation.api.urls")),
     # Shapes other tools speak: Dify's External Knowledge API, OpenAI's vector-store search.
     path("api/", include("retrieval.compat.urls")),
     path("api/schema/", no_append_slash(SpectacularAPIView.as_view()), name="api-schema"),
@@ -33,6 +41,5 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("api/v1/", include("evaluation.api.urls")),
     path("metrics", health.metrics, name="metrics"),
 ]

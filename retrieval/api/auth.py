@@ -1,4 +1,5 @@
-"""DRF authentication: `Authorization: Bearer <key>` or an admin session."""
+"""DRF authentication: `Authorization: Bearer <key>` (an API key, or an OAuth access token of the
+company's identity provider when CANON_OAUTH_* is set) or an admin session."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from retrieval.principals import InvalidKey, Principal, principal_from_key, principal_from_user
+from identity.audit import client_address
+from retrieval.principals import (
+    InvalidKey,
+    Principal,
+    principal_from_bearer,
+    principal_from_user,
+)
 
 
 class ApiKeyAuthentication(BaseAuthentication):
@@ -22,7 +29,9 @@ class ApiKeyAuthentication(BaseAuthentication):
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")
         try:
-            principal = principal_from_key(header[1].decode("ascii"))
+            principal = principal_from_bearer(
+                header[1].decode("ascii"), address=client_address(request._request)
+            )
         except (InvalidKey, UnicodeDecodeError) as exc:
             raise exceptions.AuthenticationFailed(f"Invalid API key: {exc}.") from exc
         return (None, principal)

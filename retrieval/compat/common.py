@@ -19,11 +19,12 @@ from rest_framework.authentication import get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from identity.audit import client_address
 from kb.models import Build
 from retrieval.api.auth import ApiKeyAuthentication
 from retrieval.api.searching import run_search
 from retrieval.api.serializers import SearchInput
-from retrieval.principals import InvalidKey, Principal, principal_from_key
+from retrieval.principals import InvalidKey, Principal, principal_from_bearer
 from retrieval.search.hits import Hit, SearchResult
 
 FUSION = "learned"
@@ -44,9 +45,10 @@ class KeyRefused(AuthenticationFailed):
 
 
 class BearerKeyAuthentication(ApiKeyAuthentication):
-    """The API's `Authorization: Bearer <API key>`, its two refusals told apart (a Dify caller
-    gets a code for each), and alone: no admin session, these doors serve other programs. No
-    header leaves the request unauthenticated (the view's permission refuses it)."""
+    """The API's `Authorization: Bearer <API key or access token>`, its two refusals told apart
+    (a Dify caller gets a code for each; a refused token gets a refused key's), and alone: no
+    admin session, these doors serve other programs. No header leaves the request
+    unauthenticated (the view's permission refuses it)."""
 
     def authenticate(self, request: Request) -> tuple[Any, Principal] | None:
         header = get_authorization_header(request).split()
@@ -55,7 +57,9 @@ class BearerKeyAuthentication(ApiKeyAuthentication):
         if header[0].lower() != b"bearer" or len(header) != 2:
             raise MalformedAuthorization()
         try:
-            principal = principal_from_key(header[1].decode("ascii"))
+            principal = principal_from_bearer(
+                header[1].decode("ascii"), address=client_address(request._request)
+            )
         except (InvalidKey, UnicodeDecodeError) as exc:
             raise KeyRefused() from exc
         return (None, principal)

@@ -3,8 +3,12 @@ and `fetch` (retrieval.mcp.tools) over streamable HTTP behind the API keys, or o
 local agent with one key.
 
 Over HTTP every request is authenticated before the SDK sees it (`KeyAuthentication`): the
-`Authorization: Bearer <key>` header is resolved by the REST API's own `principal_from_key`
-on every request (never cached, so a revocation counts at once); a missing or bad key is a 401.
+`Authorization: Bearer <key>` header is resolved by the REST API's own `principal_from_bearer`
+on every request (never cached, so a revocation counts at once): an API key, or, while
+CANON_OAUTH_* is set, an OAuth access token of the company's provider whose audience is this
+server (CANON_MCP_RESOURCE_URL). A missing or bad one is a 401 whose `WWW-Authenticate` names
+the protected resource metadata (RFC 9728, served at /.well-known/oauth-protected-resource), as
+the MCP authorization specification asks, so a client can discover where to get a token.
 The transport is stateless with JSON answers: any process behind a load balancer can answer
 any request, nothing is kept between them. Over stdio the key given at start is resolved again
 at every tool call.
@@ -32,8 +36,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -43,15 +49,26 @@ from pydantic import Field
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from identity.audit import checked_address
+from identity.mapping import mapped_scopes
+from identity.tokens import tokens_enabled
 from retrieval.api.serializers import SearchInput
 from retrieval.api.throttling import READ, rate_limit_wait
 from retrieval.mcp import tools
-from retrieval.principals import InvalidKey, Principal, principal_from_key
+from retrieval.principals import (
+    InvalidKey,
+    Principal,
+    principal_from_bearer,
+    principal_from_key,
+)
 
 logger = logging.getLogger("canon.mcp")
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
+# RFC 9728: the metadata of the resource https://host/mcp is at
+# https://host/.well-known/oauth-protected-resource/mcp; clients also try the root form.
+RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 PRINCIPAL_SCOPE_KEY = "canon.principal"  # where KeyAuthentication leaves the request's principal
 
 INSTRUCTIONS = (
@@ -327,9 +344,10 @@ def _tools_server(calls: _Calls) -> MCPServer:
 # --- HTTP ------------------------------------------------------------------------------------
 
 
-def _principal_of_header(value: str | None) -> Principal | None:
-    """The principal of an `Authorization: Bearer <key>` header, or None (missing, another
-    scheme, malformed, unknown, expired or revoked key). On a pool thread."""
+def _principal_of_header(value: str | None, address: str | None = None) -> Principal | None:
+    """The principal of an `Authorization: Bearer <key or token>` header, or None (missing,
+    another scheme, malformed, unknown, expired or revoked key, refused token). On a pool
+    thread."""
     close_old_connections()
     try:
         parts = (value or "").split()
@@ -338,9 +356,44 @@ def _principal_of_header(value: str | None) -> Principal | None:
         if not (parts[1].isascii() and parts[1].isprintable()):
             return None
         try:
-            return principal_from_key(parts[1])
+            return principal_from_bearer(
+                parts[1], audience=settings.MCP_RESOURCE_URL or None, address=address
+            )
         except InvalidKey:
             return None
+    finally:
+        close_old_connections()
+
+
+def _resource(scope: Scope) -> str:
+    """This server's resource identifier: CANON_MCP_RESOURCE_URL, else its /mcp URL as the
+    request reached it."""
+    if settings.MCP_RESOURCE_URL:
+        return str(settings.MCP_RESOURCE_URL)
+    host = Headers(scope=scope).get("host") or "localhost"
+    return f"{scope.get('scheme', 'http')}://{host}{MCP_PATH}"
+
+
+def _metadata_url(resource: str) -> str:
+    parts = urlsplit(resource)
+    return f"{parts.scheme}://{parts.netloc}{RESOURCE_METADATA_PATH}{parts.path.rstrip('/')}"
+
+
+def _resource_metadata(scope: Scope) -> dict[str, Any]:
+    """RFC 9728's protected resource metadata: this server, the provider that issues its
+    tokens, and the scopes the claim mapping reads (on a pool thread: a query)."""
+    close_old_connections()
+    try:
+        metadata: dict[str, Any] = {
+            "resource": _resource(scope),
+            "authorization_servers": [settings.OAUTH_ISSUER],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "Canon",
+        }
+        scopes = mapped_scopes()
+        if scopes:
+            metadata["scopes_supported"] = scopes
+        return metadata
     finally:
         close_old_connections()
 
@@ -362,19 +415,35 @@ class KeyAuthentication:
         if scope["path"] == HEALTH_PATH:
             await _json(send, 200, {"status": "ok"})
             return
+        if scope["path"].startswith(RESOURCE_METADATA_PATH):
+            if not tokens_enabled():
+                await _json(
+                    send,
+                    404,
+                    {"error": "not_found", "detail": "This server takes API keys only."},
+                )
+                return
+            await _json(send, 200, await self.calls.in_thread(_resource_metadata, scope))
+            return
         header = Headers(scope=scope).get("authorization")
-        principal = await self.calls.in_thread(_principal_of_header, header)
+        client = scope.get("client")
+        address = checked_address(client[0]) if client else None
+        principal = await self.calls.in_thread(_principal_of_header, header, address)
         if principal is None:
             detail = (
                 "Authentication credentials were not provided."
                 if not header
                 else "Invalid API key (use 'Authorization: Bearer <API key>')."
             )
+            challenge = 'Bearer realm="canon"'
+            if tokens_enabled():
+                metadata = _metadata_url(_resource(scope))
+                challenge += f', resource_metadata="{metadata}"'
             await _json(
                 send,
                 401,
                 {"error": "not_authenticated", "detail": detail},
-                headers=[(b"www-authenticate", b'Bearer realm="canon"')],
+                headers=[(b"www-authenticate", challenge.encode("latin-1", "replace"))],
             )
             return
         if scope["path"].rstrip("/") == MCP_PATH and scope["method"] != "POST":
