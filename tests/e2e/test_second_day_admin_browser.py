@@ -262,8 +262,9 @@ def test_held_deletions_as_a_queue_answered_with_a_reason(
     publish(kb, "waiting", "# Waiting\n\nOne.")
     KnowledgeBase.objects.filter(pk=kb.pk).update(require_approval=True)
     build(upload(kb, "waiting", "# Waiting\n\nTwo."))
-    run, _ = sync_request(source=wiki_source)
-    SyncRun.objects.filter(pk=run.pk).update(state=SyncRun.State.AWAITING_CONFIRMATION)
+    # A run that holds a deletion, made directly: one from sync_request has a task the test's
+    # real worker would run (and answer) meanwhile.
+    run = SyncRun.objects.create(source=wiki_source, state=SyncRun.State.AWAITING_CONFIRMATION)
     SourceItem.objects.create(source=wiki_source, path="gone.md", pending_delete_run=run)
     iris.visit("/admin/")
     rows = browser.find_element(By.ID, "kb-landing-list").text
