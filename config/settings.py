@@ -514,6 +514,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # No badge from the online validator either.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # One name for the search modes, which search and evaluation runs both take.
+    "ENUM_NAME_OVERRIDES": {"ModeEnum": "retrieval.search.engine.MODES"},
 }
 
 # --- sign-in and tokens (identity/; docs/PRODUCTION.md, "Sign-in and access tokens") ------
@@ -523,8 +525,6 @@ OIDC_ISSUER = env_str("CANON_OIDC_ISSUER", "").strip().rstrip("/")
 OIDC_CLIENT_ID = env_str("CANON_OIDC_CLIENT_ID", "")
 OIDC_CLIENT_SECRET = env_str("CANON_OIDC_CLIENT_SECRET", "")  # never logged
 OIDC_NAME = env_str("CANON_OIDC_NAME", "your company account")  # "Sign in with ..."
-    # One name for the search modes, which search and evaluation runs both take.
-    "ENUM_NAME_OVERRIDES": {"ModeEnum": "retrieval.search.engine.MODES"},
 OIDC_SCOPES = env_str("CANON_OIDC_SCOPES", "openid email profile")
 OIDC_USERNAME_CLAIM = env_str("CANON_OIDC_USERNAME_CLAIM", "preferred_username")
 OIDC_EMAIL_CLAIM = env_str("CANON_OIDC_EMAIL_CLAIM", "email")
