@@ -21,6 +21,7 @@ BENCHES = {
     "B7": ("bench.b7_churn", ["--seconds"]),
     "B8": ("bench.quality", []),  # its own database and corpus (bench/quality)
     "B8C2": ("bench.quality2", []),  # B8 on the second corpus (bench/quality2, canon_quality2)
+    "B8X": ("bench.quality.cross_corpus", []),  # B8 and B8C2's dumps: each fit on the other corpus
     "B9": ("bench.b9_keyword_latency", ["--chunks"]),  # its own database (canon_keyword)
     "B10": ("bench.b10_reindex", ["--chunks"]),  # its own database (<CANON_BENCH_DB>_reindex)
     "B11": ("bench.b11_halfvec", []),  # real chunks embedded by `use` (canon_bench_b11)

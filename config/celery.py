@@ -45,4 +45,10 @@ app.conf.beat_schedule = {
         "task": "ingestion.tasks.build_ann_indexes",
         "schedule": float(os.environ.get("CANON_ANN_INDEX_INTERVAL_SECONDS", "60.0")),
     },
+    # Nightly evaluations due (each knowledge base's quality gate says when) and runs whose
+    # worker gave up (evaluation.services.schedule, evaluation.services.runs).
+    "evaluation-runs": {
+        "task": "evaluation.tasks.scheduled_runs",
+        "schedule": float(os.environ.get("CANON_EVALUATION_INTERVAL_SECONDS", "300.0")),
+    },
 }

@@ -111,6 +111,9 @@ MIDDLEWARE = [
     # Before anything reads a body (CSRF reads the admin's forms): refuse what is too large.
     "kb.uploads.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin in the person's language (the switcher's cookie, else the browser's); every
+    # other path, the APIs above all, in LANGUAGE_CODE (console/locale.py).
+    "console.locale.AdminLocaleMiddleware",
     # SAML's own session (djangosaml2: the requests sent to the provider); touches nothing until
     # a SAML view uses it.
     "djangosaml2.middleware.SamlSessionMiddleware",
@@ -225,6 +228,12 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The admin speaks English and Simplified Chinese (locale/zh_Hans, docs/ADMIN_GUIDE.md
+# "Language"): chosen by the switcher in its header (a cookie kept a year), else the browser.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SECURE = HTTPS
 USE_TZ = True
 # Moments to the second everywhere in the admin ("2026-12-01 11:13:05 UTC"): config/formats/.
 FORMAT_MODULE_PATH = ["config.formats"]
@@ -524,7 +533,8 @@ SPECTACULAR_SETTINGS = {
 OIDC_ISSUER = env_str("CANON_OIDC_ISSUER", "").strip().rstrip("/")
 OIDC_CLIENT_ID = env_str("CANON_OIDC_CLIENT_ID", "")
 OIDC_CLIENT_SECRET = env_str("CANON_OIDC_CLIENT_SECRET", "")  # never logged
-OIDC_NAME = env_str("CANON_OIDC_NAME", "your company account")  # "Sign in with ..."
+# The sign-in button: "Sign in with <name>"; unset, "your company account" in the page's language.
+OIDC_NAME = env_str("CANON_OIDC_NAME", "")
 OIDC_SCOPES = env_str("CANON_OIDC_SCOPES", "openid email profile")
 OIDC_USERNAME_CLAIM = env_str("CANON_OIDC_USERNAME_CLAIM", "preferred_username")
 OIDC_EMAIL_CLAIM = env_str("CANON_OIDC_EMAIL_CLAIM", "email")
@@ -533,7 +543,7 @@ OIDC_ENABLED = bool(OIDC_ISSUER and OIDC_CLIENT_ID)
 # the identity provider's metadata (a URL or a file) is set.
 SAML_IDP_METADATA = env_str("CANON_SAML_IDP_METADATA", "").strip()
 SAML_ENTITY_ID = env_str("CANON_SAML_ENTITY_ID", "")  # default: this server's metadata URL
-SAML_NAME = env_str("CANON_SAML_NAME", "your company account (SAML)")
+SAML_NAME = env_str("CANON_SAML_NAME", "")  # unset: "your company account (SAML)", translated
 SAML_USERNAME_ATTRIBUTE = env_str("CANON_SAML_USERNAME_ATTRIBUTE", "uid")
 SAML_EMAIL_ATTRIBUTE = env_str("CANON_SAML_EMAIL_ATTRIBUTE", "mail")
 SAML_KEY_FILE = env_str("CANON_SAML_KEY_FILE", "")  # optional: sign requests, read encrypted

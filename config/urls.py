@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.common import no_append_slash
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -9,7 +10,7 @@ from identity.forms import AdminLoginForm
 
 admin.site.site_header = "Canon"
 admin.site.site_title = "Canon"
-admin.site.index_title = "Knowledge bases"
+admin.site.index_title = _("Knowledge bases")
 # Canon has no public site: the admin is its front page, so no "View site" link that leads
 # nowhere; the bare host goes to the admin.
 admin.site.site_url = None
@@ -26,6 +27,8 @@ handler404 = "console.admin.refusals.page_not_found"
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     path("admin/", admin.site.urls),
+    # The admin header's language switcher posts here (`set_language`: Django's cookie).
+    path("i18n/", include("django.conf.urls.i18n")),
     # Sign-in through the company's identity provider: OIDC, SAML (identity/urls.py).
     path("identity/", include("identity.urls")),
     path("api/v1/", include("retrieval.api.urls")),

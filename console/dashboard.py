@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import Count, F, Min, Q, QuerySet, Sum
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from kb.models import Build
 from work.jobs import JOBS, jobs_last_run
@@ -169,7 +170,7 @@ def every(seconds: Any) -> str:
     except (TypeError, ValueError):
         return str(seconds)  # a crontab or solar schedule describes itself
     if value >= 3600 and value % 3600 == 0:
-        return f"every {value / 3600:g} h"
+        return gettext("every %(n)s h") % {"n": f"{value / 3600:g}"}
     if value >= 60 and value % 60 == 0:
-        return f"every {value / 60:g} min"
-    return f"every {value:g} s"
+        return gettext("every %(n)s min") % {"n": f"{value / 60:g}"}
+    return gettext("every %(n)s s") % {"n": f"{value:g}"}

@@ -14,3 +14,10 @@ class EvaluationConfig(AppConfig):
         from work.models import IngestionTask
 
         TASK_RUNNERS[IngestionTask.Kind.EVALUATION] = evaluation_execute
+
+        # The swap service asks the quality gate, floors below it, through its registry.
+        from evaluation.gate import quality_gate_check
+        from kb.services.index_versions import SWAP_CHECKS
+
+        if quality_gate_check not in SWAP_CHECKS:
+            SWAP_CHECKS.append(quality_gate_check)

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
+
+from evaluation.metrics import METRICS
 
 # A document key is at most this long (kb.Document.key).
 KEY_MAX = 255
@@ -130,6 +134,9 @@ class EvaluationRun(models.Model):
     class Target(models.TextChoices):
         ACTIVE = "active", "the active version"
         CANDIDATE = "candidate", "another index version"
+        # One document's pending revision: its build served instead of the live one, the rest
+        # of the knowledge base as it is (`retrieval.search.engine.search(served_instead=...)`).
+        REVISION = "revision", gettext_lazy("a pending revision served instead")
 
     kb = models.ForeignKey(
         "kb.KnowledgeBase",
@@ -145,8 +152,14 @@ class EvaluationRun(models.Model):
     index_version = models.ForeignKey(
         "kb.IndexVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # A revision target's build, served instead of its document's live one in `index_version`.
+    served_build = models.ForeignKey(
+        "kb.Build", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     modes = ArrayField(models.CharField(max_length=8))
     top_k = models.PositiveSmallIntegerField(default=10)
+    # Started by the knowledge base's nightly schedule (`evaluation.services.schedule`).
+    scheduled = models.BooleanField(default=False)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     task = models.OneToOneField(
         "ingestion.IngestionTask",
@@ -183,6 +196,11 @@ class EvaluationRun(models.Model):
             models.CheckConstraint(
                 condition=Q(target="active") | Q(index_version__isnull=False),
                 name="evaluation_run_candidate_named",
+            ),
+            models.CheckConstraint(
+                condition=(Q(target="revision") & Q(served_build__isnull=False))
+                | (~Q(target="revision") & Q(served_build__isnull=True)),
+                name="evaluation_run_revision_named",
             ),
         ]
 
@@ -221,3 +239,92 @@ class EvaluationResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.external_id} ({self.mode})"
+
+
+class QualityGate(models.Model):
+    """A knowledge base's quality gate: the question set whose figures judge a swap, the figure
+    and mode (MRR@10 of hybrid by default), and the largest drop allowed. A swap whose
+    candidate drops it by more is refused unless a person with `override_quality_gate` gives
+    a reason (`evaluation.gate`); with `nightly`, the set is asked of the active version every
+    night at `nightly_hour`, and a drop past the same threshold is an anomaly on the
+    consistency dashboard (`evaluation.services.schedule`).
+
+    Evaluation's own row, not fields of the knowledge base: kb may not import evaluation, so
+    the swap service asks the checks the floors above register (`kb.services.index_versions.
+    SWAP_CHECKS`), and this one reads its gate here."""
+
+    kb = models.OneToOneField(
+        "kb.KnowledgeBase",
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.CASCADE,
+        related_name="quality_gate",
+    )
+    question_set = models.ForeignKey(
+        QuestionSet,
+        verbose_name=gettext_lazy("question set"),
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text=gettext_lazy("The questions whose figures judge a swap."),
+    )
+    metric = models.CharField(
+        max_length=16,
+        choices=[(name, name) for name in METRICS],
+        default="mrr@10",
+        help_text=gettext_lazy("The figure compared, over all questions of the set."),
+    )
+    mode = models.CharField(
+        max_length=8,
+        choices=[(mode, mode) for mode in ("hybrid", "keyword", "vector")],
+        default="hybrid",
+        help_text=gettext_lazy("The search mode whose figure is compared."),
+    )
+    max_drop = models.FloatField(
+        gettext_lazy("largest drop allowed"),
+        default=0.02,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text=gettext_lazy(
+            "How much lower the candidate's figure may be than the active version's "
+            "(0.02: MRR@10 0.700 may become 0.680, not 0.679)."
+        ),
+    )
+    refuse_swaps = models.BooleanField(
+        gettext_lazy("refuse swaps"),
+        default=True,
+        help_text=gettext_lazy("Unticked, the swap page shows the figures but refuses nothing."),
+    )
+    nightly = models.BooleanField(
+        gettext_lazy("nightly run"),
+        default=False,
+        help_text=gettext_lazy(
+            "Ask the set of the active version every night, and raise an anomaly on the "
+            "consistency dashboard when the figure drops by more than allowed since the last run."
+        ),
+    )
+    nightly_hour = models.PositiveSmallIntegerField(
+        gettext_lazy("hour of the nightly run"),
+        default=2,
+        validators=[MaxValueValidator(23)],
+        help_text=gettext_lazy("0-23, in the server's time zone."),
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = gettext_lazy("quality gate")
+        verbose_name_plural = gettext_lazy("quality gates")
+        permissions = [
+            (
+                "override_quality_gate",
+                "Can swap in an index version the quality gate refuses, giving a reason",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Quality gate of {self.kb}"

@@ -13,7 +13,13 @@ path), then the figures (`evaluation.metrics`).
    its result is written in one fenced transaction (`work.leases.fenced`). A run killed anywhere
    is resumed by the sweeper on the same row and skips what is written, so its figures equal an
    uninterrupted run's.
-3. **Sum up.** The figures are computed from the results alone, fenced, with the task's success.
+3. **Sum up.** The figures are computed from the results alone, fenced, with the task's success;
+   a run of the active version whose gate figure fell past the knowledge base's quality gate
+   since the previous one raises an anomaly (`evaluation.services.schedule.quality_drop_check`).
+
+A run of a pending revision (target "revision") asks the active version with that revision's
+build served instead of its document's live one (`search(served_instead=...)`), and fails,
+saying so, if the build is no longer complete and kept.
 
 The set must not change while the run goes on: a run that finds the set at another version than
 it started with fails, saying so (its figures would mix two sets). An embedding provider that is
@@ -30,6 +36,8 @@ from django.utils import timezone
 
 from evaluation import metrics
 from evaluation.models import EvaluationResult, EvaluationRun, Question, QuestionSet
+from evaluation.services.runs import SERVABLE
+from evaluation.services.schedule import quality_drop_check
 from ingestion.task_outcomes import task_succeed
 from kb.models import IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import index_version_settings_record
@@ -48,7 +56,9 @@ _SPACE = re.compile(r"\s+")
 
 def evaluation_execute(*, task: IngestionTask, lease: Lease) -> str:
     """Run (or resume) the evaluation run of `task`; returns its final state."""
-    run = EvaluationRun.objects.select_related("kb", "question_set").get(task_id=task.pk)
+    run = EvaluationRun.objects.select_related(
+        "kb", "question_set", "served_build__document", "served_build__revision"
+    ).get(task_id=task.pk)
     if run.state not in EvaluationRun.OPEN_STATES:
         with fenced(lease):
             task_succeed(lease=lease)
@@ -76,6 +86,7 @@ def evaluation_execute(*, task: IngestionTask, lease: Lease) -> str:
                 mode=mode,
                 index_version=run.index_version,
                 explain=False,
+                served_instead=_served_instead(run),
             )
             with fenced(lease):
                 _record(run, question, mode, result)
@@ -88,6 +99,8 @@ def evaluation_execute(*, task: IngestionTask, lease: Lease) -> str:
         else:
             run.summary = run_summary(run)
             _close(run, lease, state=EvaluationRun.State.SUCCEEDED)
+            # a run of the active version that fell past its gate's threshold: an anomaly
+            quality_drop_check(run)
     logger.info("evaluation finished: %s", run.state, extra={"evaluation_run": run.pk})
     return run.state
 
@@ -107,7 +120,14 @@ def _warm_up(run: EvaluationRun, principal: Principal, left: list[Question]) -> 
                 mode=mode,
                 index_version=run.index_version,
                 explain=False,
+                served_instead=_served_instead(run),
             )
+
+
+def _served_instead(run: EvaluationRun) -> dict[int, int] | None:
+    """A revision run's override: its build served instead of its document's live one."""
+    build = run.served_build
+    return {build.document_id: build.pk} if build is not None else None
 
 
 def _start(run: EvaluationRun) -> str:
@@ -129,6 +149,12 @@ def _start(run: EvaluationRun) -> str:
         return (
             f"Index version {version.number} can no longer be asked: its chunks were "
             f"{'collected' if version.collected_at else 'never all built'}."
+        )
+    build = run.served_build
+    if build is not None and (build.state not in SERVABLE or build.collected_at is not None):
+        return (
+            f"Revision {build.revision.number} of {build.document.key} can no longer be served "
+            f"instead: its build is {build.get_state_display().lower()}."
         )
     if not run.search_settings:
         run.search_settings = search_settings(version, top_k=run.top_k)
@@ -152,7 +178,9 @@ def _set_changed(run: EvaluationRun) -> str:
 def search_settings(version: IndexVersion, *, top_k: int) -> dict[str, object]:
     """What makes two runs' figures comparable, beside the questions: the index version's
     settings, how hybrid fuses (the method and the learned model file's SHA-256), the reranker
-    (protocol and model, never its address or key) and top_k."""
+    (protocol and model, never its address or key) and top_k. (A revision run's build is its
+    `served_build`, never copied here: the API shows these settings to keys that may not read
+    that document.)"""
     return {
         "index_version": index_version_settings_record(version),
         "fusion": {

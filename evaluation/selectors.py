@@ -407,9 +407,11 @@ def quality_series(
     *, question_set: QuestionSet, metric: str, limit: int = 50
 ) -> dict[str, list[Point]]:
     """Per mode, `metric` over all questions of each succeeded run of the set, oldest first
-    (the latest `limit` runs)."""
+    (the latest `limit` runs). A run of a pending revision is left out: it measured a knowledge
+    base that search never served."""
     runs = list(
         EvaluationRun.objects.filter(question_set=question_set, state=EvaluationRun.State.SUCCEEDED)
+        .exclude(target=EvaluationRun.Target.REVISION)
         .select_related("index_version")
         .order_by("-finished_at", "-pk")[:limit]
     )

@@ -1,10 +1,11 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy
 
 
 class IdentityConfig(AppConfig):
     name = "identity"
     label = "identity"
-    verbose_name = "Sign-in"
+    verbose_name = gettext_lazy("Sign-in")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext, ngettext
 
 from identity import audit
 from identity.services import sign_in_refused
@@ -17,10 +18,11 @@ from identity.throttle import sign_in_failed, sign_in_locked, sign_in_succeeded
 
 def locked_message(seconds: int) -> str:
     minutes = max(1, math.ceil(seconds / 60))
-    return (
-        f"Too many failed sign-ins from your address; try again in {minutes} minute"
-        f"{'s' if minutes != 1 else ''}."
-    )
+    return ngettext(
+        "Too many failed sign-ins from your address; try again in %(n)s minute.",
+        "Too many failed sign-ins from your address; try again in %(n)s minutes.",
+        minutes,
+    ) % {"n": minutes}
 
 
 class AdminLoginForm(AdminAuthenticationForm):
@@ -43,8 +45,10 @@ class AdminLoginForm(AdminAuthenticationForm):
                 error = ValidationError(
                     [
                         *error.messages,
-                        "Local passwords are switched off here except for the break-glass "
-                        "superuser: sign in with your company account below.",
+                        gettext(
+                            "Local passwords are switched off here except for the break-glass "
+                            "superuser: sign in with your company account above."
+                        ),
                     ],
                     code="invalid_login",
                 )

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext_lazy
 
 from identity.audit import client_address
 from identity.models import SignInSession
 from identity.recheck import session_recheck
 from identity.sessions import session_due, session_mark
 
-SIGNED_OUT = (
+SIGNED_OUT = gettext_lazy(
     "You were signed out: your identity provider no longer confirms your sign-in, or your "
     "access changed there. Sign in again."
 )
@@ -34,5 +35,5 @@ class SessionRecheckMiddleware:
                 session_mark(request, session, session.identity.provider)
             else:
                 logout(request)
-                messages.warning(request, SIGNED_OUT)
+                messages.warning(request, str(SIGNED_OUT))
         return self.get_response(request)

@@ -26,6 +26,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext, gettext_lazy
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
@@ -52,7 +53,7 @@ logger = logging.getLogger("canon.identity")
 
 BACKCHANNEL_LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 CALLBACK = "identity-oidc-callback"
-UNREACHABLE = "Canon could not reach the identity provider; try again in a moment."
+UNREACHABLE = gettext_lazy("Canon could not reach the identity provider; try again in a moment.")
 
 
 def _discovered(name: str) -> str:
@@ -161,15 +162,15 @@ class OidcBackend(OIDCAuthenticationBackend):
         except SignInRefused:
             raise
         except ProviderUnreachable as exc:
-            raise SignInRefused(UNREACHABLE, reason=str(exc)) from None
+            raise SignInRefused(str(UNREACHABLE), reason=str(exc)) from None
         except JwtRefused as exc:
             raise SignInRefused(
-                "The identity provider's answer could not be verified; sign in again.",
+                gettext("The identity provider's answer could not be verified; sign in again."),
                 reason=f"ID token refused: {exc.reason}",
             ) from None
         except (requests.RequestException, SuspiciousOperation, ValueError, KeyError) as exc:
             raise SignInRefused(
-                "The identity provider did not complete the sign-in; sign in again.",
+                gettext("The identity provider did not complete the sign-in; sign in again."),
                 reason=f"token exchange failed ({type(exc).__name__})",
             ) from None
 
@@ -264,7 +265,7 @@ class OidcStartView(OIDCAuthenticationRequestView):
             return super().get(request)
         except ProviderUnreachable as exc:
             logger.warning("OIDC sign-in could not start: %s", exc)
-            messages.error(request, UNREACHABLE)
+            messages.error(request, str(UNREACHABLE))
             return _login_page(request)
 
 
@@ -284,7 +285,8 @@ class OidcCallbackView(OIDCAuthenticationCallbackView):
         if request.GET.get("error"):
             error = request.GET.get("error", "")[:100]
             self._refused(
-                f"The identity provider did not sign you in ({error}).",
+                gettext("The identity provider did not sign you in (%(error)s).")
+                % {"error": error},
                 reason=f"the provider answered {error}",
             )
             super().get(request)  # forgets the state
@@ -295,8 +297,10 @@ class OidcCallbackView(OIDCAuthenticationCallbackView):
             self._refused(refused.message, reason=refused.reason, audited=refused.audited)
         except SuspiciousOperation:
             self._refused(
-                "This sign-in answer does not belong to a sign-in started here, or was used "
-                "already; sign in again.",
+                gettext(
+                    "This sign-in answer does not belong to a sign-in started here, or was used "
+                    "already; sign in again."
+                ),
                 reason="unknown or reused state",
             )
         return _login_page(request)
@@ -310,7 +314,10 @@ class OidcCallbackView(OIDCAuthenticationCallbackView):
 
     def login_failure(self) -> HttpResponse:
         self._refused(
-            "The sign-in did not complete (your browser may have lost its session); sign in again.",
+            gettext(
+                "The sign-in did not complete (your browser may have lost its session); sign in "
+                "again."
+            ),
             reason="the callback found no sign-in to complete",
         )
         return _login_page(self.request)

@@ -22,6 +22,7 @@ from django.contrib import messages
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext
 from djangosaml2.backends import Saml2Backend
 from djangosaml2.views import AssertionConsumerServiceView, LoginView, LogoutView, MetadataView
 from saml2 import BINDING_HTTP_POST, BINDING_HTTP_REDIRECT
@@ -140,7 +141,7 @@ class SamlBackend(Saml2Backend):
         subject = getattr(name_id, "text", None) or ""
         if not subject:
             raise SignInRefused(
-                "The identity provider did not say who you are; ask an administrator.",
+                gettext("The identity provider did not say who you are; ask an administrator."),
                 reason="the assertion has no NameID",
             )
         return identity_sign_in(
@@ -209,7 +210,9 @@ class SamlAcsView(AssertionConsumerServiceView):
             if not refused.audited:
                 sign_in_refused(who="", provider="saml", address=address, reason=refused.reason)
         else:
-            message = "The identity provider's answer could not be accepted; sign in again."
+            message = gettext(
+                "The identity provider's answer could not be accepted; sign in again."
+            )
             reason = f"SAML response refused ({type(exception).__name__})"
             sign_in_refused(who="", provider="saml", address=address, reason=reason)
         messages.error(request, message)

@@ -20,10 +20,11 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from identity import audit
 from identity.mapping import ROLES, Grants, grants_of, roles_text
-from identity.models import ClaimMapping, ExternalIdentity, SignInSession
+from identity.models import ROLE_CHOICES, ClaimMapping, ExternalIdentity, SignInSession
 from identity.secrets import seal
 from identity.sessions import SESSION_ID
 from kb.models import TenantMembership
@@ -65,23 +66,39 @@ def _refusal(who: ProviderIdentity, grants: Grants) -> SignInRefused | None:
     """Why these grants let nobody in, in words the person can take to an administrator."""
     if not grants.grants:
         sent = ", ".join(f"{claim}={value}" for claim, value in grants.unmatched[:10])
+        message = (
+            gettext(
+                "Your account has no group that gives access to Canon (the provider sent "
+                "%(sent)s). Ask an administrator to map one of your groups to a tenant and a role."
+            )
+            % {"sent": sent}
+            if sent
+            else gettext(
+                "Your account has no group that gives access to Canon. Ask an administrator to "
+                "map one of your groups to a tenant and a role."
+            )
+        )
         return SignInRefused(
-            "Your account has no group that gives access to Canon"
-            + (f" (the provider sent {sent})" if sent else "")
-            + ". Ask an administrator to map one of your groups to a tenant and a role.",
-            reason=f"no mapping matched ({sent or 'no mapped claim sent'})",
+            message, reason=f"no mapping matched ({sent or 'no mapped claim sent'})"
         )
     tenants = sorted({grant.tenant for grant in grants.grants})
     if len(tenants) > 1:
         return SignInRefused(
-            f"Your groups give access to more than one tenant ({', '.join(tenants)}), and a "
-            "person works in one. Ask an administrator to change the mapping.",
+            gettext(
+                "Your groups give access to more than one tenant (%(tenants)s), and a person "
+                "works in one. Ask an administrator to change the mapping."
+            )
+            % {"tenants": ", ".join(tenants)},
             reason=f"claims map to several tenants: {', '.join(tenants)}",
         )
     if not grants.roles:
+        roles = dict(ROLE_CHOICES)
         return SignInRefused(
-            f"Your groups give you access groups in {tenants[0]} but no role in Canon's admin. "
-            f"Ask an administrator for a group mapped to {' or '.join(ROLES)}.",
+            gettext(
+                "Your groups give you access groups in %(tenant)s but no role in Canon's admin. "
+                "Ask an administrator for a group mapped to %(first)s or %(second)s."
+            )
+            % {"tenant": tenants[0], "first": roles[ROLES[0]], "second": roles[ROLES[1]]},
             reason="claims give no role",
         )
     return None
@@ -103,7 +120,7 @@ def identity_sign_in(*, who: ProviderIdentity, address: str | None) -> User:
             )
             if identity is not None and not identity.user.is_active:
                 refusal = SignInRefused(
-                    "This account is disabled in Canon. Ask an administrator.",
+                    gettext("This account is disabled in Canon. Ask an administrator."),
                     reason="user disabled in Canon",
                     user_id=identity.user_id,
                 )
@@ -181,7 +198,7 @@ def _identity_create(who: ProviderIdentity) -> ExternalIdentity:
             if created is not None:  # by a concurrent first sign-in of the same person
                 return created
     raise SignInRefused(
-        "Canon could not find a free user name for you; ask an administrator.",
+        gettext("Canon could not find a free user name for you; ask an administrator."),
         reason=f"no free user name from {base!r}",
     )
 

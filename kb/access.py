@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Q
+from django.utils.translation import gettext
 
 from kb.models import (
     TenantMembership,
@@ -80,7 +81,7 @@ def access_groups_clearing_refused(
     missing = sorted(set(before) - set(access_groups))
     if not missing:
         return None
-    return (
+    return gettext(
         "Only a holder of every group of a restricted document may make it readable by "
-        f"everyone; you do not hold: {', '.join(missing)}."
-    )
+        "everyone; you do not hold: %(groups)s."
+    ) % {"groups": ", ".join(missing)}

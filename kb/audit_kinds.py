@@ -10,6 +10,11 @@ Named once here, so a writer and its readers cannot drift apart.
   held (`sources.services.runs`); subject the run, `action` what was done, `details["reason"]`
   and `details["documents"]` (the ids of the documents it deleted or kept), so each document's
   History finds the answer that concerned it.
+- QUALITY_GATE_OVERRIDDEN: a person swapped in an index version the knowledge base's quality
+  gate refused (`evaluation.gate`); subject the version swapped in, `action` the figures,
+  `details["reason"]`, `details["previous_id"]`.
+- QUALITY_GATE_CHANGED: the quality gate set, changed or removed
+  (`evaluation.services.gates`); subject the gate's knowledge base, `action` what it is now.
 """
 
 from __future__ import annotations
@@ -18,3 +23,5 @@ METADATA_SET = "metadata_set"
 SYNC_DELETIONS_CONFIRMED = "sync_deletions_confirmed"
 SYNC_DELETIONS_KEPT = "sync_deletions_kept"
 SYNC_ANSWERS = (SYNC_DELETIONS_CONFIRMED, SYNC_DELETIONS_KEPT)
+QUALITY_GATE_OVERRIDDEN = "quality_gate_overridden"
+QUALITY_GATE_CHANGED = "quality_gate_changed"

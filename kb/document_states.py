@@ -20,7 +20,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext_lazy
 
 from kb.access import readable_documents_q, reader_of_user
 from kb.models import Build, Document, KnowledgeBase, Publication
@@ -34,12 +35,12 @@ DELETED = "deleted"
 NOT_SERVED = "not_served"
 
 STATE_LABELS = {
-    SERVED: "Served",
-    BUILDING: "Building",
-    AWAITING_APPROVAL: "Awaiting approval",
-    FAILED: "Failed",
-    DELETED: "Deleted",
-    NOT_SERVED: "Not served",
+    SERVED: gettext_lazy("Served"),
+    BUILDING: gettext_lazy("Building"),
+    AWAITING_APPROVAL: gettext_lazy("Awaiting approval"),
+    FAILED: gettext_lazy("Failed"),
+    DELETED: gettext_lazy("Deleted"),
+    NOT_SERVED: gettext_lazy("Not served"),
 }
 # The states someone has to act on, in the order the queues are shown.
 WORK_QUEUES = (AWAITING_APPROVAL, FAILED)
@@ -153,8 +154,8 @@ def restorable_until(*, document: Document, now: datetime | None = None) -> date
 
 
 def utc_text(moment: datetime | None) -> str:
-    """A moment for people, to the second, in the server's zone: "2026-12-31 10:00:05 UTC"."""
+    """A moment for people, to the second, in the server's zone, in the active language's
+    DATETIME_FORMAT (config/formats): "2026-12-31 10:00:05 UTC"."""
     if moment is None:
         return "—"
-    local = timezone.localtime(moment)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+    return formats.date_format(timezone.localtime(moment), "DATETIME_FORMAT")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from django.db import connection
 from django.db.models import F, Q
+from django.utils.translation import gettext, gettext_lazy
 
 from kb import document_states
 from kb.models import Build, Document, IndexVersion, KnowledgeBase
@@ -129,11 +130,11 @@ class VersionBuilds:
 
     @property
     def label(self) -> str:
-        words = f"{self.built}/{self.total} built"
+        words = gettext("%(built)s/%(total)s built") % {"built": self.built, "total": self.total}
         if self.running:
-            words += f", {self.running} running"
+            words += gettext(", %(n)s running") % {"n": self.running}
         if self.failed:
-            words += f", {self.failed} failed"
+            words += gettext(", %(n)s failed") % {"n": self.failed}
         return words
 
     def as_json(self) -> dict[str, object]:
@@ -156,10 +157,10 @@ class VersionBuilds:
 
 # What a candidate is doing, by `VersionStatus.kind`: never "building" unless something is.
 CANDIDATE_DOING = {
-    "building": "building",
-    "indexing": "building its vector index",
-    "ready": "ready to swap",
-    "incomplete": "stuck",
+    "building": gettext_lazy("building"),
+    "indexing": gettext_lazy("building its vector index"),
+    "ready": gettext_lazy("ready to swap"),
+    "incomplete": gettext_lazy("stuck"),
 }
 
 
@@ -201,7 +202,8 @@ def _with_status(builds: VersionBuilds, kb: KnowledgeBase) -> VersionBuilds:
     status = index_version_status(
         version=version, progress=index_version_progress(version=version), kb=kb
     )
-    doing = CANDIDATE_DOING.get(status.kind, status.kind)
-    if builds.running and status.kind != "building":
-        doing = "building"  # builds of older revisions still run: say so, as the bar moves
-    return replace(builds, doing=doing, status="" if doing == "building" else status.label)
+    kind = status.kind
+    if builds.running and kind != "building":
+        kind = "building"  # builds of older revisions still run: say so, as the bar moves
+    doing = str(CANDIDATE_DOING.get(kind, kind))
+    return replace(builds, doing=doing, status="" if kind == "building" else str(status.label))

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from django.utils.translation import gettext
+
 from kb.models import KnowledgeBase, MetadataField
 
 STRING, NUMBER, DATE, BOOLEAN, STRING_LIST = (t.value for t in MetadataField.Type)
@@ -65,10 +67,13 @@ def check_field_name(name: str) -> None:
     """Raise MetadataInvalid unless `name` can be a declared field's name."""
     if not NAME_RE.fullmatch(name):
         raise MetadataInvalid(
-            name, "A field name is a lower-case letter, then letters, digits or _ (64 at most)."
+            name,
+            gettext("A field name is a lower-case letter, then letters, digits or _ (64 at most)."),
         )
     if name in BUILT_IN_FIELDS:
-        raise MetadataInvalid(name, f'"{name}" is a built-in field; choose another name.')
+        raise MetadataInvalid(
+            name, gettext('"%(name)s" is a built-in field; choose another name.') % {"name": name}
+        )
 
 
 def normalise_value(kind: str, value: Any, *, field: str) -> Any:
@@ -76,34 +81,59 @@ def normalise_value(kind: str, value: Any, *, field: str) -> Any:
     fit (the message names the type expected)."""
     if kind == STRING:
         if not isinstance(value, str):
-            raise MetadataInvalid(field, f'"{field}" is a string field; give it a string.')
+            raise MetadataInvalid(
+                field,
+                gettext('"%(field)s" is a string field; give it a string.') % {"field": field},
+            )
         if len(value) > MAX_STRING_CHARS:
-            raise MetadataInvalid(field, f'"{field}" is longer than {MAX_STRING_CHARS} characters.')
+            raise MetadataInvalid(
+                field,
+                gettext('"%(field)s" is longer than %(MAX_STRING_CHARS)s characters.')
+                % {"field": field, "MAX_STRING_CHARS": MAX_STRING_CHARS},
+            )
         return value
     if kind == NUMBER:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise MetadataInvalid(field, f'"{field}" is a number field; give it a number.')
+            raise MetadataInvalid(
+                field,
+                gettext('"%(field)s" is a number field; give it a number.') % {"field": field},
+            )
         if value != value or value in (float("inf"), float("-inf")):
-            raise MetadataInvalid(field, f'"{field}" must be a finite number.')
+            raise MetadataInvalid(
+                field, gettext('"%(field)s" must be a finite number.') % {"field": field}
+            )
         return value
     if kind == DATE:
         return _date(value, field)
     if kind == BOOLEAN:
         if not isinstance(value, bool):
-            raise MetadataInvalid(field, f'"{field}" is a boolean field; give it true or false.')
+            raise MetadataInvalid(
+                field,
+                gettext('"%(field)s" is a boolean field; give it true or false.')
+                % {"field": field},
+            )
         return value
     if kind == STRING_LIST:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
             raise MetadataInvalid(
-                field, f'"{field}" is a list of strings; give it a list of strings.'
+                field,
+                gettext('"%(field)s" is a list of strings; give it a list of strings.')
+                % {"field": field},
             )
         if len(set(items)) > MAX_LIST_ITEMS:
-            raise MetadataInvalid(field, f'"{field}" holds more than {MAX_LIST_ITEMS} items.')
+            raise MetadataInvalid(
+                field,
+                gettext('"%(field)s" holds more than %(MAX_LIST_ITEMS)s items.')
+                % {"field": field, "MAX_LIST_ITEMS": MAX_LIST_ITEMS},
+            )
         for item in items:
             normalise_value(STRING, item, field=field)
         return sorted(set(items))
-    raise MetadataInvalid(field, f'"{field}" has an unknown type {kind!r}.')
+    raise MetadataInvalid(
+        field,
+        gettext('"%(field)s" has an unknown type %(kind)s.') % {"field": field, "kind": repr(kind)},
+    )
 
 
 def _date(value: Any, field: str) -> str:
@@ -116,14 +146,19 @@ def _date(value: Any, field: str) -> str:
             return date.fromisoformat(value[:10]).isoformat()
         except ValueError:
             pass
-    raise MetadataInvalid(field, f'"{field}" is a date field; give it a date as "YYYY-MM-DD".')
+    raise MetadataInvalid(
+        field,
+        gettext('"%(field)s" is a date field; give it a date as "YYYY-MM-DD".') % {"field": field},
+    )
 
 
 def retype_misfit(*, key: str, name: str, kind: str, problem: MetadataInvalid) -> MetadataInvalid:
     """The refusal of declaring `name` as `kind` while document `key` holds a value that does
     not fit it (the service's refusal and the admin's dry run word it alike)."""
     return MetadataInvalid(
-        name, f'Document {key} holds a value of "{name}" that is not a {kind}: {problem}'
+        name,
+        gettext('Document %(key)s holds a value of "%(name)s" that is not a %(kind)s: %(problem)s')
+        % {"key": key, "name": name, "kind": kind, "problem": problem},
     )
 
 
@@ -146,13 +181,17 @@ def normalise_metadata(
         f.name: f.type for f in (fields if fields is not None else kb.metadata_fields.all())
     }
     if not isinstance(values, Mapping):
-        raise MetadataInvalid("metadata", "Metadata is a JSON object of field names and values.")
+        raise MetadataInvalid(
+            "metadata", gettext("Metadata is a JSON object of field names and values.")
+        )
     stored: dict[str, Any] = {}
     for name, value in values.items():
         if declared and name not in declared:
             known = ", ".join(sorted(declared))
             raise MetadataInvalid(
-                name, f'"{name}" is not a metadata field of {kb.name}; its fields are: {known}.'
+                name,
+                gettext('"%(name)s" is not a metadata field of %(kb)s; its fields are: %(known)s.')
+                % {"name": name, "kb": kb.name, "known": known},
             )
         if value is None:
             continue

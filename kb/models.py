@@ -14,6 +14,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 from pgvector.django import VectorField
 
 # What a new index version is built with. p2: BM25 postings instead of the `simple` tsvector,
@@ -25,9 +26,13 @@ LEGACY_LEXICAL_PIPELINES = frozenset({"p1"})
 
 
 class Tenant(models.Model):
-    name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=100, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    name = models.CharField(max_length=200, verbose_name=gettext_lazy("name"))
+    slug = models.SlugField(max_length=100, unique=True, verbose_name=gettext_lazy("slug"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+
+    class Meta:
+        verbose_name = gettext_lazy("tenant")
+        verbose_name_plural = gettext_lazy("tenants")
 
     def __str__(self) -> str:
         return self.name
@@ -37,10 +42,27 @@ class TenantMembership(models.Model):
     """Which tenant an admin user works in. Superusers see every tenant."""
 
     user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_membership"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="tenant_membership",
+        verbose_name=gettext_lazy("user"),
     )
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
-    access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.CASCADE,
+        related_name="memberships",
+        verbose_name=gettext_lazy("tenant"),
+    )
+    access_groups = ArrayField(
+        models.CharField(max_length=100),
+        default=list,
+        blank=True,
+        verbose_name=gettext_lazy("access groups"),
+    )
+
+    class Meta:
+        verbose_name = gettext_lazy("tenant membership")
+        verbose_name_plural = gettext_lazy("tenant memberships")
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.tenant}"
@@ -50,28 +72,42 @@ class KnowledgeBase(models.Model):
     class OcrMode(models.TextChoices):
         """What OCR reads in this knowledge base's files (textkit.extract.ocr's modes)."""
 
-        OFF = "off", "Off"
-        PAGES_WITHOUT_TEXT = "pages_without_text", "Pages without text only"
-        ALWAYS = "always", "Always, also pictures on pages with text"
+        OFF = "off", gettext_lazy("Off")
+        PAGES_WITHOUT_TEXT = "pages_without_text", gettext_lazy("Pages without text only")
+        ALWAYS = "always", gettext_lazy("Always, also pictures on pages with text")
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="knowledge_bases")
-    name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=100)
-    description = models.TextField(blank=True)
-    active_index_version = models.ForeignKey(
-        "IndexVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.PROTECT,
+        related_name="knowledge_bases",
+        verbose_name=gettext_lazy("tenant"),
     )
-    require_approval = models.BooleanField(default=False)
-    retention_days = models.PositiveIntegerField(default=30)
+    name = models.CharField(max_length=200, verbose_name=gettext_lazy("name"))
+    slug = models.SlugField(max_length=100, verbose_name=gettext_lazy("slug"))
+    description = models.TextField(blank=True, verbose_name=gettext_lazy("description"))
+    active_index_version = models.ForeignKey(
+        "IndexVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=gettext_lazy("active index version"),
+    )
+    require_approval = models.BooleanField(
+        default=False, verbose_name=gettext_lazy("require approval")
+    )
+    retention_days = models.PositiveIntegerField(
+        default=30, verbose_name=gettext_lazy("retention days")
+    )
     # What the parse stage extracts (ingestion.pipeline.parse.parse_options); a change applies
     # to the builds made from then on.
     ocr_mode = models.CharField(
-        "OCR",
+        gettext_lazy("OCR"),
         max_length=24,
         choices=OcrMode.choices,
         default=OcrMode.PAGES_WITHOUT_TEXT,
         db_default=OcrMode.PAGES_WITHOUT_TEXT,
-        help_text=(
+        help_text=gettext_lazy(
             "OCR reads the text of pictures. Pages without text only: images, and PDF pages "
             "that have no text layer (scans). Always: also the pictures placed on PDF pages that "
             "do have text (scanned inserts, screenshots, words in a chart); slower. Off: an "
@@ -81,18 +117,20 @@ class KnowledgeBase(models.Model):
         ),
     )
     extract_headers_footers = models.BooleanField(
-        "index page headers and footers",
+        gettext_lazy("index page headers and footers"),
         default=False,
         db_default=False,
-        help_text=(
+        help_text=gettext_lazy(
             "Index the page headers and footers of word-processing documents (DOCX): often a "
             "company name and page numbers repeated on every page, so off by default. "
             "Footnotes are always indexed. Applies to files built from now on."
         ),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
 
     class Meta:
+        verbose_name = gettext_lazy("knowledge base")
+        verbose_name_plural = gettext_lazy("knowledge bases")
         constraints = [
             models.UniqueConstraint(fields=["tenant", "slug"], name="kb_unique_slug_per_tenant"),
             models.CheckConstraint(
@@ -111,26 +149,33 @@ class MetadataField(models.Model):
     it. A knowledge base that declares none accepts any metadata (what it did before fields)."""
 
     class Type(models.TextChoices):
-        STRING = "string"
-        NUMBER = "number"
-        DATE = "date"
-        BOOLEAN = "boolean"
-        STRING_LIST = "string_list", "list of strings"
+        STRING = "string", gettext_lazy("String")
+        NUMBER = "number", gettext_lazy("Number")
+        DATE = "date", gettext_lazy("Date")
+        BOOLEAN = "boolean", gettext_lazy("Boolean")
+        STRING_LIST = "string_list", gettext_lazy("list of strings")
 
     kb = models.ForeignKey(
         KnowledgeBase,
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.CASCADE,
         related_name="metadata_fields",
     )
     name = models.CharField(
         max_length=64,
-        help_text="Lower-case letters, digits and _ (e.g. department, valid_until).",
+        help_text=gettext_lazy("Lower-case letters, digits and _ (e.g. department, valid_until)."),
+        verbose_name=gettext_lazy("name"),
     )
-    type = models.CharField(max_length=16, choices=Type.choices, default=Type.STRING)
-    description = models.CharField(max_length=300, blank=True)
+    type = models.CharField(
+        max_length=16, choices=Type.choices, default=Type.STRING, verbose_name=gettext_lazy("type")
+    )
+    description = models.CharField(
+        max_length=300, blank=True, verbose_name=gettext_lazy("description")
+    )
 
     class Meta:
+        verbose_name = gettext_lazy("metadata field")
+        verbose_name_plural = gettext_lazy("metadata fields")
         constraints = [
             models.UniqueConstraint(fields=["kb", "name"], name="metadata_field_unique_name")
         ]
@@ -144,43 +189,67 @@ class IndexVersion(models.Model):
     """One embedding space and pipeline configuration of a knowledge base."""
 
     class State(models.TextChoices):
-        BUILDING = "building"
-        READY = "ready"
-        ACTIVE = "active"
-        RETIRED = "retired"
-        FAILED = "failed"
+        BUILDING = "building", gettext_lazy("Building")
+        READY = "ready", gettext_lazy("Ready")
+        ACTIVE = "active", gettext_lazy("Active")
+        RETIRED = "retired", gettext_lazy("Retired")
+        FAILED = "failed", gettext_lazy("Failed")
 
     kb = models.ForeignKey(
         KnowledgeBase,
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.PROTECT,
         related_name="index_versions",
     )
-    number = models.PositiveIntegerField()
-    state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
-    provider = models.CharField(max_length=50, default="hash")
-    model = models.CharField(max_length=200)
-    dimensions = models.PositiveIntegerField()
-    metric = models.CharField(max_length=16, default="cosine")
-    chunk_size = models.PositiveIntegerField()
-    chunk_overlap = models.PositiveIntegerField()
-    pipeline_version = models.CharField(max_length=32)
+    number = models.PositiveIntegerField(verbose_name=gettext_lazy("number"))
+    state = models.CharField(
+        max_length=16,
+        choices=State.choices,
+        default=State.BUILDING,
+        verbose_name=gettext_lazy("state"),
+    )
+    provider = models.CharField(
+        max_length=50, default="hash", verbose_name=gettext_lazy("provider")
+    )
+    model = models.CharField(max_length=200, verbose_name=gettext_lazy("model"))
+    dimensions = models.PositiveIntegerField(verbose_name=gettext_lazy("dimensions"))
+    metric = models.CharField(max_length=16, default="cosine", verbose_name=gettext_lazy("metric"))
+    chunk_size = models.PositiveIntegerField(verbose_name=gettext_lazy("chunk size"))
+    chunk_overlap = models.PositiveIntegerField(verbose_name=gettext_lazy("chunk overlap"))
+    pipeline_version = models.CharField(
+        max_length=32, verbose_name=gettext_lazy("pipeline version")
+    )
     # What the version's HNSW index holds (kb.ann): 4-byte floats, or 2-byte halfvec (half the
     # index, for scale); the chunk rows keep the full vector either way.
     vector_storage = models.CharField(
         max_length=8,
-        choices=[("vector", "vector (float32)"), ("halfvec", "halfvec (float16)")],
+        choices=[
+            ("vector", gettext_lazy("vector (float32)")),
+            ("halfvec", gettext_lazy("halfvec (float16)")),
+        ],
         default="vector",
         db_default="vector",
+        verbose_name=gettext_lazy("vector storage"),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    activated_at = models.DateTimeField(null=True, blank=True)
-    retired_at = models.DateTimeField(null=True, blank=True)
-    collected_at = models.DateTimeField(null=True, blank=True)  # chunks and index dropped
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    activated_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("activated at")
+    )
+    retired_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("retired at")
+    )
+    collected_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("collected at")
+    )  # chunks and index dropped
 
     class Meta:
+        verbose_name = gettext_lazy("index version")
+        verbose_name_plural = gettext_lazy("index versions")
         permissions = [
-            ("manage_index_versions", "Can create, swap and roll back index versions"),
+            (
+                "manage_index_versions",
+                gettext_lazy("Can create, swap and roll back index versions"),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["kb", "number"], name="iv_unique_number_per_kb"),
@@ -210,21 +279,34 @@ class Document(models.Model):
 
     kb = models.ForeignKey(
         KnowledgeBase,
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.PROTECT,
         related_name="documents",
     )
-    key = models.CharField(max_length=255)
-    title = models.CharField(max_length=500)
-    access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
-    desired_revision = models.PositiveIntegerField(null=True, blank=True)
-    deleted_at = models.DateTimeField(null=True, blank=True)
-    purged_at = models.DateTimeField(null=True, blank=True)  # chunks physically removed
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    key = models.CharField(max_length=255, verbose_name=gettext_lazy("key"))
+    title = models.CharField(max_length=500, verbose_name=gettext_lazy("title"))
+    access_groups = ArrayField(
+        models.CharField(max_length=100),
+        default=list,
+        blank=True,
+        verbose_name=gettext_lazy("access groups"),
+    )
+    metadata = models.JSONField(default=dict, blank=True, verbose_name=gettext_lazy("metadata"))
+    desired_revision = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("desired revision")
+    )
+    deleted_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("deleted at")
+    )
+    purged_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("purged at")
+    )  # chunks physically removed
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
 
     class Meta:
+        verbose_name = gettext_lazy("document")
+        verbose_name_plural = gettext_lazy("documents")
         constraints = [models.UniqueConstraint(fields=["kb", "key"], name="doc_unique_key_per_kb")]
         indexes = [
             models.Index(fields=["kb", "id"], name="doc_kb_id"),
@@ -232,11 +314,11 @@ class Document(models.Model):
             GinIndex(fields=["metadata"], name="doc_metadata_gin", opclasses=["jsonb_path_ops"]),
         ]
         permissions = [
-            ("approve_build", "Can approve a ready build"),
-            ("rollback_document", "Can roll a document back to an earlier build"),
-            ("retry_build", "Can retry a failed build"),
-            ("soft_delete_document", "Can delete a document (restorable)"),
-            ("restore_document", "Can restore a deleted document"),
+            ("approve_build", gettext_lazy("Can approve a ready build")),
+            ("rollback_document", gettext_lazy("Can roll a document back to an earlier build")),
+            ("retry_build", gettext_lazy("Can retry a failed build")),
+            ("soft_delete_document", gettext_lazy("Can delete a document (restorable)")),
+            ("restore_document", gettext_lazy("Can restore a deleted document")),
         ]
 
     def __str__(self) -> str:
@@ -246,22 +328,38 @@ class Document(models.Model):
 class Revision(models.Model):
     """An immutable uploaded source. The file lives under a content-addressed path."""
 
-    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="revisions")
+    document = models.ForeignKey(
+        Document,
+        on_delete=models.PROTECT,
+        related_name="revisions",
+        verbose_name=gettext_lazy("document"),
+    )
     # The title found in the file (HTML <title>/<h1>, PDF metadata, DOCX properties, first
     # heading); set by the parse stage.
-    extracted_title = models.CharField(max_length=500, blank=True, default="")
-    number = models.PositiveIntegerField()
-    storage_path = models.CharField(max_length=300)
-    sha256 = models.CharField(max_length=64)
-    size = models.PositiveBigIntegerField()
-    media_type = models.CharField(max_length=100)
-    original_name = models.CharField(max_length=255, blank=True)
-    uploaded_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    extracted_title = models.CharField(
+        max_length=500, blank=True, default="", verbose_name=gettext_lazy("extracted title")
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    number = models.PositiveIntegerField(verbose_name=gettext_lazy("number"))
+    storage_path = models.CharField(max_length=300, verbose_name=gettext_lazy("storage path"))
+    sha256 = models.CharField(max_length=64, verbose_name=gettext_lazy("sha256"))
+    size = models.PositiveBigIntegerField(verbose_name=gettext_lazy("size"))
+    media_type = models.CharField(max_length=100, verbose_name=gettext_lazy("media type"))
+    original_name = models.CharField(
+        max_length=255, blank=True, verbose_name=gettext_lazy("original name")
+    )
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("uploaded by"),
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
 
     class Meta:
+        verbose_name = gettext_lazy("revision")
+        verbose_name_plural = gettext_lazy("revisions")
         constraints = [
             models.UniqueConstraint(fields=["document", "number"], name="rev_unique_number")
         ]
@@ -274,47 +372,98 @@ class Build(models.Model):
     """The chunks of one revision under one index version: the candidate until switched live."""
 
     class State(models.TextChoices):
-        PENDING = "pending"
-        BUILDING = "building"
-        READY = "ready"
-        LIVE = "live"
-        SUPERSEDED = "superseded"
-        FAILED = "failed"
+        PENDING = "pending", gettext_lazy("Pending")
+        BUILDING = "building", gettext_lazy("Building")
+        READY = "ready", gettext_lazy("Ready")
+        LIVE = "live", gettext_lazy("Live")
+        SUPERSEDED = "superseded", gettext_lazy("Superseded")
+        FAILED = "failed", gettext_lazy("Failed")
 
     kb = models.ForeignKey(
-        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+        KnowledgeBase,
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.PROTECT,
+        related_name="+",
     )
-    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="builds")
-    revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="builds")
-    index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="builds")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    expected_chunk_count = models.PositiveIntegerField(null=True, blank=True)
-    chunks_written = models.PositiveIntegerField(default=0)
+    document = models.ForeignKey(
+        Document,
+        on_delete=models.PROTECT,
+        related_name="builds",
+        verbose_name=gettext_lazy("document"),
+    )
+    revision = models.ForeignKey(
+        Revision,
+        on_delete=models.PROTECT,
+        related_name="builds",
+        verbose_name=gettext_lazy("revision"),
+    )
+    index_version = models.ForeignKey(
+        IndexVersion,
+        on_delete=models.PROTECT,
+        related_name="builds",
+        verbose_name=gettext_lazy("index version"),
+    )
+    state = models.CharField(
+        max_length=16,
+        choices=State.choices,
+        default=State.PENDING,
+        verbose_name=gettext_lazy("state"),
+    )
+    expected_chunk_count = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("expected chunk count")
+    )
+    chunks_written = models.PositiveIntegerField(
+        default=0, verbose_name=gettext_lazy("chunks written")
+    )
     # How many of the build's chunks have a vector (cached or embedded so far), set by the embed
     # stage after each batch; the admin's progress counts it before any chunk is written.
-    chunks_embedded = models.PositiveIntegerField(default=0, db_default=0)
+    chunks_embedded = models.PositiveIntegerField(
+        default=0, db_default=0, verbose_name=gettext_lazy("chunks embedded")
+    )
     # What the parse stage is doing, while it runs long ("OCR page 12/40"), set by it (fenced);
     # the admin's progress shows it until the build has its chunk count.
-    parse_progress = models.CharField(max_length=64, blank=True, default="", db_default="")
+    parse_progress = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("parse progress"),
+    )
     # The parse stage's extracted text this build was chunked from (a derived file, never
     # rewritten): its chunks' char_start/char_end count into `Extracted.text()` of it. Set by
     # the pipeline after the parse stage (fenced); "" for a build not parsed yet. Citations and
     # search context read it back (`retrieval.extracted`).
-    text_path = models.CharField(max_length=300, blank=True, default="", db_default="")
-    dimensions = models.PositiveIntegerField()
-    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    text_path = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("text path"),
+    )
+    dimensions = models.PositiveIntegerField(verbose_name=gettext_lazy("dimensions"))
+    manifest_sha256 = models.CharField(
+        max_length=64, blank=True, verbose_name=gettext_lazy("manifest sha256")
+    )
     # Set by the write stage once the written chunks were checked against the expected count,
     # dimensions and manifest; cleared (under the same lease fence) by any later chunk write.
     # The switch trusts it, so the switch reads no chunk rows.
-    verified_at = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("verified at")
+    )
+    error = models.TextField(blank=True, verbose_name=gettext_lazy("error"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
+    finished_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("finished at")
+    )
     # Set (under the build lock) when retention gives the build up; its chunks go after that.
-    collected_at = models.DateTimeField(null=True, blank=True)
+    collected_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("collected at")
+    )
 
     class Meta:
+        verbose_name = gettext_lazy("build")
+        verbose_name_plural = gettext_lazy("builds")
         constraints = [
             models.UniqueConstraint(
                 fields=["revision", "index_version"], name="build_one_per_revision_and_version"
@@ -333,33 +482,55 @@ class Chunk(models.Model):
     own dimensions; the per-version HNSW index casts it to vector(D)."""
 
     kb = models.ForeignKey(
-        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+        KnowledgeBase,
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.PROTECT,
+        related_name="+",
     )
-    build = models.ForeignKey(Build, on_delete=models.CASCADE, related_name="chunks")
-    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="+")
-    index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="+")
-    ordinal = models.PositiveIntegerField()
-    chunk_key = models.CharField(max_length=64, unique=True)
-    text = models.TextField()
-    content_hash = models.CharField(max_length=64)
-    token_count = models.PositiveIntegerField()
+    build = models.ForeignKey(
+        Build, on_delete=models.CASCADE, related_name="chunks", verbose_name=gettext_lazy("build")
+    )
+    document = models.ForeignKey(
+        Document, on_delete=models.PROTECT, related_name="+", verbose_name=gettext_lazy("document")
+    )
+    index_version = models.ForeignKey(
+        IndexVersion,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=gettext_lazy("index version"),
+    )
+    ordinal = models.PositiveIntegerField(verbose_name=gettext_lazy("ordinal"))
+    chunk_key = models.CharField(max_length=64, unique=True, verbose_name=gettext_lazy("chunk key"))
+    text = models.TextField(verbose_name=gettext_lazy("text"))
+    content_hash = models.CharField(max_length=64, verbose_name=gettext_lazy("content hash"))
+    token_count = models.PositiveIntegerField(verbose_name=gettext_lazy("token count"))
     embedding = VectorField(null=True, blank=True)
     # Pipeline p1 only: the `simple` tsvector of the words and CJK bigrams (legacy keyword leg).
     lexical = SearchVectorField(null=True, blank=True)
     # From p2 on: the number of analysed terms (BM25's document length; postings in Posting).
-    lexical_length = models.PositiveIntegerField(null=True, blank=True)
+    lexical_length = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("lexical length")
+    )
     # The headings above the chunk, outermost first, joined by " › " ("11. Indexes › 11.8 ...").
-    heading_path = models.TextField(blank=True, default="", db_default="")
+    heading_path = models.TextField(
+        blank=True, default="", db_default="", verbose_name=gettext_lazy("heading path")
+    )
     # For citations (textkit.chunker.ChunkPiece): the chunk's range of the build's extracted text
     # and the pages, slides or rows it stands on ({"unit", "first", "last"[, "part"]}, as
     # textkit.extract.Location.to_json); null for chunks written before they were kept and for
     # formats without pages.
-    char_start = models.PositiveIntegerField(null=True, blank=True)
-    char_end = models.PositiveIntegerField(null=True, blank=True)
-    location = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    char_start = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("char start")
+    )
+    char_end = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("char end")
+    )
+    location = models.JSONField(null=True, blank=True, verbose_name=gettext_lazy("location"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
 
     class Meta:
+        verbose_name = gettext_lazy("chunk")
+        verbose_name_plural = gettext_lazy("chunks")
         constraints = [
             models.UniqueConstraint(fields=["build", "ordinal"], name="chunk_unique_ordinal")
         ]
@@ -382,14 +553,31 @@ class Publication(models.Model):
     """The live pointer: (document, index version) -> build. The only thing search trusts."""
 
     kb = models.ForeignKey(
-        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+        KnowledgeBase,
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.PROTECT,
+        related_name="+",
     )
-    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="publications")
-    index_version = models.ForeignKey(IndexVersion, on_delete=models.PROTECT, related_name="+")
-    build = models.ForeignKey(Build, on_delete=models.PROTECT, related_name="+")
-    published_at = models.DateTimeField()
+    document = models.ForeignKey(
+        Document,
+        on_delete=models.PROTECT,
+        related_name="publications",
+        verbose_name=gettext_lazy("document"),
+    )
+    index_version = models.ForeignKey(
+        IndexVersion,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=gettext_lazy("index version"),
+    )
+    build = models.ForeignKey(
+        Build, on_delete=models.PROTECT, related_name="+", verbose_name=gettext_lazy("build")
+    )
+    published_at = models.DateTimeField(verbose_name=gettext_lazy("published at"))
 
     class Meta:
+        verbose_name = gettext_lazy("publication")
+        verbose_name_plural = gettext_lazy("publications")
         constraints = [
             models.UniqueConstraint(
                 fields=["document", "index_version"], name="pub_one_per_document_and_version"
@@ -408,32 +596,70 @@ class PublicationEvent(models.Model):
     """Append-only history of every pointer change."""
 
     class Action(models.TextChoices):
-        PUBLISH = "publish"
-        APPROVE = "approve"
-        ROLLBACK = "rollback"
-        DELETE = "delete"
-        RESTORE = "restore"
+        PUBLISH = "publish", gettext_lazy("Publish")
+        APPROVE = "approve", gettext_lazy("Approve")
+        ROLLBACK = "rollback", gettext_lazy("Rollback")
+        DELETE = "delete", gettext_lazy("Delete")
+        RESTORE = "restore", gettext_lazy("Restore")
 
     kb = models.ForeignKey(
-        KnowledgeBase, verbose_name="knowledge base", on_delete=models.PROTECT, related_name="+"
+        KnowledgeBase,
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.PROTECT,
+        related_name="+",
     )
-    document = models.ForeignKey(Document, on_delete=models.PROTECT, related_name="events")
+    document = models.ForeignKey(
+        Document,
+        on_delete=models.PROTECT,
+        related_name="events",
+        verbose_name=gettext_lazy("document"),
+    )
     index_version = models.ForeignKey(
-        IndexVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        IndexVersion,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=gettext_lazy("index version"),
     )
-    action = models.CharField(max_length=16, choices=Action.choices)
+    action = models.CharField(
+        max_length=16, choices=Action.choices, verbose_name=gettext_lazy("action")
+    )
     build = models.ForeignKey(
-        Build, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        Build,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("build"),
     )
     previous_build = models.ForeignKey(
-        Build, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        Build,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("previous build"),
     )
-    revision_number = models.PositiveIntegerField(null=True, blank=True)
+    revision_number = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("revision number")
+    )
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("actor"),
     )
-    reason = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    reason = models.TextField(blank=True, verbose_name=gettext_lazy("reason"))
+    created_at = models.DateTimeField(
+        auto_now_add=True, db_index=True, verbose_name=gettext_lazy("created at")
+    )
+
+    class Meta:
+        verbose_name = gettext_lazy("publication event")
+        verbose_name_plural = gettext_lazy("publication events")
 
     def __str__(self) -> str:
         return f"{self.action} {self.document} at {self.created_at:%Y-%m-%d %H:%M:%S}"

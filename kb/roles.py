@@ -37,6 +37,9 @@ CONTENT_MANAGER_PERMISSIONS = [
     ("evaluation", "view_questionset"),
     ("evaluation", "view_question"),
     ("evaluation", "view_evaluationrun"),
+    # quality gates: content managers see them; index admins set them and may swap in a
+    # version a gate refuses, giving a reason (migration evaluation.0004)
+    ("evaluation", "view_qualitygate"),
 ]
 INDEX_ADMIN_PERMISSIONS = [
     *CONTENT_MANAGER_PERMISSIONS,
@@ -63,6 +66,10 @@ INDEX_ADMIN_PERMISSIONS = [
     ("evaluation", "change_question"),
     ("evaluation", "delete_question"),
     ("evaluation", "run_evaluation"),
+    ("evaluation", "add_qualitygate"),
+    ("evaluation", "change_qualitygate"),
+    ("evaluation", "delete_qualitygate"),
+    ("evaluation", "override_quality_gate"),
 ]
 ROLES = {CONTENT_MANAGERS: CONTENT_MANAGER_PERMISSIONS, INDEX_ADMINS: INDEX_ADMIN_PERMISSIONS}
 

@@ -3,9 +3,9 @@
 One list merged from four records: uploads and new revisions (Revision, with who uploaded),
 pointer changes (PublicationEvent: publish, approve, rollback, delete, restore), index-version
 work, retries and other people's actions (AuditEvent: created, swap, version rollback, build
-retry, a bulk metadata edit of one document, the answer to a sync's held deletions —
-`kb.audit_kinds` — with who and why) and settings changes (Django admin's LogEntry of the
-knowledge base, with its change message).
+retry, a bulk metadata edit of one document, the answer to a sync's held deletions, a quality
+gate overridden or changed — `kb.audit_kinds` — with who and why) and settings changes (Django
+admin's LogEntry of the knowledge base, with its change message).
 The reconciler's records (`anomaly:*`, `reconciler_pass`, `lease_expired`) are not admin
 actions and stay out.
 
@@ -31,6 +31,7 @@ from typing import Any
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.utils.translation import gettext_lazy
 
 from kb import audit_kinds
 from kb.access import Reader, may_read_groups
@@ -45,6 +46,8 @@ AUDIT_KINDS = (
     "build_retry",
     audit_kinds.METADATA_SET,
     *audit_kinds.SYNC_ANSWERS,
+    audit_kinds.QUALITY_GATE_OVERRIDDEN,
+    audit_kinds.QUALITY_GATE_CHANGED,
 )
 SWAP_KINDS = ("index_version_swap", "index_version_rollback")
 PAGE_SIZE = 25
@@ -55,22 +58,24 @@ _REVISION, _POINTER, _AUDIT, _SETTINGS = 1, 2, 3, 4
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _LABELS = {
-    "upload": "uploaded",
-    "revision": "new revision",
-    "publish": "published",
-    "approve": "approved",
-    "rollback": "rolled back",
-    "delete": "deleted",
-    "restore": "restored",
-    "index_version_created": "new index version",
-    "index_version_swap": "swapped the index version",
-    "index_version_rollback": "rolled the index version back",
-    "build_retry": "retried a build",
-    audit_kinds.METADATA_SET: "set metadata",
-    audit_kinds.SYNC_DELETIONS_CONFIRMED: "confirmed a sync's deletions",
-    audit_kinds.SYNC_DELETIONS_KEPT: "kept what a sync would delete",
-    "settings_added": "created the knowledge base",
-    "settings_changed": "changed settings",
+    "upload": gettext_lazy("uploaded"),
+    "revision": gettext_lazy("new revision"),
+    "publish": gettext_lazy("published"),
+    "approve": gettext_lazy("approved"),
+    "rollback": gettext_lazy("rolled back"),
+    "delete": gettext_lazy("deleted"),
+    "restore": gettext_lazy("restored"),
+    "index_version_created": gettext_lazy("new index version"),
+    "index_version_swap": gettext_lazy("swapped the index version"),
+    "index_version_rollback": gettext_lazy("rolled the index version back"),
+    "build_retry": gettext_lazy("retried a build"),
+    audit_kinds.METADATA_SET: gettext_lazy("set metadata"),
+    audit_kinds.SYNC_DELETIONS_CONFIRMED: gettext_lazy("confirmed a sync's deletions"),
+    audit_kinds.SYNC_DELETIONS_KEPT: gettext_lazy("kept what a sync would delete"),
+    audit_kinds.QUALITY_GATE_OVERRIDDEN: gettext_lazy("overrode the quality gate"),
+    audit_kinds.QUALITY_GATE_CHANGED: gettext_lazy("changed the quality gate"),
+    "settings_added": gettext_lazy("created the knowledge base"),
+    "settings_changed": gettext_lazy("changed settings"),
 }
 
 
@@ -210,9 +215,15 @@ def _kind(source: int, raw: str, revision: int | None) -> str:
     return raw
 
 
+# What an audit entry stores as its action, in the reader's words where it is a fixed word.
+_AUDIT_DETAILS = {"requeued": gettext_lazy("requeued")}
+
+
 def _detail(source: int, raw: str) -> str:
     if source == _SETTINGS:
         return str(LogEntry(change_message=raw).get_change_message())
+    if source == _AUDIT:
+        return str(_AUDIT_DETAILS.get(raw, raw))
     return raw
 
 
@@ -260,7 +271,7 @@ def _entry(row: tuple[Any, ...], reader: Reader) -> TimelineEntry:
     return TimelineEntry(
         at=at,
         kind=kind,
-        label=_LABELS.get(kind, kind.replace("_", " ")),
+        label=str(_LABELS.get(kind, kind.replace("_", " "))),
         actor=None if hidden else username,
         document_id=None if hidden else document_id,
         document_key="" if hidden or key is None else key,

@@ -5,27 +5,58 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 
 class ApiKey(models.Model):
-    tenant = models.ForeignKey("kb.Tenant", on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField(max_length=200)
-    prefix = models.CharField(max_length=16, unique=True)
-    key_hash = models.CharField(max_length=64)
-    knowledge_bases = models.ManyToManyField("kb.KnowledgeBase", blank=True, related_name="+")
-    access_groups = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    tenant = models.ForeignKey(
+        "kb.Tenant",
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+        verbose_name=gettext_lazy("tenant"),
+    )
+    name = models.CharField(max_length=200, verbose_name=gettext_lazy("name"))
+    prefix = models.CharField(max_length=16, unique=True, verbose_name=gettext_lazy("prefix"))
+    key_hash = models.CharField(max_length=64, verbose_name=gettext_lazy("key hash"))
+    knowledge_bases = models.ManyToManyField(
+        "kb.KnowledgeBase",
+        blank=True,
+        related_name="+",
+        verbose_name=gettext_lazy("knowledge bases"),
+    )
+    access_groups = ArrayField(
+        models.CharField(max_length=100),
+        default=list,
+        blank=True,
+        verbose_name=gettext_lazy("access groups"),
+    )
     can_read_history = models.BooleanField(
-        default=False, help_text="May search as of a past time (index admins' services)."
+        default=False,
+        help_text=gettext_lazy("May search as of a past time (index admins' services)."),
+        verbose_name=gettext_lazy("can read history"),
     )
     can_manage_sources = models.BooleanField(
         default=False,
-        help_text="May list, create, change and sync the sources of its knowledge bases and "
-        "confirm their deletions (/api/v1/…/sources).",
+        help_text=gettext_lazy(
+            "May list, create, change and sync the sources of its knowledge bases and "
+            "confirm their deletions (/api/v1/…/sources)."
+        ),
+        verbose_name=gettext_lazy("can manage sources"),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    expires_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("expires at")
+    )
+    revoked_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("revoked at")
+    )
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("last used at")
+    )
+
+    class Meta:
+        verbose_name = gettext_lazy("api key")
+        verbose_name_plural = gettext_lazy("api keys")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

@@ -1,11 +1,12 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy
 
 
 class SourcesConfig(AppConfig):
     name = "sources"
     # The app holds Sources and Sync runs: named "Sources" too, every page of a source read
     # "Sources › Sources" in its breadcrumbs.
-    verbose_name = "Syncing"
+    verbose_name = gettext_lazy("Syncing")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext, gettext_lazy
 
 
 class Source(models.Model):
@@ -13,53 +14,77 @@ class Source(models.Model):
     (`sources.secrets`) and never shown again."""
 
     class Kind(models.TextChoices):
-        FOLDER = "folder", "folder"
-        S3 = "s3", "S3 bucket"
-        WEBSITE = "website", "website"
-        GIT = "git", "Git repository"
+        FOLDER = "folder", gettext_lazy("folder")
+        S3 = "s3", gettext_lazy("S3 bucket")
+        WEBSITE = "website", gettext_lazy("website")
+        GIT = "git", gettext_lazy("Git repository")
 
     kb = models.ForeignKey(
         "kb.KnowledgeBase",
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.PROTECT,
         related_name="sources",
     )
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, verbose_name=gettext_lazy("name"))
     slug = models.SlugField(
-        max_length=50, help_text="The first part of its documents' keys (slug/path)."
+        max_length=50,
+        help_text=gettext_lazy("The first part of its documents' keys (slug/path)."),
+        verbose_name=gettext_lazy("slug"),
     )
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    config = models.JSONField(default=dict, blank=True)
-    credentials_encrypted = models.TextField(blank=True, editable=False)
-    include = models.JSONField(default=list, blank=True)
-    exclude = models.JSONField(default=list, blank=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, verbose_name=gettext_lazy("kind"))
+    config = models.JSONField(default=dict, blank=True, verbose_name=gettext_lazy("config"))
+    credentials_encrypted = models.TextField(
+        blank=True, editable=False, verbose_name=gettext_lazy("credentials encrypted")
+    )
+    include = models.JSONField(default=list, blank=True, verbose_name=gettext_lazy("include"))
+    exclude = models.JSONField(default=list, blank=True, verbose_name=gettext_lazy("exclude"))
     access_groups = models.JSONField(
-        default=list, blank=True, help_text="Access groups of every document this source brings."
+        default=list,
+        blank=True,
+        help_text=gettext_lazy("Access groups of every document this source brings."),
+        verbose_name=gettext_lazy("access groups"),
     )
     metadata_map = models.JSONField(
         default=dict,
         blank=True,
-        help_text="The source's own fields (object tags, front matter, HTML meta) onto the "
-        "knowledge base's metadata fields: {source field: knowledge-base field}.",
+        help_text=gettext_lazy(
+            "The source's own fields (object tags, front matter, HTML meta) onto the "
+            "knowledge base's metadata fields: {source field: knowledge-base field}."
+        ),
+        verbose_name=gettext_lazy("metadata map"),
     )
     sync_every_minutes = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Empty: only when someone asks for a sync."
+        null=True,
+        blank=True,
+        help_text=gettext_lazy("Empty: only when someone asks for a sync."),
+        verbose_name=gettext_lazy("sync every minutes"),
     )
-    enabled = models.BooleanField(default=True, help_text="A paused source is never synced.")
+    enabled = models.BooleanField(
+        default=True,
+        help_text=gettext_lazy("A paused source is never synced."),
+        verbose_name=gettext_lazy("enabled"),
+    )
     delete_threshold_percent = models.PositiveSmallIntegerField(
         default=20,
-        help_text="A run that would delete more than this share of the source's documents "
-        "waits for a person to confirm.",
+        help_text=gettext_lazy(
+            "A run that would delete more than this share of the source's documents "
+            "waits for a person to confirm."
+        ),
+        verbose_name=gettext_lazy("delete threshold percent"),
     )
-    next_sync_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    next_sync_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("next sync at")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
 
     class Meta:
+        verbose_name = gettext_lazy("source")
+        verbose_name_plural = gettext_lazy("sources")
         constraints = [
             models.UniqueConstraint(fields=["kb", "slug"], name="source_slug_per_kb"),
         ]
-        permissions = [("sync_source", "Can sync a source and confirm its deletions")]
+        permissions = [("sync_source", gettext_lazy("Can sync a source and confirm its deletions"))]
 
     def __str__(self) -> str:
         return self.name
@@ -73,66 +98,103 @@ class SyncRun(models.Model):
     """One sync of a source: leased work (`task`), its counts, and its problems."""
 
     class State(models.TextChoices):
-        QUEUED = "queued"
-        LISTING = "listing"
-        SYNCING = "syncing"
-        AWAITING_CONFIRMATION = "awaiting_confirmation", "awaiting confirmation"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+        QUEUED = "queued", gettext_lazy("Queued")
+        LISTING = "listing", gettext_lazy("Listing")
+        SYNCING = "syncing", gettext_lazy("Syncing")
+        AWAITING_CONFIRMATION = "awaiting_confirmation", gettext_lazy("awaiting confirmation")
+        SUCCEEDED = "succeeded", gettext_lazy("Succeeded")
+        FAILED = "failed", gettext_lazy("Failed")
+        CANCELLED = "cancelled", gettext_lazy("Cancelled")
 
     OPEN_STATES = (State.QUEUED, State.LISTING, State.SYNCING)
 
     class Trigger(models.TextChoices):
-        SCHEDULE = "schedule"
-        MANUAL = "manual"
-        API = "api"
+        SCHEDULE = "schedule", gettext_lazy("Schedule")
+        MANUAL = "manual", gettext_lazy("Manual")
+        API = "api", gettext_lazy("Api")
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="runs")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="runs", verbose_name=gettext_lazy("source")
+    )
     task = models.OneToOneField(
         "ingestion.IngestionTask",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="sync_run",
+        verbose_name=gettext_lazy("task"),
     )
-    state = models.CharField(max_length=24, choices=State.choices, default=State.QUEUED)
-    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
+    state = models.CharField(
+        max_length=24,
+        choices=State.choices,
+        default=State.QUEUED,
+        verbose_name=gettext_lazy("state"),
+    )
+    trigger = models.CharField(
+        max_length=16,
+        choices=Trigger.choices,
+        default=Trigger.MANUAL,
+        verbose_name=gettext_lazy("trigger"),
+    )
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("requested by"),
     )
-    listed = models.PositiveIntegerField(default=0)
-    to_process = models.PositiveIntegerField(default=0)
-    processed = models.PositiveIntegerField(default=0)
-    new = models.PositiveIntegerField(default=0)
-    changed = models.PositiveIntegerField(default=0)
-    unchanged = models.PositiveIntegerField(default=0)
-    deleted = models.PositiveIntegerField(default=0)
-    restored = models.PositiveIntegerField(default=0)
-    failed = models.PositiveIntegerField(default=0)
-    skipped = models.PositiveIntegerField(default=0)
+    listed = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("listed"))
+    to_process = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("to process"))
+    processed = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("processed"))
+    new = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("new"))
+    changed = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("changed"))
+    unchanged = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("unchanged"))
+    deleted = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("deleted"))
+    restored = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("restored"))
+    failed = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("failed"))
+    skipped = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("skipped"))
     # Files of a kind Canon does not read (by their name): counted apart from failures, and
     # said in `problems` only the first time a run meets each one.
-    unsupported = models.PositiveIntegerField("not supported", default=0)
-    listing_complete = models.BooleanField(default=False)
-    # Why nothing was deleted, or why deletions wait for a person; "" when they went ahead.
-    deletion_note = models.TextField(blank=True)
-    deletions_planned = models.PositiveIntegerField(default=0)
-    # Per-item outcomes worth reading: [{path, outcome, reason}], the first PROBLEMS_KEPT.
-    problems = models.JSONField(default=list, blank=True)
-    error = models.TextField(blank=True)
-    seconds_listing = models.FloatField(default=0)
-    seconds_fetching = models.FloatField(default=0)
-    seconds_submitting = models.FloatField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    confirmed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    unsupported = models.PositiveIntegerField(gettext_lazy("not supported"), default=0)
+    listing_complete = models.BooleanField(
+        default=False, verbose_name=gettext_lazy("listing complete")
     )
-    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # Why nothing was deleted, or why deletions wait for a person; "" when they went ahead.
+    deletion_note = models.TextField(blank=True, verbose_name=gettext_lazy("deletion note"))
+    deletions_planned = models.PositiveIntegerField(
+        default=0, verbose_name=gettext_lazy("deletions planned")
+    )
+    # Per-item outcomes worth reading: [{path, outcome, reason}], the first PROBLEMS_KEPT.
+    problems = models.JSONField(default=list, blank=True, verbose_name=gettext_lazy("problems"))
+    error = models.TextField(blank=True, verbose_name=gettext_lazy("error"))
+    seconds_listing = models.FloatField(default=0, verbose_name=gettext_lazy("seconds listing"))
+    seconds_fetching = models.FloatField(default=0, verbose_name=gettext_lazy("seconds fetching"))
+    seconds_submitting = models.FloatField(
+        default=0, verbose_name=gettext_lazy("seconds submitting")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    started_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("started at")
+    )
+    finished_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("finished at")
+    )
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("confirmed by"),
+    )
+    confirmed_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("confirmed at")
+    )
 
     class Meta:
+        verbose_name = gettext_lazy("sync run")
+        verbose_name_plural = gettext_lazy("sync runs")
         constraints = [
             # One run at a time per source: a second "sync now" finds the first.
             models.UniqueConstraint(
@@ -144,7 +206,10 @@ class SyncRun(models.Model):
         indexes = [models.Index(fields=["source", "-created_at"], name="sync_run_recent")]
 
     def __str__(self) -> str:
-        return f"Run {self.pk} ({self.get_state_display().lower()})"
+        return gettext("Run %(id)s (%(state)s)") % {
+            "id": self.pk,
+            "state": self.get_state_display().lower(),
+        }
 
 
 class SourceItem(models.Model):
@@ -158,37 +223,58 @@ class SourceItem(models.Model):
     a run's counts are its rows' outcomes, so a run resumed after a crash counts each item once,
     by what any of its attempts did."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="items")
-    path = models.TextField()
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="items", verbose_name=gettext_lazy("source")
+    )
+    path = models.TextField(verbose_name=gettext_lazy("path"))
     document = models.OneToOneField(
         "kb.Document",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="source_item",
+        verbose_name=gettext_lazy("document"),
     )
-    version = models.CharField(max_length=200, blank=True)
-    sha256 = models.CharField(max_length=64, blank=True)
-    size = models.BigIntegerField(null=True, blank=True)
-    modified = models.DateTimeField(null=True, blank=True)
-    state = models.JSONField(default=dict, blank=True)
-    revision_number = models.PositiveIntegerField(null=True, blank=True)
+    version = models.CharField(max_length=200, blank=True, verbose_name=gettext_lazy("version"))
+    sha256 = models.CharField(max_length=64, blank=True, verbose_name=gettext_lazy("sha256"))
+    size = models.BigIntegerField(null=True, blank=True, verbose_name=gettext_lazy("size"))
+    modified = models.DateTimeField(null=True, blank=True, verbose_name=gettext_lazy("modified"))
+    state = models.JSONField(default=dict, blank=True, verbose_name=gettext_lazy("state"))
+    revision_number = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("revision number")
+    )
     # new, changed, restored, unchanged, failed, skipped, unsupported or deleted.
-    last_outcome = models.CharField(max_length=16, blank=True)
-    last_seen_run = models.ForeignKey(
-        SyncRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    last_outcome = models.CharField(
+        max_length=16, blank=True, verbose_name=gettext_lazy("last outcome")
     )
-    gone_at = models.DateTimeField(null=True, blank=True)
+    last_seen_run = models.ForeignKey(
+        SyncRun,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("last seen run"),
+    )
+    gone_at = models.DateTimeField(null=True, blank=True, verbose_name=gettext_lazy("gone at"))
     # The `deleted_at` the sync gave the document when the item left the source. The sync may
     # restore the document when the item comes back only while this is still its deletion: a
     # deletion by a person (before, or after a restore) stands until a person restores it.
-    sync_deleted_at = models.DateTimeField(null=True, blank=True)
-    pending_delete_run = models.ForeignKey(
-        SyncRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="pending_deletes"
+    sync_deleted_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("sync deleted at")
     )
-    updated_at = models.DateTimeField(auto_now=True)
+    pending_delete_run = models.ForeignKey(
+        SyncRun,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="pending_deletes",
+        verbose_name=gettext_lazy("pending delete run"),
+    )
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
 
     class Meta:
+        verbose_name = gettext_lazy("source item")
+        verbose_name_plural = gettext_lazy("source items")
         constraints = [
             models.UniqueConstraint(fields=["source", "path"], name="source_item_path"),
         ]

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 # The periodic jobs the dashboard lists, by the name each passes to `job_ran`.
-JOBS = ("relay", "sweeper", "reconciler", "gc", "idempotency", "sources")
+JOBS = ("relay", "sweeper", "reconciler", "gc", "idempotency", "sources", "evaluation")
 
 
 def _key(name: str) -> str:

@@ -12,57 +12,88 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 
 class IngestionTask(models.Model):
     """One unit of work, claimed with a lease (see `work.leases`)."""
 
     class Kind(models.TextChoices):
-        BUILD = "build"
-        DELETE = "delete"
-        GC = "gc"
-        SYNC = "sync"  # a source's sync run (sources.sync)
-        EVALUATION = "evaluation"  # a question set asked of an index version (evaluation.run)
+        BUILD = "build", gettext_lazy("Build")
+        DELETE = "delete", gettext_lazy("Delete")
+        GC = "gc", gettext_lazy("Gc")
+        SYNC = "sync", gettext_lazy("Sync")  # a source's sync run (sources.sync)
+        EVALUATION = (
+            "evaluation",
+            gettext_lazy("Evaluation"),
+        )  # a question set asked of an index version (evaluation.run)
 
     class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        RETRY_WAIT = "retry_wait"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        DEAD = "dead"
+        QUEUED = "queued", gettext_lazy("Queued")
+        RUNNING = "running", gettext_lazy("Running")
+        RETRY_WAIT = "retry_wait", gettext_lazy("Retry Wait")
+        SUCCEEDED = "succeeded", gettext_lazy("Succeeded")
+        FAILED = "failed", gettext_lazy("Failed")
+        DEAD = "dead", gettext_lazy("Dead")
 
     # A task still to run or running; the others are closed for good.
     OPEN_STATUSES = (Status.QUEUED, Status.RUNNING, Status.RETRY_WAIT)
 
-    kind = models.CharField(max_length=16, choices=Kind.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices, verbose_name=gettext_lazy("kind"))
     kb = models.ForeignKey(
         "kb.KnowledgeBase",
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.PROTECT,
         related_name="+",
     )
     document = models.ForeignKey(
-        "kb.Document", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
+        "kb.Document",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tasks",
+        verbose_name=gettext_lazy("document"),
     )
     build = models.ForeignKey(
-        "kb.Build", null=True, blank=True, on_delete=models.CASCADE, related_name="tasks"
+        "kb.Build",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tasks",
+        verbose_name=gettext_lazy("build"),
     )
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    attempt = models.PositiveIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField(default=5)
-    lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    available_at = models.DateTimeField(null=True, blank=True)
-    last_error_code = models.CharField(max_length=64, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16,
+        choices=Status.choices,
+        default=Status.QUEUED,
+        verbose_name=gettext_lazy("status"),
+    )
+    attempt = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("attempt"))
+    max_attempts = models.PositiveIntegerField(default=5, verbose_name=gettext_lazy("max attempts"))
+    lease_owner = models.CharField(
+        max_length=200, blank=True, verbose_name=gettext_lazy("lease owner")
+    )
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("lease expires at")
+    )
+    available_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("available at")
+    )
+    last_error_code = models.CharField(
+        max_length=64, blank=True, verbose_name=gettext_lazy("last error code")
+    )
+    last_error = models.TextField(blank=True, verbose_name=gettext_lazy("last error"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
+    finished_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("finished at")
+    )
 
     class Meta:
         # Kept in the ingestion app (its tables, migrations and permissions) from before this
         # floor had its own package; `work` is an app without models of its own label.
+        verbose_name = gettext_lazy("ingestion task")
+        verbose_name_plural = gettext_lazy("ingestion tasks")
         app_label = "ingestion"
         indexes = [
             models.Index(
@@ -81,21 +112,35 @@ class OutboxEvent(models.Model):
     """An intent to deliver, written in the same transaction as the fact it announces."""
 
     class Kind(models.TextChoices):
-        RUN_TASK = "run_task"
+        RUN_TASK = "run_task", gettext_lazy("Run Task")
 
-    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.RUN_TASK)
-    task = models.ForeignKey(
-        IngestionTask, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    kind = models.CharField(
+        max_length=32,
+        choices=Kind.choices,
+        default=Kind.RUN_TASK,
+        verbose_name=gettext_lazy("kind"),
     )
-    payload = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True)
-    available_at = models.DateTimeField()
-    published_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
-    dead_at = models.DateTimeField(null=True, blank=True)
+    task = models.ForeignKey(
+        IngestionTask,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        verbose_name=gettext_lazy("task"),
+    )
+    payload = models.JSONField(default=dict, verbose_name=gettext_lazy("payload"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
+    available_at = models.DateTimeField(verbose_name=gettext_lazy("available at"))
+    published_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("published at")
+    )
+    attempts = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("attempts"))
+    last_error = models.TextField(blank=True, verbose_name=gettext_lazy("last error"))
+    dead_at = models.DateTimeField(null=True, blank=True, verbose_name=gettext_lazy("dead at"))
 
     class Meta:
+        verbose_name = gettext_lazy("outbox event")
+        verbose_name_plural = gettext_lazy("outbox events")
         app_label = "ingestion"
         indexes = [
             models.Index(
@@ -112,30 +157,43 @@ class OutboxEvent(models.Model):
 class AuditEvent(models.Model):
     """Every repair and every admin action."""
 
-    kind = models.CharField(max_length=64)
+    kind = models.CharField(max_length=64, verbose_name=gettext_lazy("kind"))
     kb = models.ForeignKey(
         "kb.KnowledgeBase",
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
     )
-    subject_type = models.CharField(max_length=64)
-    subject_id = models.BigIntegerField(null=True, blank=True)
-    detected_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    action = models.TextField(blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    escalated = models.BooleanField(default=False)
-    resolved_at = models.DateTimeField(null=True, blank=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    subject_type = models.CharField(max_length=64, verbose_name=gettext_lazy("subject type"))
+    subject_id = models.BigIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("subject id")
     )
-    details = models.JSONField(default=dict, blank=True)
+    detected_at = models.DateTimeField(
+        auto_now_add=True, db_index=True, verbose_name=gettext_lazy("detected at")
+    )
+    action = models.TextField(blank=True, verbose_name=gettext_lazy("action"))
+    attempts = models.PositiveIntegerField(default=0, verbose_name=gettext_lazy("attempts"))
+    escalated = models.BooleanField(default=False, verbose_name=gettext_lazy("escalated"))
+    resolved_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=gettext_lazy("resolved at")
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=gettext_lazy("actor"),
+    )
+    details = models.JSONField(default=dict, blank=True, verbose_name=gettext_lazy("details"))
 
     class Meta:
         # Kept in the ingestion app (its tables, migrations and permissions) from before this
         # floor had its own package; `work` is an app without models of its own label.
+        verbose_name = gettext_lazy("audit event")
+        verbose_name_plural = gettext_lazy("audit events")
         app_label = "ingestion"
         indexes = [
             models.Index(fields=["kind", "subject_type", "subject_id"], name="audit_subject")

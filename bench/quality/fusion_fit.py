@@ -8,11 +8,16 @@ Every candidate either leg listed (each cut to the depth tried) is one example, 
 its document answers the question; each question weighs the same (its answers half, the rest
 half). The features are `retrieval.search.fusion.learned_features`, the very function search
 runs, on the dump's legs. The model is L2-regularised logistic regression fitted by Newton's
-method (numpy). The depth and the L2 weight are chosen by 5-fold cross-validation over the tuning
-questions (MRR@10 of the documents): the shallowest depth, then the strongest L2, within one
-standard error of the best (deeper legs cost latency); the held-out half is never read here.
-`python -m bench.quality.offline --fusion bench/quality/fusion_fit.py:learned` then reports every
-split.
+method (numpy); with sign constraints (MONOTONE) by projected Newton. The depth and the L2
+weight are chosen by 5-fold cross-validation over the tuning questions (MRR@10 of the
+documents): the shallowest depth, then the strongest L2, within one standard error of the best
+(deeper legs cost latency); the held-out half is never read here.
+
+What is fitted is a `Recipe` (sign constraints, a keyword gate, one model per query language,
+extra features); `bench.quality.cross_corpus` fits every recipe on each of B8's two corpora and
+measures it on the other, and SHIPPED is the one it chose, fitted here on the first corpus's
+tuning half. `python -m bench.quality.offline --fusion bench/quality/fusion_fit.py:learned`
+then reports every split.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import math
 import random
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,7 @@ import numpy as np
 
 from bench import common
 from bench.quality.metrics import TOP_K
+from retrieval.search import fusion_fitting
 
 LEGS = common.RESULTS / "quality-legs.json"
 MODEL = common.ROOT / "retrieval" / "search" / "fusion_model.json"
@@ -43,9 +50,11 @@ CHUNKS = [0]  # the dump's chunk count (its IDFs' N), set when the dump is read
 
 def _legs(q: dict[str, Any], depth: int, chunks: int) -> tuple[list[Any], list[Any], float, float]:
     """The question's legs cut to `depth`, its CJK share and the keyword leg's bound as
-    `QueryWeights.bound` computes it (every query term, those no chunk has at df 0)."""
+    `QueryWeights.bound` computes it (every query term, those no chunk has at df 0). A question
+    that names its dump's chunk count (`chunks`, set by `annotate`) is read with that one."""
     from retrieval.search.lexical.bm25 import QueryWeights, idf
 
+    chunks = int(q.get("chunks") or chunks)
     vector = [(e["chunk"], e["cos"], e["cjk"]) for e in q["vector"][:depth]]
     # The keyword leg as a hybrid reading `depth` rows reads it (Canon ranks max(4 x depth, 100)
     # BM25 candidates exactly, so a deeper read's top can differ): `keyword_<depth>`, or the
@@ -64,10 +73,22 @@ def _legs(q: dict[str, Any], depth: int, chunks: int) -> tuple[list[Any], list[A
     return vector, keyword, float(query["cjk"]), weights.bound
 
 
-def examples(
-    q: dict[str, Any], depth: int
-) -> tuple[list[int], np.ndarray[Any, Any], dict[int, str]]:
+Examples = tuple[list[int], np.ndarray[Any, Any], dict[int, str]]
+# A question told its corpus (`annotate`) is featurised once per depth: recipes refit often.
+_EXAMPLES: dict[tuple[str, str, str, int], Examples] = {}
+
+
+def examples(q: dict[str, Any], depth: int) -> Examples:
     """The question's candidates, their features (FEATURES order) and documents."""
+    if "corpus" not in q:
+        return _examples(q, depth)
+    key = (q["corpus"], q["set"], q["id"], depth)
+    if key not in _EXAMPLES:
+        _EXAMPLES[key] = _examples(q, depth)
+    return _EXAMPLES[key]
+
+
+def _examples(q: dict[str, Any], depth: int) -> Examples:
     from retrieval.search.fusion import learned_features
 
     vector, keyword, query_cjk, bound = _legs(q, depth, CHUNKS[0])
@@ -80,13 +101,79 @@ def examples(
     return ids, np.array([features[c] for c in ids], dtype=float), docs
 
 
+# "Only one leg found it" (issue 38, item 2), tried as extra features beside FEATURES: whether
+# only the vector leg or only the keyword leg listed the candidate, and the strength of what
+# that one leg saw (bench only: search reads FEATURES).
+ONE_LEG = ("only_vector", "only_keyword", "only_vector_x_cos", "only_keyword_x_bm25_share")
+ONE_LEG_SIGNS = {"only_vector_x_cos": 1, "only_keyword_x_bm25_share": 1}
+
+
+def _rows(q: dict[str, Any], depth: int, one_leg: bool) -> Examples:
+    """`examples`, with the ONE_LEG columns after FEATURES when `one_leg`."""
+    ids, x, docs = examples(q, depth)
+    if not one_leg or not len(ids):
+        return ids, x, docs
+    from retrieval.search.fusion import FEATURES
+
+    def column(name: str) -> Any:
+        return x[:, FEATURES.index(name)]
+
+    in_vector, in_keyword = column("in_vector"), column("in_keyword")
+    only_vector, only_keyword = in_vector * (1 - in_keyword), in_keyword * (1 - in_vector)
+    extra = np.column_stack(
+        [
+            only_vector,
+            only_keyword,
+            only_vector * column("cos"),
+            only_keyword * column("bm25_share"),
+        ]
+    )
+    return ids, np.hstack([x, extra]), docs
+
+
+Params = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], float]
+_FITS: dict[Any, Params] = {}
+
+
 def fit(
-    questions: Sequence[dict[str, Any]], depth: int, l2: float
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], float]:
-    """Standardisation (mean, scale), weights and bias, by Newton's method."""
+    questions: Sequence[dict[str, Any]],
+    depth: int,
+    l2: float,
+    *,
+    signs: Sequence[int] | None = None,
+    one_leg: bool = False,
+) -> Params:
+    """Standardisation (mean, scale), weights and bias, by Newton's method. `signs`, one per
+    feature: +1 keeps that weight at or above 0, -1 at or below, 0 leaves it free (projected
+    Newton with an active set; no sign: plain Newton, as the shipped model was first fitted).
+    Questions told their corpus (`annotate`) have their fits remembered: recipes that differ
+    only in their gate share them."""
+    key = None
+    if all("corpus" in q for q in questions):
+        ids = tuple((q["corpus"], q["set"], q["id"]) for q in questions)
+        key = (ids, depth, l2, tuple(signs) if signs is not None and any(signs) else None, one_leg)
+        if key in _FITS:
+            return _FITS[key]
+    fitted = _fit(questions, depth, l2, signs, one_leg)
+    if key is not None:
+        _FITS[key] = fitted
+    return fitted
+
+
+def _fit(
+    questions: Sequence[dict[str, Any]],
+    depth: int,
+    l2: float,
+    signs: Sequence[int] | None,
+    one_leg: bool,
+) -> Params:
+    """The product's fit (`retrieval.search.fusion_fitting.logistic_fit`, toward 0) on the
+    dump's examples, standardised by their own mean and spread."""
+    from retrieval.search.fusion_fitting import logistic_fit, standardisation
+
     xs, ys, ws = [], [], []
     for q in questions:
-        ids, x, docs = examples(q, depth)
+        ids, x, docs = _rows(q, depth, one_leg)
         y = np.array([1.0 if docs[c] in q["answers"] else 0.0 for c in ids])
         if not len(ids) or y.sum() == 0 or y.sum() == len(y):
             continue  # nothing to learn from a question no candidate answers
@@ -94,33 +181,47 @@ def fit(
         ys.append(y)
         ws.append(np.where(y == 1, 0.5 / y.sum(), 0.5 / (len(y) - y.sum())))
     x, y, w = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    z = np.hstack([np.ones((len(x), 1)), (x - mean) / scale])
-    beta = np.zeros(z.shape[1])
-    penalty = np.full(z.shape[1], l2)
-    penalty[0] = 0.0  # the bias is not shrunk
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-z @ beta))
-        grad = z.T @ (w * (p - y)) + penalty * beta
-        hessian = (z * (w * p * (1 - p))[:, None]).T @ z + np.diag(penalty)
-        step = np.linalg.solve(hessian, grad)
-        beta -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return mean, scale, beta[1:], float(beta[0])
+    mean, scale = standardisation(x)
+    weights, bias = logistic_fit(x, y, w, mean=mean, scale=scale, l2=l2, constraints=signs)
+    return mean, scale, weights, bias
+
+
+def _keyword_gated(
+    q: dict[str, Any], depth: int, order: list[int], docs: dict[int, str], gate: Any
+) -> list[int]:
+    """`order` (chunk ids) under the keyword gate, as search applies it
+    (`fusion.KeywordGate.floors`, `fusion.keyword_floor`)."""
+    from retrieval.search.fusion import keyword_floor
+
+    _, keyword, query_cjk, bound = _legs(q, depth, CHUNKS[0])
+    if not gate.holds_for(query_cjk):
+        return order
+    floors = gate.floors([(cid, bm25) for cid, bm25, _ in keyword], bound)
+    return keyword_floor(order, floors, docs, TOP_K)[0]
 
 
 def ranked_documents(
-    q: dict[str, Any], depth: int, mean: Any, scale: Any, weights: Any, bias: float
+    q: dict[str, Any],
+    depth: int,
+    mean: Any,
+    scale: Any,
+    weights: Any,
+    bias: float,
+    *,
+    gate: Any = None,
+    one_leg: bool = False,
 ) -> list[str]:
-    ids, x, docs = examples(q, depth)
+    """The question's first TOP_K distinct documents under one model (and `gate`, a
+    `fusion.KeywordGate`, when given)."""
+    ids, x, docs = _rows(q, depth, one_leg)
     scores = bias + ((x - mean) / scale) @ weights if len(ids) else np.array([])
-    order = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))
+    order = [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
+    if gate is not None:
+        order = _keyword_gated(q, depth, order, docs, gate)
     ranked: list[str] = []
-    for i in order[:TOP_K]:
-        if docs[ids[i]] not in ranked:
-            ranked.append(docs[ids[i]])
+    for cid in order[:TOP_K]:
+        if docs[cid] not in ranked:
+            ranked.append(docs[cid])
     return ranked
 
 
@@ -128,7 +229,15 @@ def mrr(ranked: Sequence[str], answers: Sequence[str]) -> float:
     return next((1.0 / (i + 1) for i, d in enumerate(ranked[:TOP_K]) if d in answers), 0.0)
 
 
-def cross_validate(questions: list[dict[str, Any]], depth: int, l2: float) -> list[float]:
+def cross_validate(
+    questions: list[dict[str, Any]],
+    depth: int,
+    l2: float,
+    *,
+    signs: Sequence[int] | None = None,
+    gate: Any = None,
+    one_leg: bool = False,
+) -> list[float]:
     """Each tuning question's reciprocal rank when its fold was held out."""
     order = sorted(questions, key=lambda q: q["id"])
     random.Random(SEED).shuffle(order)
@@ -136,11 +245,189 @@ def cross_validate(questions: list[dict[str, Any]], depth: int, l2: float) -> li
     for fold in range(FOLDS):
         test = order[fold::FOLDS]
         train = [q for i, q in enumerate(order) if i % FOLDS != fold]
-        mean, scale, weights, bias = fit(train, depth, l2)
+        mean, scale, weights, bias = fit(train, depth, l2, signs=signs, one_leg=one_leg)
         scores += [
-            mrr(ranked_documents(q, depth, mean, scale, weights, bias), q["answers"]) for q in test
+            mrr(
+                ranked_documents(q, depth, mean, scale, weights, bias, gate=gate, one_leg=one_leg),
+                q["answers"],
+            )
+            for q in test
         ]
     return scores
+
+
+# --- recipes: how a model is made, so every one can be fitted on either corpus -------------
+
+# The sign constraints: the product's (`retrieval.search.fusion_fitting.MONOTONE`), which a
+# calibration keeps too. (Free, the shipped model let a Chinese query's same-language cosine
+# count against a chunk: query_zh_x_cos outweighed cos.)
+MONOTONE = fusion_fitting.MONOTONE
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One way to make the learned fusion: sign constraints (`monotone`), a keyword gate
+    (`fusion.KeywordGate` parameters), one model per query language (`by_language`: Chinese
+    queries, and the rest). Depth and L2 are chosen by fusion_fit's CV rule on whatever the
+    recipe is fitted on."""
+
+    name: str
+    monotone: bool = False
+    gate: tuple[Any, ...] | None = None  # KeywordGate's fields, in order
+    by_language: bool = False
+    one_leg: bool = False  # the ONE_LEG features too (bench only)
+
+    def signs(self) -> list[int] | None:
+        from retrieval.search.fusion import FEATURES
+
+        if not self.monotone:
+            return None
+        names = (*FEATURES, *ONE_LEG) if self.one_leg else FEATURES
+        return [{**MONOTONE, **ONE_LEG_SIGNS}.get(name, 0) for name in names]
+
+    def keyword_gate(self) -> Any:
+        from retrieval.search.fusion import KeywordGate
+
+        return KeywordGate(*self.gate) if self.gate else None
+
+
+@dataclass
+class Fitted:
+    """A recipe fitted on some questions: per query language ("all", or "zh" and "other") the
+    chosen depth and L2, their CV figure, and the parameters."""
+
+    recipe: Recipe
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def part_of(self, q: dict[str, Any]) -> dict[str, Any]:
+        if not self.recipe.by_language:
+            return self.parts["all"]
+        return self.parts["zh" if query_is_chinese(q) else "other"]
+
+    def rank(self, q: dict[str, Any]) -> list[str]:
+        """The question's ranked documents under this model."""
+        part = self.part_of(q)
+        return ranked_documents(
+            q,
+            part["depth"],
+            part["mean"],
+            part["scale"],
+            part["weights"],
+            part["bias"],
+            gate=self.recipe.keyword_gate(),
+            one_leg=self.recipe.one_leg,
+        )
+
+
+def query_is_chinese(q: dict[str, Any]) -> bool:
+    from retrieval.search.fusion import ZH_SHARE
+
+    return float(q["query"]["cjk"]) >= ZH_SHARE
+
+
+def choose(
+    tuning: list[dict[str, Any]],
+    *,
+    signs: Sequence[int] | None = None,
+    gate: Any = None,
+    one_leg: bool = False,
+) -> dict[str, Any]:
+    """fusion_fit's rule: 5-fold CV over DEPTHS x L2S on `tuning`, then the shallowest depth
+    and the strongest L2 within one standard error of the best (deeper legs cost latency)."""
+    results, errors = {}, {}
+    for depth in DEPTHS:
+        for l2 in L2S:
+            scores = cross_validate(tuning, depth, l2, signs=signs, gate=gate, one_leg=one_leg)
+            results[(depth, l2)] = float(np.mean(scores))
+            errors[(depth, l2)] = float(np.std(scores, ddof=1) / math.sqrt(len(scores)))
+    best = max(results, key=lambda k: results[k])
+    good_enough = results[best] - errors[best]
+    depth, l2 = min((k for k in results if results[k] >= good_enough), key=lambda k: (k[0], -k[1]))
+    return {
+        "depth": depth,
+        "l2": l2,
+        "cv_mrr": results[(depth, l2)],
+        "best": best,
+        "best_mrr": results[best],
+        "best_error": errors[best],
+        "grid": results,
+        "errors": errors,
+    }
+
+
+def fit_recipe(recipe: Recipe, tuning: list[dict[str, Any]]) -> Fitted:
+    """`recipe` fitted on `tuning` (each part's depth and L2 by `choose`)."""
+    groups = {"all": tuning}
+    if recipe.by_language:
+        groups = {
+            "zh": [q for q in tuning if query_is_chinese(q)],
+            "other": [q for q in tuning if not query_is_chinese(q)],
+        }
+    fitted = Fitted(recipe)
+    for name, questions in groups.items():
+        signs = recipe.signs()
+        choice = choose(questions, signs=signs, gate=recipe.keyword_gate(), one_leg=recipe.one_leg)
+        mean, scale, weights, bias = fit(
+            questions, choice["depth"], choice["l2"], signs=signs, one_leg=recipe.one_leg
+        )
+        fitted.parts[name] = {
+            **choice,
+            "n": len(questions),
+            "mean": mean,
+            "scale": scale,
+            "weights": weights,
+            "bias": bias,
+        }
+    return fitted
+
+
+# The recipe `fusion_model.json` ships, fitted on the first corpus's tuning half: chosen by
+# the cross-corpus figures of every recipe (`bench.quality.cross_corpus`, docs/BENCHMARKS.md
+# B8): monotone in every language cell, with a keyword gate for queries not in Chinese that
+# keeps the keyword leg's near-best matches (at least 80 % of its best and 10 % of the query's
+# bound, in its first 10) in the top 10, and a strong one (30 % of the bound) at its rank.
+SHIPPED = Recipe(
+    "learned, monotone + keyword gate",
+    monotone=True,
+    gate=(10, 0.1, 0.8, 0.3),
+)
+
+
+def annotate(data: dict[str, Any], corpus: str) -> list[dict[str, Any]]:
+    """A dump's questions, each told its corpus and its dump's chunk count (the IDFs' N)."""
+    chunks = int(data["about"]["chunks"])
+    return [{**q, "corpus": corpus, "chunks": chunks} for q in data["questions"]]
+
+
+def tuning_half(questions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [q for q in questions if q["set"] == "natural" and q["split"] == "tuning"]
+
+
+def model_file(fitted: Fitted, about: str, fitted_on: str = "quality") -> dict[str, Any]:
+    """fusion_model.json's content for a fitted recipe of one part (`fitted_on`: the corpus
+    whose tuning half it was fitted on)."""
+    from retrieval.search.fusion import FEATURES
+
+    if fitted.recipe.by_language or fitted.recipe.one_leg:
+        raise SystemExit("Canon's search reads one model over FEATURES: this recipe cannot ship")
+    part = fitted.parts["all"]
+    model: dict[str, Any] = {
+        "about": about,
+        "recipe": fitted.recipe.name,
+        "fitted_on": fitted_on,
+        "features": list(FEATURES),
+        "mean": [round(float(v), 6) for v in part["mean"]],
+        "scale": [round(float(v), 6) for v in part["scale"]],
+        "weights": [round(float(v), 6) for v in part["weights"]],
+        "bias": round(part["bias"], 6),
+        "depth": part["depth"],
+        "l2": part["l2"],
+    }
+    if fitted.recipe.gate:
+        model["gate"] = vars(fitted.recipe.keyword_gate())
+    if fitted.recipe.monotone:
+        model["monotone"] = sorted(MONOTONE)
+    return model
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,47 +441,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dump = json.loads(args.legs.read_text(encoding="utf-8"))
     CHUNKS[0] = int(dump["about"]["chunks"])
-    tuning = [q for q in dump["questions"] if q["set"] == "natural" and q["split"] == "tuning"]
+    tuning = tuning_half(annotate(dump, "quality"))
     missing = [d for d in DEPTHS[:-1] if f"keyword_{d}" not in tuning[0]]
     if missing:
         raise SystemExit(f"the dump has no keyword leg read {missing} deep: run B8 again")
     print(f"[fit] {len(tuning)} tuning questions; {FOLDS}-fold CV over depth x L2")
-    results, errors = {}, {}
-    for depth in DEPTHS:
-        for l2 in L2S:
-            scores = cross_validate(tuning, depth, l2)
-            results[(depth, l2)] = float(np.mean(scores))
-            errors[(depth, l2)] = float(np.std(scores, ddof=1) / math.sqrt(len(scores)))
-            print(
-                f"  depth {depth:>3}  l2 {l2:<6g}  CV MRR@10 {results[(depth, l2)]:.4f}"
-                f" (standard error {errors[(depth, l2)]:.4f})"
-            )
-    # The one-standard-error rule: the shallowest depth (each leg's rows cost latency), then the
-    # strongest regularisation, whose CV figure is within one standard error of the best.
-    best = max(results, key=lambda k: results[k])
-    good_enough = results[best] - errors[best]
-    depth, l2 = min((k for k in results if results[k] >= good_enough), key=lambda k: (k[0], -k[1]))
-    print(f"[fit] best CV {results[best]:.4f} at depth {best[0]}, l2 {best[1]:g}; within one")
-    print(f"      standard error ({errors[best]:.4f}) the shallowest is depth {depth}, l2 {l2:g}")
-    mean, scale, weights, bias = fit(tuning, depth, l2)
-    model = {
-        "about": (
-            "Canon's learned hybrid fusion (retrieval/search/fusion.py), fitted by "
-            f"`python -m bench.quality.fusion_fit` on the {len(tuning)} questions of "
-            "bench/quality/natural.jsonl's tuning half (bench/quality/splits.json); depth and L2 "
-            f"chosen by {FOLDS}-fold cross-validation there (MRR@10 {results[(depth, l2)]:.4f}; "
-            f"best {results[best]:.4f} at depth {best[0]}, within one standard error)."
-        ),
-        "features": list(FEATURES),
-        "mean": [round(float(v), 6) for v in mean],
-        "scale": [round(float(v), 6) for v in scale],
-        "weights": [round(float(v), 6) for v in weights],
-        "bias": round(bias, 6),
-        "depth": depth,
-        "l2": l2,
-    }
+    fitted = fit_recipe(SHIPPED, tuning)
+    part = fitted.parts["all"]
+    for (depth, l2), value in part["grid"].items():
+        print(
+            f"  depth {depth:>3}  l2 {l2:<6g}  CV MRR@10 {value:.4f}"
+            f" (standard error {part['errors'][(depth, l2)]:.4f})"
+        )
+    depth, l2, best = part["depth"], part["l2"], part["best"]
+    print(f"[fit] best CV {part['best_mrr']:.4f} at depth {best[0]}, l2 {best[1]:g}; within one")
+    print(
+        f"      standard error ({part['best_error']:.4f}) the shallowest is depth {depth},"
+        f" l2 {l2:g}"
+    )
+    about = (
+        f"Canon's learned hybrid fusion (retrieval/search/fusion.py), recipe {SHIPPED.name!r} "
+        "(chosen by bench.quality.cross_corpus), fitted by "
+        f"`python -m bench.quality.fusion_fit` on the {len(tuning)} questions of "
+        "bench/quality/natural.jsonl's tuning half (bench/quality/splits.json); depth and L2 "
+        f"chosen by {FOLDS}-fold cross-validation there (MRR@10 {part['cv_mrr']:.4f}; "
+        f"best {part['best_mrr']:.4f} at depth {best[0]}, within one standard error)."
+    )
+    model = model_file(fitted, about)
     print(f"[fit] chose depth {depth}, l2 {l2:g}; weights:")
-    for name, weight in zip(FEATURES, weights.tolist(), strict=True):
+    for name, weight in zip(FEATURES, part["weights"].tolist(), strict=True):
         print(f"  {name:<34} {weight:+.3f}")
     if not args.dry_run:
         args.out.write_text(json.dumps(model, indent=2) + "\n", encoding="utf-8")
@@ -204,16 +479,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def learned(q: dict[str, Any]) -> list[int]:
     """For `bench.quality.offline`: the shipped model on one question's legs, as search runs it
-    (each document's passages then in the fixed-weight order, `fusion._passages_by_words`)."""
+    (the keyword gate's floor when the model has one, then each document's passages in the
+    fixed-weight order, `fusion._passages_by_words`)."""
     from retrieval.search import fusion
     from retrieval.search.hits import Hit
 
-    if not CHUNKS[0]:
+    if not CHUNKS[0] and not q.get("chunks"):
         CHUNKS[0] = int(json.loads(LEGS.read_text(encoding="utf-8"))["about"]["chunks"])
     fitted = fusion.model()
     ids, x, docs = examples(q, fitted.depth)
     scores = [fitted.score(row) for row in x.tolist()]
-    order = sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))
+    order = [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
+    if fitted.gate is not None:
+        order = _keyword_gated(q, fitted.depth, order, docs, fitted.gate)
     vector, keyword, _, _ = _legs(q, fitted.depth, CHUNKS[0])
 
     def hits(leg: list[Any]) -> list[Hit]:
@@ -222,7 +500,7 @@ def learned(q: dict[str, Any]) -> list[int]:
     vector_hits, keyword_hits = hits(vector), hits(keyword)
     by_id = {h.chunk_id: h for h in (*vector_hits, *keyword_hits)}
     convex = fusion._convex(vector_hits, keyword_hits, VECTOR_WEIGHT)
-    return fusion._passages_by_words([ids[i] for i in order[:TOP_K]], by_id, convex)
+    return fusion._passages_by_words(order[:TOP_K], by_id, convex)
 
 
 if __name__ == "__main__":

@@ -152,10 +152,17 @@ class Legs:
             return {}
         out: dict[int, dict[str, int]] = {}
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT chunk_id, term, tf FROM kb_posting "
-                "WHERE chunk_id = ANY(%s) AND term = ANY(%s)",
-                [chunk_ids, terms],
+            cursor.execute(  # each chunk's tf in its block (kb.postings' format)
+                """
+                SELECT c.id, p.term, p.postings[cardinality(p.postings) / 3 + x.i]
+                FROM kb_chunk c
+                JOIN kb_posting p ON p.build_id = c.build_id AND p.term = ANY(%s)
+                                 AND p.block / 65536 = c.ordinal / 32768
+                CROSS JOIN LATERAL (SELECT array_position(
+                    p.postings, mod(c.ordinal, 32768)::smallint) AS i) x
+                WHERE c.id = ANY(%s) AND x.i <= cardinality(p.postings) / 3
+                """,
+                [terms, chunk_ids],
             )
             for chunk_id, term, tf in cursor.fetchall():
                 out.setdefault(chunk_id, {})[term] = int(tf)

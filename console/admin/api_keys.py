@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.contrib.postgres.forms import SimpleArrayField
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin.scoping import TenantScopedAdmin, groups_refused
 from retrieval.models import ApiKey
@@ -48,7 +49,7 @@ class ApiKeyForm(forms.ModelForm):
         if granted and not self.request.user.has_perm("sources.change_source"):
             self.add_error(
                 "can_manage_sources",
-                "You may only give a key what you may do: you cannot change sources.",
+                gettext("You may only give a key what you may do: you cannot change sources."),
             )
         tenant = data.get("tenant")
         if tenant is None:
@@ -57,7 +58,8 @@ class ApiKeyForm(forms.ModelForm):
         if foreign:
             self.add_error(
                 "knowledge_bases",
-                f"Not knowledge bases of {tenant}: {', '.join(str(kb) for kb in foreign)}.",
+                gettext("Not knowledge bases of %(tenant)s: %(kbs)s.")
+                % {"tenant": tenant, "kbs": ", ".join(str(kb) for kb in foreign)},
             )
         return data
 
@@ -109,14 +111,19 @@ class ApiKeyAdmin(TenantScopedAdmin):
             key.created_at,
         )
         obj._state.adding = False
-        messages.warning(request, f"Copy this key now; it is not shown again: {plaintext}")
+        messages.warning(
+            request,
+            gettext("Copy this key now; it is not shown again: %(key)s") % {"key": plaintext},
+        )
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         if change:
             super().save_related(request, form, formsets, change)
         # On creation api_key_create has saved the knowledge bases already.
 
-    @admin.action(description="Revoke selected keys")
+    @admin.action(description=gettext_lazy("Revoke selected keys"))
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        messages.success(request, f"Revoked {count} key(s).")
+        messages.success(
+            request, ngettext("Revoked %(n)s key.", "Revoked %(n)s keys.", count) % {"n": count}
+        )

@@ -20,6 +20,7 @@ from django.contrib import admin, messages
 from django.db.models import F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy, ngettext_lazy
 
 from console.admin.confirmation import ReasonForm, confirm_label, require
 from kb import document_states
@@ -37,7 +38,7 @@ BULK_MAX = 500
 NAMES_IN_MESSAGE = 20
 # How many changed, added or removed chunks each document's diff shows on bulk approve.
 BULK_DIFF_ROWS = 8
-EACH_DOCUMENT_HISTORY = "Why? Kept in each document's history."
+EACH_DOCUMENT_HISTORY = gettext_lazy("Why? Kept in each document's history.")
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,25 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class BulkWords:
+    """What an action's pages and messages say, each a whole sentence for translators: the
+    page's title (counting the documents that change, `%(n)s`), the action's entry in the list's
+    menu, and its outcomes."""
+
+    title: Any  # "Approve %(n)s documents"
+    description: Any  # "Approve selected documents…"
+    done: Any  # "Approved %(n)s: %(names)s."
+    not_done: Any  # "Not approved: %(line)s"
+    more_not_done: Any  # "… and %(n)s more not approved."
+    nothing: Any  # "Nothing was approved: no selected document needed it."
+
+
+@dataclass(frozen=True)
 class BulkAction:
     name: str
     perm: str
     permission: str  # the ModelAdmin's has_<permission>_permission
-    verb: str  # "Approve"
-    done: str  # "approved"
+    words: BulkWords
     danger: bool
     plan: Callable[[list[Document]], Plan]
     perform: Callable[[HttpRequest, Item, str], str]  # -> the History line
@@ -98,7 +112,11 @@ def _served(ids: list[int]) -> dict[int, Build]:
 
 
 def _serving(build: Build | None) -> str:
-    return f"serving r{build.revision.number}" if build else "nothing served"
+    return (
+        gettext("serving r%(n)s") % {"n": build.revision.number}
+        if build
+        else gettext("nothing served")
+    )
 
 
 # --- approve -------------------------------------------------------------------------------------
@@ -121,11 +139,16 @@ def _approve_plan(documents: list[Document]) -> Plan:
         live = served.get(document.pk)
         candidate = waiting.get(document.pk)
         if document.deleted_at is not None:
-            plan.skipped.append((document, "deleted"))
+            plan.skipped.append((document, gettext("deleted")))
         elif candidate is None:
-            plan.skipped.append((document, f"nothing awaits approval ({_serving(live)})"))
+            plan.skipped.append(
+                (document, gettext("nothing awaits approval (%(now)s)") % {"now": _serving(live)})
+            )
         else:
-            change = f"r{candidate.revision.number} goes live ({_serving(live)} now)"
+            change = gettext("r%(n)s goes live (%(now)s now)") % {
+                "n": candidate.revision.number,
+                "now": _serving(live),
+            }
             diff = chunk_diff(candidate=candidate, live=live, max_rows=BULK_DIFF_ROWS)
             plan.items.append(
                 Item(document, change, candidate, live.pk if live else None, diff=diff)
@@ -141,7 +164,7 @@ def _approve(request: HttpRequest, item: Item, reason: str) -> str:
         reason=reason,
         expected_live_build_id=item.expected,
     )
-    return f"Approved revision {item.build.revision.number}"
+    return gettext("Approved revision %(n)s") % {"n": item.build.revision.number}
 
 
 # --- retry ---------------------------------------------------------------------------------------
@@ -165,13 +188,16 @@ def _retry_plan(documents: list[Document]) -> Plan:
     for document in documents:
         builds = failed.get(document.pk, [])
         if document.deleted_at is not None:
-            plan.skipped.append((document, "deleted; restore it first"))
+            plan.skipped.append((document, gettext("deleted; restore it first")))
         elif not builds:
-            plan.skipped.append((document, "no failed build of its desired revision"))
+            plan.skipped.append((document, gettext("no failed build of its desired revision")))
         for build in builds if document.deleted_at is None else []:
-            error = f" (failed: {build.error})" if build.error else ""
+            words = {"r": build.revision.number, "v": build.index_version.number}
             change = (
-                f"r{build.revision.number} in v{build.index_version.number} builds again{error}"
+                gettext("r%(r)s in v%(v)s builds again (failed: %(error)s)")
+                % {**words, "error": build.error}
+                if build.error
+                else gettext("r%(r)s in v%(v)s builds again") % words
             )
             plan.items.append(Item(document, change, build))
     return plan
@@ -180,10 +206,10 @@ def _retry_plan(documents: list[Document]) -> Plan:
 def _retry(request: HttpRequest, item: Item, reason: str) -> str:
     assert item.build is not None
     build_retry(build_id=item.build.pk, actor=request.user, reason=reason)
-    return (
-        f"Retried the build of revision {item.build.revision.number} "
-        f"in v{item.build.index_version.number}"
-    )
+    return gettext("Retried the build of revision %(n)s in v%(v)s") % {
+        "n": item.build.revision.number,
+        "v": item.build.index_version.number,
+    }
 
 
 # --- delete and restore ------------------------------------------------------------------------
@@ -194,18 +220,26 @@ def _delete_plan(documents: list[Document]) -> Plan:
     plan = Plan()
     for document in documents:
         if document.deleted_at is not None:
-            plan.skipped.append((document, f"already deleted ({utc_text(document.deleted_at)})"))
+            plan.skipped.append(
+                (
+                    document,
+                    gettext("already deleted (%(at)s)") % {"at": utc_text(document.deleted_at)},
+                )
+            )
             continue
         until = utc_text(document_states.restorable_until(document=document))
         live = served.get(document.pk)
         if live is None:
-            change = (
+            change = gettext(
                 "marked deleted; nothing of it is served, so search does not change; "
-                f"restorable until {until}"
-            )
+                "restorable until %(until)s"
+            ) % {"until": until}
             plan.items.append(Item(document, change, search_changes=False))
             continue
-        change = f"search stops returning it ({_serving(live)} now); restorable until {until}"
+        change = gettext("search stops returning it (%(now)s now); restorable until %(until)s") % {
+            "now": _serving(live),
+            "until": until,
+        }
         plan.items.append(Item(document, change))
     return plan
 
@@ -213,9 +247,9 @@ def _delete_plan(documents: list[Document]) -> Plan:
 def _delete(request: HttpRequest, item: Item, reason: str) -> str:
     document = Document.objects.get(pk=item.document.pk)
     if document.deleted_at is not None:
-        raise ActionRefused("It was deleted meanwhile.")
+        raise ActionRefused(gettext("It was deleted meanwhile."))
     document_delete(document_id=item.document.pk, actor=request.user, reason=reason)
-    return "Deleted"
+    return gettext("Deleted")
 
 
 def _restore_plan(documents: list[Document]) -> Plan:
@@ -223,24 +257,33 @@ def _restore_plan(documents: list[Document]) -> Plan:
     plan = Plan()
     for document in documents:
         if document.deleted_at is None:
-            plan.skipped.append((document, "not deleted"))
+            plan.skipped.append((document, gettext("not deleted")))
         elif document.purged_at is not None:
             plan.skipped.append(
-                (document, f"purged {utc_text(document.purged_at)}: past its retention")
+                (
+                    document,
+                    gettext("purged %(at)s: past its retention")
+                    % {"at": utc_text(document.purged_at)},
+                )
             )
         else:
             kept = served.get(document.pk)
             if kept is None:
-                then = "restored; nothing of it to serve, so search does not change"
+                then = gettext("restored; nothing of it to serve, so search does not change")
                 plan.items.append(Item(document, then, search_changes=False))
             else:
-                plan.items.append(Item(document, f"search serves r{kept.revision.number} again"))
+                plan.items.append(
+                    Item(
+                        document,
+                        gettext("search serves r%(n)s again") % {"n": kept.revision.number},
+                    )
+                )
     return plan
 
 
 def _restore(request: HttpRequest, item: Item, reason: str) -> str:
     document_restore(document_id=item.document.pk, actor=request.user, reason=reason)
-    return "Restored"
+    return gettext("Restored")
 
 
 ACTIONS = {
@@ -250,8 +293,14 @@ ACTIONS = {
             "approve_selected",
             "kb.approve_build",
             "approve",
-            "Approve",
-            "approved",
+            BulkWords(
+                ngettext_lazy("Approve %(n)s document", "Approve %(n)s documents", "n"),
+                gettext_lazy("Approve selected documents…"),
+                ngettext_lazy("Approved %(n)s: %(names)s.", "Approved %(n)s: %(names)s.", "n"),
+                gettext_lazy("Not approved: %(line)s"),
+                gettext_lazy("… and %(n)s more not approved."),
+                gettext_lazy("Nothing was approved: no selected document needed it."),
+            ),
             False,
             _approve_plan,
             _approve,
@@ -260,8 +309,18 @@ ACTIONS = {
             "retry_selected",
             "kb.retry_build",
             "retry",
-            "Retry failed builds of",
-            "retried",
+            BulkWords(
+                ngettext_lazy(
+                    "Retry failed builds of %(n)s document",
+                    "Retry failed builds of %(n)s documents",
+                    "n",
+                ),
+                gettext_lazy("Retry failed builds of selected documents…"),
+                ngettext_lazy("Retried %(n)s: %(names)s.", "Retried %(n)s: %(names)s.", "n"),
+                gettext_lazy("Not retried: %(line)s"),
+                gettext_lazy("… and %(n)s more not retried."),
+                gettext_lazy("Nothing was retried: no selected document needed it."),
+            ),
             False,
             _retry_plan,
             _retry,
@@ -270,8 +329,14 @@ ACTIONS = {
             "delete_selected_documents",
             "kb.soft_delete_document",
             "soft_delete",
-            "Delete",
-            "deleted",
+            BulkWords(
+                ngettext_lazy("Delete %(n)s document", "Delete %(n)s documents", "n"),
+                gettext_lazy("Delete selected documents…"),
+                ngettext_lazy("Deleted %(n)s: %(names)s.", "Deleted %(n)s: %(names)s.", "n"),
+                gettext_lazy("Not deleted: %(line)s"),
+                gettext_lazy("… and %(n)s more not deleted."),
+                gettext_lazy("Nothing was deleted: no selected document needed it."),
+            ),
             True,
             _delete_plan,
             _delete,
@@ -280,8 +345,14 @@ ACTIONS = {
             "restore_selected",
             "kb.restore_document",
             "restore",
-            "Restore",
-            "restored",
+            BulkWords(
+                ngettext_lazy("Restore %(n)s document", "Restore %(n)s documents", "n"),
+                gettext_lazy("Restore selected documents…"),
+                ngettext_lazy("Restored %(n)s: %(names)s.", "Restored %(n)s: %(names)s.", "n"),
+                gettext_lazy("Not restored: %(line)s"),
+                gettext_lazy("… and %(n)s more not restored."),
+                gettext_lazy("Nothing was restored: no selected document needed it."),
+            ),
             False,
             _restore_plan,
             _restore,
@@ -293,7 +364,9 @@ ACTIONS = {
 def _names(documents: list[str]) -> str:
     shown = ", ".join(documents[:NAMES_IN_MESSAGE])
     more = len(documents) - NAMES_IN_MESSAGE
-    return shown + (f" and {more} more" if more > 0 else "")
+    if more > 0:
+        return gettext("%(names)s and %(n)s more") % {"names": shown, "n": more}
+    return shown
 
 
 def _planned(
@@ -322,8 +395,11 @@ def _planned(
             items.append(Item(item.document, item.change, item.build, expected))
         elif document_id in keys:
             moved.append(
-                f"{keys[document_id]}: changed since the page was shown"
-                + (f" ({why[document_id]})" if document_id in why else "")
+                gettext("%(key)s: changed since the page was shown (%(why)s)")
+                % {"key": keys[document_id], "why": why[document_id]}
+                if document_id in why
+                else gettext("%(key)s: changed since the page was shown")
+                % {"key": keys[document_id]}
             )
     return items, moved
 
@@ -339,7 +415,8 @@ def run_bulk_action(
     if count > BULK_MAX:
         messages.error(
             request,
-            f"Select at most {BULK_MAX} documents for one bulk action (you selected {count}).",
+            gettext("Select at most %(max)s documents for one bulk action (you selected %(n)s).")
+            % {"max": BULK_MAX, "n": count},
         )
         return None
     form = ReasonForm(
@@ -354,7 +431,7 @@ def run_bulk_action(
     plan = action.plan(documents)
     # the title and the button count what changes; the skipped ones are listed with why
     changing = plan.changing
-    title = f"{action.verb} {changing} document{'s' if changing != 1 else ''}"
+    title = action.words.title % {"n": changing}
     context = {
         **model_admin.admin_site.each_context(request),
         "title": title,
@@ -391,18 +468,23 @@ def _perform(
         try:
             line = action.perform(request, item, reason)
         except ActionRefused as exc:
-            refused.append(f"{label}: {exc}")
+            refused.append(gettext("%(what)s: %(why)s") % {"what": label, "why": exc})
             continue
-        model_admin.log_change(request, item.document, f"{line} (bulk action): {reason}")
+        model_admin.log_change(
+            request,
+            item.document,
+            gettext("%(line)s (bulk action): %(reason)s") % {"line": line, "reason": reason},
+        )
         done.append(label)
+    words = action.words
     if done:
-        messages.success(request, f"{action.done.capitalize()} {len(done)}: {_names(done)}.")
+        messages.success(request, words.done % {"n": len(done), "names": _names(done)})
     for line in refused[:NAMES_IN_MESSAGE]:
-        messages.error(request, f"Not {action.done}: {line}")
+        messages.error(request, words.not_done % {"line": line})
     if len(refused) > NAMES_IN_MESSAGE:
-        messages.error(request, f"… and {len(refused) - NAMES_IN_MESSAGE} more not {action.done}.")
+        messages.error(request, words.more_not_done % {"n": len(refused) - NAMES_IN_MESSAGE})
     if not items and not moved:
-        messages.warning(request, f"Nothing was {action.done}: no selected document needed it.")
+        messages.warning(request, str(words.nothing))
 
 
 def admin_actions() -> list[Callable[..., Any]]:
@@ -416,7 +498,7 @@ def admin_actions() -> list[Callable[..., Any]]:
 
         run.__name__ = action.name
         return admin.action(
-            description=f"{action.verb} selected documents…",
+            description=action.words.description,
             permissions=[action.permission],
         )(run)
 

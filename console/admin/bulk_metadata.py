@@ -27,6 +27,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin import document_metadata
 from console.admin.bulk_actions import BULK_MAX, EACH_DOCUMENT_HISTORY, _names
@@ -58,7 +59,11 @@ class MetadataValuesForm(forms.Form):
             name = document_metadata.PREFIX + field.name
             if field.type == BOOLEAN:
                 self.fields[name] = forms.TypedChoiceField(
-                    choices=[("", "leave as it is"), ("true", "yes"), ("false", "no")],
+                    choices=[
+                        ("", gettext("leave as it is")),
+                        ("true", gettext("yes")),
+                        ("false", gettext("no")),
+                    ],
                     coerce=lambda v: v == "true",
                     empty_value=None,
                     required=False,
@@ -68,14 +73,17 @@ class MetadataValuesForm(forms.Form):
             else:
                 self.fields[name] = document_metadata.form_field(field)
             self.fields[REMOVE + field.name] = forms.BooleanField(
-                required=False, label=f"remove {field.name} from each"
+                required=False,
+                label=gettext("remove %(name)s from each") % {"name": field.name},
             )
         if not self.declared:
             self.fields[VALUES] = document_metadata.JsonObjectField(
-                label="Values",
+                label=gettext("Values"),
                 widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
-                help_text='A JSON object of the keys to set on each document, e.g. {"year": '
-                "2024}; null removes a key. Other keys are kept.",
+                help_text=gettext(
+                    'A JSON object of the keys to set on each document, e.g. {"year": 2024}; '
+                    "null removes a key. Other keys are kept."
+                ),
             )
 
     def clean(self) -> dict[str, Any]:
@@ -84,7 +92,7 @@ class MetadataValuesForm(forms.Form):
             return data
         values = self.values()
         if not values:
-            raise forms.ValidationError("Give a value to set, or tick a field to remove.")
+            raise forms.ValidationError(gettext("Give a value to set, or tick a field to remove."))
         try:
             normalise_metadata(self.kb, {k: v for k, v in values.items() if v is not None})
         except MetadataInvalid as exc:
@@ -161,7 +169,7 @@ def _plan(
         if lines:
             plan.changing.append(Change(document, lines))
         else:
-            plan.skipped.append((document, "already has these values"))
+            plan.skipped.append((document, gettext("already has these values")))
     return plan
 
 
@@ -184,14 +192,18 @@ def run(
     count = queryset.count()
     if count > BULK_MAX:
         messages.error(
-            request, f"Select at most {BULK_MAX} documents to set metadata (you selected {count})."
+            request,
+            gettext("Select at most %(max)s documents to set metadata (you selected %(n)s).")
+            % {"max": BULK_MAX, "n": count},
         )
         return None
     kb_ids = set(queryset.values_list("kb_id", flat=True))
     if len(kb_ids) != 1:
         messages.error(
             request,
-            "Select documents of one knowledge base: each declares its own metadata fields.",
+            gettext(
+                "Select documents of one knowledge base: each declares its own metadata fields."
+            ),
         )
         return None
     kb = KnowledgeBase.objects.get(pk=kb_ids.pop())
@@ -226,12 +238,14 @@ def run(
         form = MetadataValuesForm(request.POST if stage == "preview" else None, kb=kb)
     if stage == "preview" and form.is_valid():
         return page.confirmation(form.values(), _reason_form(typed_reason), drop=False)
-    title = f"Set metadata on {len(documents)} document{'s' if len(documents) != 1 else ''}"
+    title = ngettext(
+        "Set metadata on %(n)s document", "Set metadata on %(n)s documents", len(documents)
+    ) % {"n": len(documents)}
     context = {
         **page.context(title),
         "stage": "preview",
         "form": form,
-        "confirm_label": "Preview the changes",
+        "confirm_label": gettext("Preview the changes"),
         "kept_reason": typed_reason,
     }
     return TemplateResponse(request, TEMPLATE, context)
@@ -290,7 +304,9 @@ class Page:
         declared = {f.name for f in document_metadata.declared_fields(self.kb)}
         plan = _plan(self.documents, values, declared, drop)
         n = len(plan.changing)
-        title = f"Set metadata on {n} document{'s' if n != 1 else ''}"
+        title = ngettext("Set metadata on %(n)s document", "Set metadata on %(n)s documents", n) % {
+            "n": n
+        }
         context = {
             **self.context(title),
             "stage": "confirm",
@@ -334,27 +350,38 @@ def _perform(
             reason=reason,
         )
     except MetadataInvalid as exc:
-        return f"Nothing was changed: {exc}"
+        return gettext("Nothing was changed: %(why)s") % {"why": exc}
     names = ", ".join(f"{k}={document_metadata.shown(v)}" for k, v in sorted(values.items()))
     for change in plan.changing:
         model_admin.log_change(
-            request, change.document, f"Set metadata {names} (bulk action): {reason}"
+            request,
+            change.document,
+            gettext("Set metadata %(names)s (bulk action): %(reason)s")
+            % {"names": names, "reason": reason},
         )
     keys = [c.document.key for c in plan.changing]
     if changed:
-        messages.success(request, f"Set metadata on {changed}: {_names(keys)}.")
+        messages.success(
+            request,
+            gettext("Set metadata on %(n)s: %(names)s.") % {"n": changed, "names": _names(keys)},
+        )
     else:
-        messages.warning(request, "Nothing was changed: the documents already had these values.")
+        messages.warning(
+            request, gettext("Nothing was changed: the documents already had these values.")
+        )
     left = [h.document.key for h in plan.holders] if not drop else []
     if left:
         messages.info(
             request,
-            f"Left as they are, holding keys {kb.name} does not declare: {_names(left)}.",
+            gettext("Left as they are, holding keys %(kb)s does not declare: %(names)s.")
+            % {"kb": kb.name, "names": _names(left)},
         )
     return None
 
 
-@admin.action(description="Set metadata on selected documents…", permissions=["change"])
+@admin.action(
+    description=gettext_lazy("Set metadata on selected documents…"), permissions=["change"]
+)
 def set_metadata(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Document]
 ) -> HttpResponse | None:

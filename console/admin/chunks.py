@@ -20,8 +20,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
+from django.utils.translation import gettext, gettext_lazy
 
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
+from console.formats import location_words
 from ingestion import build_text
 from kb.models import Build, Chunk
 from kb.selectors.builds import build_progress_of
@@ -51,13 +53,13 @@ class _OneRowFilter(admin.SimpleListFilter):
 
 
 class BuildFilter(_OneRowFilter):
-    title = "build"
+    title = gettext_lazy("build")
     parameter_name = "build"
     field = "build_id"
 
 
 class DocumentFilter(_OneRowFilter):
-    title = "document"
+    title = gettext_lazy("document")
     parameter_name = "document"
     field = "document_id"
 
@@ -108,10 +110,10 @@ class ChunkAdmin(ReadOnlyAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
 
-    @admin.display(description="build")
+    @admin.display(description=gettext_lazy("build"))
     def build_link(self, chunk: Chunk) -> str:
         return format_html(
-            '<a href="{}#chunk-{}">r{} v{} (build {})</a>',
+            gettext('<a href="{}#chunk-{}">r{} v{} (build {})</a>'),
             reverse("admin:kb_build_chunks", args=[chunk.build_id]),
             chunk.ordinal,
             chunk.build.revision.number,
@@ -119,28 +121,33 @@ class ChunkAdmin(ReadOnlyAdmin):
             chunk.build_id,
         )
 
-    @admin.display(description="chunk", ordering="ordinal")
+    @admin.display(description=gettext_lazy("chunk"), ordering="ordinal")
     def number(self, chunk: Chunk) -> int:
         """Chunks are counted from 1 on every page (diffs, test search, a build's chunks); the
         stored ordinal and the API count from 0."""
         return chunk.ordinal + 1
 
-    @admin.display(description="characters")
+    @admin.display(description=gettext_lazy("characters"))
     def characters(self, chunk: Chunk) -> int:
         return len(chunk.text)
 
-    @admin.display(description="where in the file")
+    @admin.display(description=gettext_lazy("where in the file"))
     def where(self, chunk: Chunk) -> str:
         """The pages, slides or rows the chunk stands on, as the file's viewer counts them."""
-        return extractors.Location.from_json(chunk.location).label() if chunk.location else "—"
+        if not chunk.location:
+            return "—"
+        return location_words(extractors.Location.from_json(chunk.location))
 
-    @admin.display(description="range of the extracted text")
+    @admin.display(description=gettext_lazy("range of the extracted text"))
     def characters_of_extracted_text(self, chunk: Chunk) -> str:
         if chunk.char_start is None or chunk.char_end is None:
             return "—"
-        return f"characters {chunk.char_start:,}\u2013{chunk.char_end:,}"
+        return gettext("characters %(first)s–%(last)s") % {  # noqa: RUF001 (an en dash: a range)
+            "first": f"{chunk.char_start:,}",
+            "last": f"{chunk.char_end:,}",
+        }
 
-    @admin.display(description="text")
+    @admin.display(description=gettext_lazy("text"))
     def preview(self, chunk: Chunk) -> str:
         return Truncator(chunk.text).chars(160)
 
@@ -163,7 +170,7 @@ def build_chunks_view(
     assert isinstance(builds, TenantScopedAdmin)
     build: Build = builds.get_scoped_object_or_404(request, str(build_id))
     if not model_admin.has_view_permission(request):
-        raise PermissionDenied("You need the permission to view builds.")
+        raise PermissionDenied(gettext("You need the permission to view builds."))
     build = Build.objects.select_related("document", "revision", "index_version", "kb").get(
         pk=build.pk
     )
@@ -183,8 +190,8 @@ def build_chunks_view(
         pieces = build_text.marked_text(parsed.text, spans, start=window[0], end=window[1])
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Chunks of {build.document}, r{build.revision.number}, "
-        f"v{build.index_version.number}",
+        "title": gettext("Chunks of %(document)s, r%(r)s, v%(v)s")
+        % {"document": build.document, "r": build.revision.number, "v": build.index_version.number},
         "build": build,
         "progress": build_progress_of(build=build),
         # what the version is doing, as its row on the knowledge base's page says (counts only)

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext, gettext_lazy
 
 from console.admin import scoping
 from console.admin.scoping import may_read, user_tenant_ids
@@ -27,7 +28,7 @@ from kb.verify import verify
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 logger = logging.getLogger(__name__)
-RESTRICTED = "(a document of access groups you do not hold)"
+RESTRICTED = gettext_lazy("(a document of access groups you do not hold)")
 
 
 class ReadOnlyAdmin(scoping.ReadOnlyAdmin):
@@ -38,14 +39,14 @@ class WaitReasonFilter(admin.SimpleListFilter):
     """Tasks waiting on the embedding provider apart from tasks that failed or retry for other
     reasons (a bad file, a crash, a conflict)."""
 
-    title = "why"
+    title = gettext_lazy("why")
     parameter_name = "why"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
         return [
-            ("provider", "Waiting on the embedding provider"),
-            ("retrying", "Retrying for another reason"),
-            ("failed", "Failed or dead"),
+            ("provider", gettext("Waiting on the embedding provider")),
+            ("retrying", gettext("Retrying for another reason")),
+            ("failed", gettext("Failed or dead")),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -102,7 +103,7 @@ def provider_panel(queryset: QuerySet[Any]) -> dict[str, Any]:
 def _document_label(request: HttpRequest, document: Any) -> str:
     if document is None:
         return ""
-    return str(document.key) if may_read(request, document) else RESTRICTED
+    return str(document.key) if may_read(request, document) else str(RESTRICTED)
 
 
 @admin.register(IngestionTask)
@@ -145,7 +146,7 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
     def _dashboard_allowed(self, request: HttpRequest) -> list[int] | None:
         """Tenant scope of the dashboard (None: all tenants, for superusers)."""
         if not request.user.has_perm("ingestion.view_auditevent"):
-            raise PermissionDenied("The dashboard is for index admins.")
+            raise PermissionDenied(gettext("The dashboard is for index admins."))
         return None if request.user.is_superuser else user_tenant_ids(request)
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
@@ -161,7 +162,7 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
             task.document_label = _document_label(request, task.document)  # type: ignore[attr-defined]
         context = {
             **self.admin_site.each_context(request),
-            "title": "Consistency dashboard",
+            "title": gettext("Consistency dashboard"),
             "d": board,
             "breakers": provider_panel(IngestionTask.objects.none())["breakers"],
             "schedule": [
@@ -186,17 +187,17 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
             .first()
         )
         if request.method != "POST" or event is None or action not in ("retry", "dismiss"):
-            raise Http404("No such open anomaly.")
+            raise Http404(gettext("No such open anomaly."))
         if action == "retry":
             outcome = anomaly_retry(event_id=event.pk, actor=request.user)
-            messages.success(request, f"Repair retried: {outcome}")
+            messages.success(request, gettext("Repair retried: %(outcome)s") % {"outcome": outcome})
         else:
             reason = request.POST.get("reason", "").strip()
             if not reason:
-                messages.error(request, "Say why you dismiss it.")
+                messages.error(request, gettext("Say why you dismiss it."))
             else:
                 anomaly_dismiss(event_id=event.pk, reason=reason, actor=request.user)
-                messages.success(request, "Dismissed.")
+                messages.success(request, gettext("Dismissed."))
         return HttpResponseRedirect(reverse("admin:ingestion_dashboard"))
 
 

@@ -14,9 +14,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 
 from console.admin.confirmation import confirm, require
+from console.admin.evaluation_gates import revision_quality
 from console.admin.scoping import TenantScopedAdmin
+from console.words import build_state
 from kb import document_states
 from kb.diff import chunk_diff
 from kb.document_states import utc_text
@@ -42,12 +45,20 @@ def _change_url(document: Document) -> str:
 def _revision_text(build: Build | None) -> str:
     """A build for people: its revision, when and by whom it was uploaded, its chunks (no ids)."""
     if build is None:
-        return "nothing"
+        return gettext("nothing")
     revision = build.revision
-    who = f" by {revision.uploaded_by}" if revision.uploaded_by else ""
+    words = {"n": revision.number, "at": utc_text(revision.created_at)}
+    if revision.uploaded_by:
+        text = gettext("revision %(n)s · uploaded %(at)s by %(who)s") % {
+            **words,
+            "who": revision.uploaded_by,
+        }
+    else:
+        text = gettext("revision %(n)s · uploaded %(at)s") % words
     chunks = build.expected_chunk_count
-    size = f" · {chunks} chunk{'s' if chunks != 1 else ''}" if chunks is not None else ""
-    return f"revision {revision.number} · uploaded {utc_text(revision.created_at)}{who}{size}"
+    if chunks is not None:
+        text += " · " + ngettext("%(n)s chunk", "%(n)s chunks", chunks) % {"n": chunks}
+    return text
 
 
 def _log(
@@ -58,7 +69,9 @@ def _log(
 
 
 def _with_reason(text: str, reason: str) -> str:
-    return f"{text}: {reason}" if reason else text
+    return (
+        gettext("%(action)s: %(reason)s") % {"action": text, "reason": reason} if reason else text
+    )
 
 
 def _candidate(document: Document, build_id: str) -> Build:
@@ -88,20 +101,25 @@ def approve_view(
             model_admin,
             request,
             document,
-            _with_reason(f"Approved revision {candidate.revision.number}", reason),
+            _with_reason(
+                gettext("Approved revision %(n)s") % {"n": candidate.revision.number}, reason
+            ),
         )
-        return f"Revision {candidate.revision.number} is live."
+        return gettext("Revision %(n)s is live.") % {"n": candidate.revision.number}
 
     return confirm(
         model_admin,
         request,
-        title=f"Approve revision {candidate.revision.number} of {document}",
+        title=gettext("Approve revision %(n)s of %(document)s")
+        % {"n": candidate.revision.number, "document": document},
         summary={
             "document": document,
             "diff": chunk_diff(candidate=candidate, live=live),
             "live_text": _revision_text(live),
-            "after_label": "after approval",
+            "after_label": gettext("after approval"),
             "after_text": _revision_text(candidate),
+            # the questions expecting this document, ranked with this build served instead
+            "quality": revision_quality(request, document, candidate),
         },
         expected=live.pk if live else None,
         perform=perform,
@@ -130,24 +148,28 @@ def rollback_view(
             model_admin,
             request,
             document,
-            _with_reason(f"Rolled back to revision {target.revision.number}", reason),
+            _with_reason(
+                gettext("Rolled back to revision %(n)s") % {"n": target.revision.number}, reason
+            ),
         )
-        return f"Rolled back to revision {target.revision.number}."
+        return gettext("Rolled back to revision %(n)s.") % {"n": target.revision.number}
 
     return confirm(
         model_admin,
         request,
-        title=f"Roll {document} back to revision {target.revision.number}",
+        title=gettext("Roll %(document)s back to revision %(n)s")
+        % {"document": document, "n": target.revision.number},
         summary={
             "document": document,
             "diff": chunk_diff(candidate=target, live=live),
             "live_text": _revision_text(live),
-            "after_label": "after the rollback",
+            "after_label": gettext("after the rollback"),
             "after_text": _revision_text(target),
-            "consequence": (
-                f"Search serves revision {target.revision.number} again at once, and it becomes "
-                "the desired revision: newer revisions waiting for approval are set aside."
-            ),
+            "consequence": gettext(
+                "Search serves revision %(n)s again at once, and it becomes the desired "
+                "revision: newer revisions waiting for approval are set aside."
+            )
+            % {"n": target.revision.number},
         },
         expected=live.pk if live else None,
         perform=perform,
@@ -171,23 +193,33 @@ def retry_view(
             request,
             document,
             _with_reason(
-                f"Retried the build of revision {build.revision.number} "
-                f"in v{build.index_version.number}",
+                gettext("Retried the build of revision %(n)s in v%(v)s")
+                % {"n": build.revision.number, "v": build.index_version.number},
                 reason,
             ),
         )
-        return f"The build of revision {build.revision.number} is queued again."
+        return gettext("The build of revision %(n)s is queued again.") % {
+            "n": build.revision.number
+        }
 
     return confirm(
         model_admin,
         request,
-        title=f"Retry the build of revision {build.revision.number} of {document}",
+        title=gettext("Retry the build of revision %(n)s of %(document)s")
+        % {"n": build.revision.number, "document": document},
         summary={
             "facts": [
-                ("build", f"{_revision_text(build)} · index version {build.index_version.number}"),
-                ("state", build.state),
-                ("error", build.error or "—"),
-                ("after", "built again from the start with a fresh attempt budget"),
+                (
+                    gettext("build"),
+                    gettext("%(revision)s · index version %(v)s")
+                    % {"revision": _revision_text(build), "v": build.index_version.number},
+                ),
+                (gettext("state"), build_state(build.state)),
+                (gettext("error"), build.error or "—"),
+                (
+                    gettext("after"),
+                    gettext("built again from the start with a fresh attempt budget"),
+                ),
             ]
         },
         expected=None,
@@ -201,17 +233,22 @@ def delete_facts(document: Document) -> list[tuple[str, str]]:
     live = served_now(document=document)
     delay = document_states.purge_delay(document.kb)
     return [
-        ("served now", _revision_text(live)),
-        ("after", "search stops returning it when you confirm"),
+        (gettext("served now"), _revision_text(live)),
+        (gettext("after"), gettext("search stops returning it when you confirm")),
         (
-            "restorable until",
-            f"{utc_text(document_states.restorable_until(document=document))} "
-            f"({_duration(delay)} from now: the knowledge base's retention)",
+            gettext("restorable until"),
+            gettext("%(until)s (%(delay)s from now: the knowledge base's retention)")
+            % {
+                "until": utc_text(document_states.restorable_until(document=document)),
+                "delay": _duration(delay),
+            },
         ),
         (
-            "at purge",
-            "its chunks and pointers are removed for good and a restore is refused; the "
-            "document, its revisions and its history stay as a record",
+            gettext("at purge"),
+            gettext(
+                "its chunks and pointers are removed for good and a restore is refused; the "
+                "document, its revisions and its history stay as a record"
+            ),
         ),
     ]
 
@@ -220,10 +257,10 @@ def _duration(delay: timedelta) -> str:
     seconds = int(delay.total_seconds())
     if seconds % 86400 == 0:
         days = seconds // 86400
-        return f"{days} day{'s' if days != 1 else ''}"
+        return ngettext("%(n)s day", "%(n)s days", days) % {"n": days}
     if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    return f"{seconds} s"
+        return gettext("%(n)s h") % {"n": seconds // 3600}
+    return gettext("%(n)s s") % {"n": seconds}
 
 
 def delete_view(
@@ -234,15 +271,17 @@ def delete_view(
 
     def perform(reason: str, expected: int | None) -> str:
         document_delete(document_id=document.pk, actor=request.user, reason=reason)
-        _log(model_admin, request, document, _with_reason("Deleted", reason))
+        _log(model_admin, request, document, _with_reason(gettext("Deleted"), reason))
         document.refresh_from_db()
         until = utc_text(document_states.restorable_until(document=document))
-        return f"{document} is deleted; search no longer returns it. Restorable until {until}."
+        return gettext(
+            "%(document)s is deleted; search no longer returns it. Restorable until %(until)s."
+        ) % {"document": document, "until": until}
 
     return confirm(
         model_admin,
         request,
-        title=f"Delete {document}",
+        title=gettext("Delete %(document)s") % {"document": document},
         summary={"facts": delete_facts(document)},
         expected=None,
         perform=perform,
@@ -259,23 +298,26 @@ def restore_view(
 
     def perform(reason: str, expected: int | None) -> str:
         document_restore(document_id=document.pk, actor=request.user, reason=reason)
-        _log(model_admin, request, document, _with_reason("Restored", reason))
-        return f"{document} is restored."
+        _log(model_admin, request, document, _with_reason(gettext("Restored"), reason))
+        return gettext("%(document)s is restored.") % {"document": document}
 
     return confirm(
         model_admin,
         request,
-        title=f"Restore {document}",
+        title=gettext("Restore %(document)s") % {"document": document},
         summary={
             "facts": [
-                ("deleted at", utc_text(document.deleted_at)),
+                (gettext("deleted at"), utc_text(document.deleted_at)),
                 (
-                    "restorable until",
+                    gettext("restorable until"),
                     utc_text(document_states.restorable_until(document=document))
                     if document.deleted_at
                     else "—",
                 ),
-                ("after", "search serves its kept revision again when you confirm"),
+                (
+                    gettext("after"),
+                    gettext("search serves its kept revision again when you confirm"),
+                ),
             ]
         },
         expected=None,

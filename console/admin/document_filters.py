@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy
 
 from console.admin.scoping import ScopedRelatedFieldListFilter
 from kb import document_states
@@ -20,7 +21,7 @@ class DocumentStatusFilter(admin.SimpleListFilter):
     (`kb.document_states.document_state_q`), each choice with how many documents are in it among
     those the user sees (in the chosen knowledge base, if one is chosen)."""
 
-    title = "status"
+    title = gettext_lazy("status")
     parameter_name = "status"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -47,7 +48,7 @@ class KnowledgeBaseFilter(ScopedRelatedFieldListFilter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.title = "knowledge base"  # the field's own name would say "By kb"
+        self.title = gettext_lazy("knowledge base")  # the field's own name would say "By kb"
 
     def has_output(self) -> bool:
         return len(self.lookup_choices) >= 1

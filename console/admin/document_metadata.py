@@ -12,6 +12,7 @@ from datetime import date
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext, gettext_lazy
 
 from kb.metadata import BOOLEAN, DATE, MAX_STRING_CHARS, NUMBER, STRING_LIST, MetadataInvalid
 from kb.models import Document, KnowledgeBase, MetadataField
@@ -56,7 +57,10 @@ class JsonObjectField(forms.JSONField):
         parsed = super().to_python(value)
         if parsed is not None and not isinstance(parsed, dict):
             raise forms.ValidationError(
-                'Metadata is a JSON object of field names and values, e.g. {"department": "hr"}.'
+                gettext(
+                    'Metadata is a JSON object of field names and values, e.g. {"department": '
+                    '"hr"}.'
+                )
             )
         return parsed
 
@@ -93,22 +97,26 @@ def form_field(declared: MetadataField) -> forms.Field:
 
 
 def _kind_words(kind: str) -> str:
-    return {
-        NUMBER: "A number.",
-        DATE: "A date.",
-        BOOLEAN: "Yes when ticked.",
-        STRING_LIST: "Comma-separated.",
-    }.get(kind, "")
+    return str(
+        {
+            NUMBER: gettext_lazy("A number."),
+            DATE: gettext_lazy("A date."),
+            BOOLEAN: gettext_lazy("Yes when ticked."),
+            STRING_LIST: gettext_lazy("Comma-separated."),
+        }.get(kind, "")
+    )
 
 
 def json_form_field() -> forms.Field:
     return JsonObjectField(
         required=False,
-        label="Metadata",
+        label=gettext("Metadata"),
         widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "class": "vLargeTextField"}),
-        help_text='A JSON object, e.g. {"department": "hr", "year": 2024}. This knowledge base '
-        "declares no metadata fields, so any keys are kept; an index admin declares typed "
-        "fields on its settings page.",
+        help_text=gettext(
+            'A JSON object, e.g. {"department": "hr", "year": 2024}. This knowledge base '
+            "declares no metadata fields, so any keys are kept; an index admin declares typed "
+            "fields on its settings page."
+        ),
     )
 
 
@@ -183,7 +191,7 @@ def shown(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return gettext("yes") if value else gettext("no")
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "—"
     if isinstance(value, dict):
@@ -198,11 +206,13 @@ def fieldset_words(document: Document) -> str:
     )
     if not declared:
         return ""
-    words = "Values of the fields this knowledge base declares; an empty input removes a value."
+    words = gettext(
+        "Values of the fields this knowledge base declares; an empty input removes a value."
+    )
     other = sorted(set(document.metadata or {}) - declared)
     if other:
-        words += (
-            " The document also holds keys the knowledge base does not declare "
-            f"({', '.join(other)}); saving a metadata change here removes them."
-        )
+        words += " " + gettext(
+            "The document also holds keys the knowledge base does not declare (%(keys)s); "
+            "saving a metadata change here removes them."
+        ) % {"keys": ", ".join(other)}
     return words

@@ -15,7 +15,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
+from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext, gettext_lazy
 
 from console.admin import (
     bulk_actions,
@@ -26,6 +28,8 @@ from console.admin import (
 )
 from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
 from console.admin.scoping import TenantScopedAdmin, groups_refused, may_read, request_reader
+from console.admin.upload_words import key_unavailable_words
+from console.formats import accepted_kinds_words, format_words
 from kb import document_states
 from kb.metadata import MetadataInvalid, normalise_metadata
 from kb.models import (
@@ -35,12 +39,12 @@ from kb.models import (
 )
 from kb.selectors.builds import RUNNING_BUILD_STATES, build_progress, served_now
 from kb.selectors.documents import (
-    awaiting_approval_words,
+    approval_words,
     document_build_rows,
     document_status,
 )
 from kb.services.base import ActionRefused
-from kb.services.documents import document_create, document_update, revision_create
+from kb.services.documents import FIELD_WORDS, document_create, document_update, revision_create
 from kb.uploads import (
     SKIPPED_ATTR,
     AcceptedUpload,
@@ -49,9 +53,11 @@ from kb.uploads import (
     kept_upload_token,
     upload_accept,
 )
-from retrieval.api.uploads import key_unavailable
 from sources.selectors import document_source
-from textkit.extract import accepted_extensions, accepted_kinds, format_label
+from textkit.extract import accepted_extensions
+
+# The accepted kinds, named in the language of the page that shows the upload field.
+lazy_accepted_kinds = lazy(lambda: f"{accepted_kinds_words()}.", str)()
 
 # What the History page (Django's LogEntry) records for a save that uploaded a file.
 UPLOAD_LOG_ATTR = "_canon_upload_log"
@@ -59,7 +65,7 @@ UPLOAD_LOG_ATTR = "_canon_upload_log"
 
 def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
     if field in getattr(request, SKIPPED_ATTR, set()):
-        return "The file is larger than the upload limit and was not stored."
+        return gettext("The file is larger than the upload limit and was not stored.")
     if upload is None:
         return None
     try:
@@ -84,19 +90,18 @@ def _accept_upload(form: Any, field: str, data: dict[str, Any], *, required: boo
         token = data.get("kept_upload") or ""
         accepted = kept_upload(request, token)
         if accepted is None and token:
-            error = "The file you chose before is no longer kept; choose it again."
+            error = gettext("The file you chose before is no longer kept; choose it again.")
         elif accepted is None and required:
-            error = "Choose a file."
+            error = gettext("Choose a file.")
     if error:
         form.add_error(field, error)
     form.accepted_upload = accepted
     if accepted is not None:
         form.data = form.data.copy()
         form.data["kept_upload"] = kept_upload_token(request, accepted)
-        kept = (
-            f"Kept from your last try: {accepted.original_name} "
-            f"({filesizeformat(accepted.stored.size)}). Choose a file only to replace it."
-        )
+        kept = gettext(
+            "Kept from your last try: %(name)s (%(size)s). Choose a file only to replace it."
+        ) % {"name": accepted.original_name, "size": filesizeformat(accepted.stored.size)}
         # the bound field copied the help text when validation created it
         form.fields[field].help_text = form[field].help_text = kept
 
@@ -104,19 +109,21 @@ def _accept_upload(form: Any, field: str, data: dict[str, Any], *, required: boo
 def upload_message(kb: KnowledgeBase, number: int, accepted: AcceptedUpload) -> str:
     """What happens to an uploaded revision next: built, then live, or, where the knowledge
     base requires approval, built and then waiting for an approver."""
+    words = {"n": number, "name": accepted.original_name}
     if kb.require_approval:
-        approval = awaiting_approval_words().removeprefix("awaiting ")  # "approval by …"
-        after = f"once built, it waits for {approval} before it goes live"
-    else:
-        after = "it goes live when built"
-    return f"Revision {number} ({accepted.original_name}) uploaded; {after}."
+        return gettext(
+            "Revision %(n)s (%(name)s) uploaded; once built, it waits for %(approval)s before it "
+            "goes live."
+        ) % {**words, "approval": approval_words()}
+    return gettext("Revision %(n)s (%(name)s) uploaded; it goes live when built.") % words
 
 
 def _upload_words(accepted: AcceptedUpload, number: int) -> str:
-    return (
-        f"uploaded {accepted.original_name} ({filesizeformat(accepted.stored.size)}) "
-        f"as revision {number}"
-    )
+    return gettext("uploaded %(name)s (%(size)s) as revision %(n)s") % {
+        "name": accepted.original_name,
+        "size": filesizeformat(accepted.stored.size),
+        "n": number,
+    }
 
 
 def _explain_groups(form: Any) -> None:
@@ -124,37 +131,45 @@ def _explain_groups(form: Any) -> None:
     one of them, here as in the API."""
     request = form.request
     if request.user.is_superuser:
-        held = "any"
+        held = gettext("any")
     else:
         reader = request_reader(request)
         held = (
-            ", ".join(sorted(reader.access_groups)) if reader and reader.access_groups else "none"
+            ", ".join(sorted(reader.access_groups))
+            if reader and reader.access_groups
+            else gettext("none")
         )
-    form.fields["access_groups"].help_text = (
+    form.fields["access_groups"].help_text = gettext(
         "Comma-separated. Only holders of one of these groups read the document, in the admin "
-        f"and through the API; empty: everyone in the tenant. Groups you may assign: {held}."
-    )
+        "and through the API; empty: everyone in the tenant. Groups you may assign: %(held)s."
+    ) % {"held": held}
 
 
 class DocumentCreateForm(forms.ModelForm):
     file = forms.FileField(
+        label=gettext_lazy("File"),
         required=False,
-        help_text=f"{accepted_kinds()}.",
+        help_text=lazy_accepted_kinds,
         widget=forms.ClearableFileInput(attrs={"accept": ",".join(accepted_extensions())}),
     )
     kept_upload = forms.CharField(required=False, widget=forms.HiddenInput)
-    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+    access_groups = SimpleArrayField(
+        forms.CharField(max_length=100), required=False, label=gettext_lazy("Access groups")
+    )
     metadata = document_metadata.JsonObjectField(
+        label=gettext_lazy("Metadata"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "class": "vLargeTextField"}),
-        help_text='Optional: a JSON object, e.g. {"department": "hr", "year": 2024}, checked '
-        "against the metadata fields the knowledge base declares.",
+        help_text=gettext_lazy(
+            'Optional: a JSON object, e.g. {"department": "hr", "year": 2024}, checked '
+            "against the metadata fields the knowledge base declares."
+        ),
     )
 
     class Meta:
         model = Document
         fields = ["kb", "key", "title", "access_groups"]
-        labels = {"kb": "Knowledge base"}
+        labels = {"kb": gettext_lazy("Knowledge base")}
 
     request: HttpRequest
     accepted_upload: AcceptedUpload | None = None
@@ -163,7 +178,7 @@ class DocumentCreateForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         _explain_groups(self)
         self.fields["title"].required = False
-        self.fields["title"].help_text = "Leave empty to use the title found in the file."
+        self.fields["title"].help_text = gettext("Leave empty to use the title found in the file.")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -195,15 +210,17 @@ class DocumentCreateForm(forms.ModelForm):
             self.add_error(
                 "key",
                 format_html(
-                    "A document with key “{}” already exists. To replace its file, upload a "
-                    'new revision on <a class="new-revision-link" href="{}#id_new_revision">'
-                    "its page</a>.",
+                    gettext(
+                        "A document with key “{}” already exists. To replace its file, upload a "
+                        'new revision on <a class="new-revision-link" href="{}#id_new_revision">'
+                        "its page</a>."
+                    ),
                     key,
                     url,
                 ),
             )
             return
-        self.add_error("key", key_unavailable(key).message)
+        self.add_error("key", key_unavailable_words(key))
 
 
 class DocumentChangeForm(forms.ModelForm):
@@ -220,10 +237,14 @@ class DocumentChangeForm(forms.ModelForm):
     begun to edit, or a change by another person would still be written back silently."""
 
     new_revision = forms.FileField(
-        required=False, help_text="Upload a new revision; the live one serves until it is ready."
+        label=gettext_lazy("New revision"),
+        required=False,
+        help_text=gettext_lazy("Upload a new revision; the live one serves until it is ready."),
     )
     kept_upload = forms.CharField(required=False, widget=forms.HiddenInput)
-    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
+    access_groups = SimpleArrayField(
+        forms.CharField(max_length=100), required=False, label=gettext_lazy("Access groups")
+    )
 
     class Meta:
         model = Document
@@ -280,8 +301,11 @@ class DocumentChangeForm(forms.ModelForm):
             if _comparable(seen) != _comparable(stored):
                 self.add_error(
                     name,
-                    f"Changed since you opened this page: it is now {_shown(stored)}. "
-                    "Check your value and save again.",
+                    gettext(
+                        "Changed since you opened this page: it is now %(value)s. Check your "
+                        "value and save again."
+                    )
+                    % {"value": _shown(stored)},
                 )
                 # the next save compares with the value the page now names
                 posted = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict
@@ -337,7 +361,7 @@ def _comparable(value: Any) -> Any:
 
 def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
-        return ", ".join(value) if value else "empty"
+        return ", ".join(value) if value else gettext("empty")
     return f"“{value}”"
 
 
@@ -359,18 +383,18 @@ class RevisionInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.display(description="size")
+    @admin.display(description=gettext_lazy("size"))
     def file_size(self, revision: Revision) -> str:
         return filesizeformat(revision.size)
 
-    @admin.display(description="kind of file")
+    @admin.display(description=gettext_lazy("kind of file"))
     def kind(self, revision: Revision) -> str:
         """The format as the upload pages name it ("Word (.docx)"), its media type on hover."""
         return format_html(
-            '<span title="{}">{}</span>', revision.media_type, format_label(revision.media_type)
+            '<span title="{}">{}</span>', revision.media_type, format_words(revision.media_type)
         )
 
-    @admin.display(description="builds")
+    @admin.display(description=gettext_lazy("builds"))
     def builds(self, revision: Revision) -> str:
         """Each build's role (`kb.selectors.builds.build_role_of`: served now, kept for rollback,
         ...)
@@ -445,7 +469,7 @@ class DocumentAdmin(TenantScopedAdmin):
         if obj is not None:
             fieldsets.append(
                 (
-                    "Metadata",
+                    gettext("Metadata"),
                     {
                         "fields": document_metadata.field_names(obj.kb),
                         "description": document_metadata.fieldset_words(obj),
@@ -479,7 +503,7 @@ class DocumentAdmin(TenantScopedAdmin):
             initial.setdefault("kb", only[0])
         return initial
 
-    @admin.display(description="running builds")
+    @admin.display(description=gettext_lazy("running builds"))
     def progress(self, document: Document) -> str:
         """A progress bar per running build; the change list's script keeps them current."""
         running = [
@@ -497,11 +521,11 @@ class DocumentAdmin(TenantScopedAdmin):
             bars or "—",
         )
 
-    @admin.display(description="status")
+    @admin.display(description=gettext_lazy("status"))
     def status(self, document: Document) -> str:
         return document_status(document=document)
 
-    @admin.display(description="knowledge base", ordering="kb__slug")
+    @admin.display(description=gettext_lazy("knowledge base"), ordering="kb__slug")
     def knowledge_base(self, document: Document) -> str:
         """The knowledge base, linked to its home (the field's own label would say "Kb")."""
         return format_html(
@@ -526,12 +550,16 @@ class DocumentAdmin(TenantScopedAdmin):
             )
             obj.pk = revision.document_id
             obj.created_at = revision.document.created_at
-            setattr(request, UPLOAD_LOG_ATTR, f"Added; {_upload_words(accepted, 1)}.")
+            setattr(
+                request,
+                UPLOAD_LOG_ATTR,
+                gettext("Added; %(upload)s.") % {"upload": _upload_words(accepted, 1)},
+            )
             return
         # only what the user changed on the page, compared with what the page showed
         document_update(document=obj, seen=form.seen, **form.edited)
-        changed = [name.replace("_", " ") for name in form.edited]
-        words = [f"changed {', '.join(changed)}"] if changed else []
+        changed = [str(FIELD_WORDS.get(name, name.replace("_", " "))) for name in form.edited]
+        words = [gettext("changed %(fields)s") % {"fields": ", ".join(changed)}] if changed else []
         accepted = form.accepted_upload
         if accepted is not None:
             revision = revision_create(
@@ -641,7 +669,7 @@ class DocumentAdmin(TenantScopedAdmin):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except (ActionRefused, MetadataInvalid) as exc:
-            messages.error(request, f"Nothing was saved: {exc}")
+            messages.error(request, gettext("Nothing was saved: %(why)s") % {"why": exc})
             return HttpResponseRedirect(request.path)
 
     def change_view(

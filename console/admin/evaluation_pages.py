@@ -25,6 +25,7 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 
 from console.admin.confirmation import require
 from console.admin.evaluation_charts import legend, line_chart
@@ -114,6 +115,9 @@ def target_words(run: EvaluationRun) -> str:
     number = run.index_version.number if run.index_version_id and run.index_version else None
     if run.target == EvaluationRun.Target.ACTIVE:
         return f"the active version (v{number})" if number else "the active version"
+    if run.target == EvaluationRun.Target.REVISION:
+        # the document is not named: the run's page is read by who may not read it
+        return gettext("v%(n)s with a pending revision served instead") % {"n": number}
     return f"index version v{number}"
 
 

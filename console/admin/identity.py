@@ -14,7 +14,9 @@ from django.conf import settings
 from django.contrib import admin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext, gettext_lazy
 
+from console.words import role_words
 from identity.mapping import settings_rows
 from identity.models import ClaimMapping
 from identity.services import claim_mapping_recorded, mapping_snapshot
@@ -40,7 +42,8 @@ class ClaimMappingForm(forms.ModelForm):
             if foreign:
                 self.add_error(
                     "knowledge_bases",
-                    f"Not knowledge bases of {tenant}: {', '.join(foreign)}.",
+                    gettext("Not knowledge bases of %(tenant)s: %(kbs)s.")
+                    % {"tenant": tenant, "kbs": ", ".join(foreign)},
                 )
         return cleaned
 
@@ -71,17 +74,18 @@ class ClaimMappingAdmin(admin.ModelAdmin):
             .prefetch_related("knowledge_bases")
         )
 
-    @admin.display(description="role")
+    @admin.display(description=gettext_lazy("role"))
     def role_shown(self, mapping: ClaimMapping) -> str:
-        return mapping.role or "—"
+        return role_words(mapping.role) if mapping.role else "—"
 
-    @admin.display(description="access groups")
+    @admin.display(description=gettext_lazy("access groups"))
     def groups_shown(self, mapping: ClaimMapping) -> str:
         return ", ".join(mapping.access_groups) or "—"
 
-    @admin.display(description="knowledge bases (tokens)")
+    @admin.display(description=gettext_lazy("knowledge bases (tokens)"))
     def kbs_shown(self, mapping: ClaimMapping) -> str:
-        return ", ".join(kb.slug for kb in mapping.knowledge_bases.all()) or "all of the tenant"
+        kbs = ", ".join(kb.slug for kb in mapping.knowledge_bases.all())
+        return kbs or gettext("all of the tenant")
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

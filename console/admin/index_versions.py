@@ -17,9 +17,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 
 import embeddings
 from console.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
+from console.admin.evaluation_gates import version_quality
 from console.admin.scoping import TenantScopedAdmin, readable_filter
 from kb.models import (
     Document,
@@ -49,26 +51,34 @@ class IndexVersionForm(forms.Form):
     """Provider, model and dimensions of a new index version. A blank model or dimension takes
     the provider's default; a model whose dimension is known must be given exactly that one."""
 
-    provider = forms.ChoiceField(choices=_provider_choices)
-    model = forms.CharField(max_length=200, required=False)
-    dimensions = forms.IntegerField(min_value=1, max_value=16000, required=False)
-    chunk_size = forms.IntegerField(min_value=50, max_value=20000)
-    chunk_overlap = forms.IntegerField(min_value=0, max_value=5000)
+    provider = forms.ChoiceField(choices=_provider_choices, label=gettext_lazy("Provider"))
+    model = forms.CharField(max_length=200, required=False, label=gettext_lazy("Model"))
+    dimensions = forms.IntegerField(
+        min_value=1, max_value=16000, required=False, label=gettext_lazy("Dimensions")
+    )
+    chunk_size = forms.IntegerField(min_value=50, max_value=20000, label=gettext_lazy("Chunk size"))
+    chunk_overlap = forms.IntegerField(
+        min_value=0, max_value=5000, label=gettext_lazy("Chunk overlap")
+    )
     vector_storage = forms.ChoiceField(
+        label=gettext_lazy("Vector storage"),
         choices=[
-            ("vector", "vector: 4-byte floats"),
-            ("halfvec", "halfvec: 2-byte floats, half the vector index"),
+            ("vector", gettext_lazy("vector: 4-byte floats")),
+            ("halfvec", gettext_lazy("halfvec: 2-byte floats, half the vector index")),
         ],
         initial="vector",
         required=False,  # a form posted without it (older pages, scripts) keeps "vector"
-        help_text="What the version's vector index holds; the chunks keep their full vectors "
-        "either way. halfvec stores each number in 2 bytes instead of 4, so the index takes "
-        "half the memory (1,365 instead of 2,730 bytes a chunk at 512 dimensions). Measured "
-        "here on 10,000 real chunks, search found the same nearest chunks with both (recall "
-        "0.94); at a million generated vectors, where the larger index no longer fitted in "
-        "memory, halfvec answered in half the time, its recall 0.01 lower.",
+        help_text=gettext_lazy(
+            "What the version's vector index holds; the chunks keep their full vectors "
+            "either way. halfvec stores each number in 2 bytes instead of 4, so the index takes "
+            "half the memory (1,365 instead of 2,730 bytes a chunk at 512 dimensions). Measured "
+            "here on 10,000 real chunks, search found the same nearest chunks with both (recall "
+            "0.94); at a million generated vectors, where the larger index no longer fitted in "
+            "memory, halfvec answered in half the time, its recall 0.01 lower."
+        ),
     )
     reason = forms.CharField(
+        label=gettext_lazy("Reason"),
         widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
         required=False,
         help_text=KNOWLEDGE_BASE_TIMELINE,
@@ -80,20 +90,20 @@ class IndexVersionForm(forms.Form):
         self.fields["provider"].widget.attrs["data-defaults"] = json.dumps(
             {spec.name: [spec.default_model, spec.default_dimensions] for spec in specs}
         )
-        self.fields["model"].help_text = "Blank: " + "; ".join(
-            f"{spec.name} → {spec.default_model}" for spec in specs
-        )
-        self.fields["dimensions"].help_text = (
-            "Must be what the model returns. Blank: the model's own ("
-            + "; ".join(f"{spec.name} → {spec.default_dimensions}" for spec in specs)
-            + ")."
-        )
+        self.fields["model"].help_text = gettext("Blank: %(defaults)s") % {
+            "defaults": "; ".join(f"{spec.name} → {spec.default_model}" for spec in specs)
+        }
+        self.fields["dimensions"].help_text = gettext(
+            "Must be what the model returns. Blank: the model's own (%(defaults)s)."
+        ) % {"defaults": "; ".join(f"{spec.name} → {spec.default_dimensions}" for spec in specs)}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         data["vector_storage"] = data.get("vector_storage") or "vector"
         if data.get("chunk_overlap", 0) * 2 >= data.get("chunk_size", 0):
-            raise forms.ValidationError("The overlap must be less than half the chunk size.")
+            raise forms.ValidationError(
+                gettext("The overlap must be less than half the chunk size.")
+            )
         name = data.get("provider")
         if not name:
             return data
@@ -108,7 +118,9 @@ class IndexVersionForm(forms.Form):
             path = embeddings.local_model_path(model)
             if not path.is_dir():
                 self.add_error(
-                    "model", f"No local model at {path}: put the model directory there first."
+                    "model",
+                    gettext("No local model at %(path)s: put the model directory there first.")
+                    % {"path": path},
                 )
         return data
 
@@ -141,12 +153,13 @@ def index_version_create_view(
         version = index_version_create(kb_id=kb.pk, actor=request.user, **form.cleaned_data)
         messages.success(
             request,
-            f"Index version {version.number} is building; the active version keeps serving.",
+            gettext("Index version %(n)s is building; the active version keeps serving.")
+            % {"n": version.number},
         )
         return HttpResponseRedirect(_kb_url(kb))
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"New index version for {kb}",
+        "title": gettext("New index version for %(kb)s") % {"kb": kb},
         "form": form,
         "kb": kb,
         "back": _kb_url(kb),
@@ -248,12 +261,15 @@ def index_version_swap_view(
     if not status.swappable:
         if request.method == "POST":
             messages.error(
-                request, f"Index version {version.number} cannot be swapped in: {status.label}."
+                request,
+                gettext("Index version %(n)s cannot be swapped in: %(why)s.")
+                % {"n": version.number, "why": status.label},
             )
             return HttpResponseRedirect(_kb_url(kb))
         context = {
             **model_admin.admin_site.each_context(request),
-            "title": f"Compare index version {version.number} with the active one",
+            "title": gettext("Compare index version %(n)s with the active one")
+            % {"n": version.number},
             "summary": summary,
             "back": _kb_url(kb),
             "opts": model_admin.model._meta,
@@ -268,13 +284,21 @@ def index_version_swap_view(
             actor=request.user,
             reason=reason,
             expected_active_id=expected,
+            # the quality gate's refusal set aside, with the reason (`evaluation.gate`)
+            override=request.POST.get("override_gate") == "1",
         )
-        return f"Index version {version.number} is active."
+        return gettext("Index version %(n)s is active.") % {"n": version.number}
+
+    if kb.active_index_version is not None:
+        summary["quality"] = version_quality(
+            request, kb, active=kb.active_index_version, other=version
+        )
 
     return confirm(
         model_admin,
         request,
-        title=f"Make index version {version.number} active for {kb}",
+        title=gettext("Make index version %(n)s active for %(kb)s")
+        % {"n": version.number, "kb": kb},
         summary=summary,
         expected=kb.active_index_version_id,
         perform=perform,
@@ -282,6 +306,7 @@ def index_version_swap_view(
         template="admin/kb/knowledgebase/confirm_swap.html",
         danger=True,
         reason_help=KNOWLEDGE_BASE_TIMELINE,
+        refused=request.get_full_path(),  # a gate's refusal is answered on this page
     )
 
 
@@ -294,7 +319,9 @@ def index_version_rollback_view(
     kb = _kb(model_admin, request, object_id)
     previous = index_version_rollback_target(kb=kb)
     if previous is None:
-        messages.error(request, "There is no earlier retained index version to roll back to.")
+        messages.error(
+            request, gettext("There is no earlier retained index version to roll back to.")
+        )
         return HttpResponseRedirect(_kb_url(kb))
 
     def perform(reason: str, expected: int | None) -> str:
@@ -305,14 +332,14 @@ def index_version_rollback_view(
             expected_active_id=expected,
             action="rollback",
         )
-        return f"Index version {previous.number} is active again."
+        return gettext("Index version %(n)s is active again.") % {"n": previous.number}
 
     named = readable_filter(request)
     progress = index_version_progress(version=previous, named=named)
     return confirm(
         model_admin,
         request,
-        title=f"Roll {kb} back to index version {previous.number}",
+        title=gettext("Roll %(kb)s back to index version %(n)s") % {"kb": kb, "n": previous.number},
         summary={
             "kb": kb,
             "status": index_version_status(version=previous, progress=progress, kb=kb),
@@ -322,6 +349,11 @@ def index_version_rollback_view(
             ),
             "coverage": coverage_named(progress.coverage, named),
             "rollback": True,
+            "quality": version_quality(
+                request, kb, active=kb.active_index_version, other=previous, rollback=True
+            )
+            if kb.active_index_version is not None
+            else None,
         },
         expected=kb.active_index_version_id,
         perform=perform,

@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from console.admin.document_filters import KB_PARAMETER, DocumentStatusFilter
 from console.admin.scoping import TenantScopedAdmin, readable_filter, request_reader
@@ -26,7 +27,7 @@ from console.admin.work_queues import held_tile
 from kb import document_states, home, timeline
 from kb.access import Reader
 from kb.models import IndexVersion, KnowledgeBase
-from kb.selectors.index_versions import index_version_settings
+from kb.selectors.index_versions import SETTING_LABELS, index_version_settings
 from kb.selectors.metadata import metadata_summary
 
 HOME_TIMELINE = 10  # entries on the home page; the timeline page has the rest
@@ -44,7 +45,7 @@ def kb_reader(request: HttpRequest, kb: KnowledgeBase) -> Reader:
 def _kb(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> KnowledgeBase:
     kb: KnowledgeBase = model_admin.get_scoped_object_or_404(request, object_id)
     if not model_admin.has_view_permission(request, kb):
-        raise PermissionDenied("You need the permission to view knowledge bases.")
+        raise PermissionDenied(gettext("You need the permission to view knowledge bases."))
     return kb
 
 
@@ -80,7 +81,8 @@ def _settings_for(request: HttpRequest, version: IndexVersion | None) -> list[tu
     rows = index_version_settings(version)
     if request.user.has_perm("kb.manage_index_versions"):
         return rows
-    return [(label, value) for label, value in rows if label not in INDEX_ADMIN_SETTINGS]
+    hidden = {str(SETTING_LABELS[key]) for key in INDEX_ADMIN_SETTINGS}
+    return [(label, value) for label, value in rows if label not in hidden]
 
 
 def _links(request: HttpRequest, kb: KnowledgeBase) -> dict[str, str]:
@@ -104,6 +106,12 @@ def _links(request: HttpRequest, kb: KnowledgeBase) -> dict[str, str]:
             )
         },
         "chunks": reverse("admin:kb_chunk_changelist") + f"?kb__id__exact={kb.pk}",
+        # its own questions' figures over time (evaluation), for who may see the runs
+        **(
+            {"quality": reverse("admin:evaluation_quality", args=[kb.pk])}
+            if request.user.has_perm("evaluation.view_evaluationrun")
+            else {}
+        ),
     }
 
 
@@ -148,7 +156,7 @@ def timeline_view(
     page = timeline.kb_timeline(kb=kb, reader=kb_reader(request, kb), before=before)
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Timeline of {kb.name}",
+        "title": gettext("Timeline of %(name)s") % {"name": kb.name},
         "kb": kb,
         "timeline": page,
         "newest": bool(timeline.parse_cursor(before)),

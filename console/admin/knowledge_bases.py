@@ -10,6 +10,7 @@ from django.contrib.admin.utils import unquote
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from console.admin import index_versions, kb_home, metadata_fields, test_search
 from console.admin.scoping import TenantScopedAdmin
@@ -109,7 +110,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
 
         def shown(name: str, value: Any) -> str:
             if isinstance(value, bool):
-                return "on" if value else "off"
+                return gettext("on") if value else gettext("off")
             choices = dict(getattr(form.fields[name], "choices", None) or ())
             if value in choices:
                 return lowered(str(choices[value]))  # the words the form shows, not the code
@@ -125,14 +126,14 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             + f" → {shown(name, form.cleaned_data.get(name))}"
             for name in form.changed_data
         ]
-        words = [f"changed {'; '.join(changes)}"] if changes else []
+        words = [gettext("changed %(what)s") % {"what": "; ".join(changes)}] if changes else []
         text = "; ".join([*words, *fields])
         return f"{text[:1].upper()}{text[1:]}."
 
-    @admin.display(description="home")
+    @admin.display(description=gettext_lazy("home"))
     def home(self, kb: KnowledgeBase) -> str:
         url = reverse("admin:kb_knowledgebase_home", args=[kb.pk])
-        return format_html('<a class="kb-home-link" href="{}">Home</a>', url)
+        return format_html('<a class="kb-home-link" href="{}">{}</a>', url, gettext("Home"))
 
     def get_urls(self) -> list[Any]:
         wrap = self.bound_view
@@ -196,5 +197,5 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
             return super().change_view(request, object_id, form_url, extra)
         except MetadataInvalid as exc:
             # a document's value stopped fitting between the form's check and the save
-            messages.error(request, f"Nothing was saved: {exc}")
+            messages.error(request, gettext("Nothing was saved: %(why)s") % {"why": exc})
             return HttpResponseRedirect(request.path)

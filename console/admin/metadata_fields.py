@@ -16,6 +16,7 @@ from django.contrib import admin
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin.confirmation import KNOWLEDGE_BASE_TIMELINE, confirm, require
 from console.admin.scoping import NOT_FOUND, TenantScopedAdmin
@@ -66,8 +67,8 @@ class MetadataFieldInline(admin.TabularInline):
     form = MetadataFieldForm
     extra = 1
     can_delete = False  # a delete strips documents' values: it has its confirmation page
-    verbose_name = "metadata field"
-    verbose_name_plural = "metadata fields"
+    verbose_name = gettext_lazy("metadata field")
+    verbose_name_plural = gettext_lazy("metadata fields")
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields = ["name", "type", "description"]
@@ -78,12 +79,14 @@ class MetadataFieldInline(admin.TabularInline):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ["remove"]
 
-    @admin.display(description="delete")
+    @admin.display(description=gettext_lazy("delete"))
     def remove(self, field: MetadataField) -> str:
         if not field.pk:
             return ""
         url = reverse("admin:kb_metadatafield_delete", args=[field.kb_id, field.pk])
-        return format_html('<a class="deletelink metadata-field-delete" href="{}">Delete…</a>', url)
+        return format_html(
+            '<a class="deletelink metadata-field-delete" href="{}">{}</a>', url, gettext("Delete…")
+        )
 
 
 def formset_save(request: HttpRequest, kb: KnowledgeBase, formset: Any) -> None:
@@ -103,12 +106,21 @@ def formset_save(request: HttpRequest, kb: KnowledgeBase, formset: Any) -> None:
         if form.instance.pk:
             formset.changed_objects.append((saved, form.changed_data))
             if before != saved.type:
-                lines.append(f"changed metadata field {saved.name}: {before} → {saved.type}")
+                lines.append(
+                    gettext("changed metadata field %(name)s: %(before)s → %(after)s")
+                    % {"name": saved.name, "before": before, "after": saved.type}
+                )
             else:
-                lines.append(f"changed the description of metadata field {saved.name}")
+                lines.append(
+                    gettext("changed the description of metadata field %(name)s")
+                    % {"name": saved.name}
+                )
         else:
             formset.new_objects.append(saved)
-            lines.append(f"declared metadata field {saved.name} ({saved.type})")
+            lines.append(
+                gettext("declared metadata field %(name)s (%(type)s)")
+                % {"name": saved.name, "type": saved.type}
+            )
     setattr(formset, CHANGE_LINES_ATTR, lines)
 
 
@@ -127,32 +139,40 @@ def field_delete_view(
 
     def perform(reason: str, expected: int | None) -> str:
         stripped = metadata_field_delete(kb=kb, name=field.name)
-        words = f"{stripped} document{'s' if stripped != 1 else ''}"
+        words = ngettext("%(n)s document", "%(n)s documents", stripped) % {"n": stripped}
         model_admin.log_change(
             request,
             kb,
-            f"Deleted metadata field {field.name}; removed its value from {words}: {reason}",
+            gettext("Deleted metadata field %(name)s; removed its value from %(words)s: %(reason)s")
+            % {"name": field.name, "words": words, "reason": reason},
         )
-        return f"Deleted the metadata field {field.name} and its value from {words}."
+        return gettext("Deleted the metadata field %(name)s and its value from %(words)s.") % {
+            "name": field.name,
+            "words": words,
+        }
 
     held = (
-        f"{holders} document{'s hold' if holders != 1 else ' holds'} a value; "
-        "it is removed from each"
+        ngettext(
+            "%(n)s document holds a value; it is removed from each",
+            "%(n)s documents hold a value; it is removed from each",
+            holders,
+        )
+        % {"n": holders}
         if holders
-        else "No document holds a value"
+        else gettext("No document holds a value")
     )
     summary = {
         "facts": [
-            ("knowledge base", str(kb)),
-            ("field", f"{field.name} ({field.get_type_display()})"),
-            ("documents", held),
-            ("search", "filters that name this field are refused afterwards"),
+            (gettext("knowledge base"), str(kb)),
+            (gettext("field"), f"{field.name} ({field.get_type_display()})"),
+            (gettext("documents"), held),
+            (gettext("search"), gettext("filters that name this field are refused afterwards")),
         ]
     }
     return confirm(
         model_admin,
         request,
-        title=f"Delete the metadata field {field.name}",
+        title=gettext("Delete the metadata field %(name)s") % {"name": field.name},
         summary=summary,
         expected=holders,
         perform=perform,

@@ -9,9 +9,11 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from console.admin.users import TenantMembershipForm
+from console.words import build_state
 from kb.models import (
     Build,
     IndexVersion,
@@ -48,23 +50,23 @@ class IndexVersionAdmin(TenantScopedAdmin):
     list_select_related = ["kb__tenant", "kb__active_index_version"]
     readonly_fields = ["status", *[f.name for f in IndexVersion._meta.fields]]
 
-    @admin.display(description="version", ordering="number")
+    @admin.display(description=gettext_lazy("version"), ordering="number")
     def version(self, version: IndexVersion) -> str:
         return f"v{version.number}"
 
-    @admin.display(description="settings")
+    @admin.display(description=gettext_lazy("settings"))
     def settings(self, version: IndexVersion) -> str:
         """Provider and model, dimensions and metric, chunk size and overlap, pipeline."""
         return index_version_settings_line(version)
 
-    @admin.display(description="status")
+    @admin.display(description=gettext_lazy("status"))
     def status(self, version: IndexVersion) -> str:
         # Counts only: no failure is named here, so no access-group filter is needed.
         progress = index_version_progress(version=version)
         state = index_version_status(version=version, progress=progress, kb=version.kb)
         return format_html('<span class="canon-state-{}">{}</span>', state.kind, state.label)
 
-    @admin.display(description="stored state", ordering="state")
+    @admin.display(description=gettext_lazy("stored state"), ordering="state")
     def stored_state(self, version: IndexVersion) -> str:
         return format_html(RAW_STATE, version.state)
 
@@ -101,24 +103,24 @@ class BuildAdmin(TenantScopedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return builds_with_roles(super().get_queryset(request))
 
-    @admin.display(description="revision")
+    @admin.display(description=gettext_lazy("revision"))
     def revision_number(self, build: Build) -> int:
         return build.revision.number
 
-    @admin.display(description="index version", ordering="index_version__number")
+    @admin.display(description=gettext_lazy("index version"), ordering="index_version__number")
     def version(self, build: Build) -> str:
         return f"v{build.index_version.number}"
 
-    @admin.display(description="role")
+    @admin.display(description=pgettext_lazy("build", "role"))
     def role(self, build: Build) -> str:
         role = build_role_of(build=build)
         return format_html('<span class="canon-role-{}">{}</span>', role.kind, role.label)
 
-    @admin.display(description="stored state", ordering="state")
+    @admin.display(description=gettext_lazy("stored state"), ordering="state")
     def stored_state(self, build: Build) -> str:
-        return format_html(RAW_STATE, build.state)
+        return format_html(RAW_STATE, build_state(build.state))
 
-    @admin.display(description="chunks")
+    @admin.display(description=gettext_lazy("chunks"))
     def progress(self, build: Build) -> str:
         """The chunk count, linked to the build's parsed text and chunks (`admin.chunks`)."""
         return format_html(
@@ -166,18 +168,18 @@ class PublicationEventAdmin(ReadOnlyAdmin):
         pointed = Publication.objects.filter(build_id=OuterRef("build_id"))
         return super().get_queryset(request).annotate(build_pointed=Exists(pointed))
 
-    @admin.display(description="index version")
+    @admin.display(description=gettext_lazy("index version"))
     def index_version_number(self, event: PublicationEvent) -> str:
         return f"v{event.index_version.number}" if event.index_version else "—"
 
-    @admin.display(description="that build now")
+    @admin.display(description=gettext_lazy("that build now"))
     def build_now(self, event: PublicationEvent) -> str:
         build = event.build
         if build is None:
             return "—"
         role = build_role_of(build=build, pointed=getattr(event, "build_pointed", None))
         return format_html(
-            'build {} (r{}): <span class="canon-role-{}">{}</span>',
+            gettext('build {} (r{}): <span class="canon-role-{}">{}</span>'),
             build.pk,
             build.revision.number,
             role.kind,

@@ -16,28 +16,47 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext, gettext_lazy
 from django.views import defaults
 
-from kb.roles import ROLES, role_noun, roles_with
+from console.permission_words import permission_words
+from console.words import role_words
+from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ROLES, role_noun, roles_with
 
 
 class MissingPermission(PermissionDenied):
     """The user lacks `perm` ("app_label.codename") for what they tried."""
 
     def __init__(self, perm: str) -> None:
-        super().__init__(f"You need the permission {perm}.")
+        super().__init__(gettext("You need the permission %(perm)s.") % {"perm": perm})
         self.perm = perm
 
 
 def permission_name(perm: str) -> str:
-    """Django's description of a permission ("Can approve a ready build"), else its code."""
+    """Django's description of a permission ("Can approve a ready build"), else its code; in
+    the active language (`console.permission_words`)."""
     app, _, codename = perm.partition(".")
-    name = (
-        Permission.objects.filter(content_type__app_label=app, codename=codename)
-        .values_list("name", flat=True)
+    permission = (
+        Permission.objects.select_related("content_type")
+        .filter(content_type__app_label=app, codename=codename)
         .first()
     )
-    return name or perm
+    return permission_words(permission) if permission else perm
+
+
+# Who to ask, for one person of a role.
+ROLE_NOUNS = {
+    CONTENT_MANAGERS: gettext_lazy("a content manager"),
+    INDEX_ADMINS: gettext_lazy("an index admin"),
+}
+
+
+def roles_text(roles: list[str], *, last: Any) -> str:
+    """ "Content managers and Index admins": the roles in words, joined as a sentence would."""
+    words = [role_words(role) for role in roles]
+    if len(words) < 2:
+        return "".join(words)
+    return str(last) % {"first": gettext(", ").join(words[:-1]), "last": words[-1]}
 
 
 def back_url(request: HttpRequest) -> str:
@@ -66,12 +85,16 @@ def refusal_context(request: HttpRequest, exception: Exception | None) -> dict[s
         else []
     )
     back = back_url(request)
+    nouns = [str(ROLE_NOUNS.get(r) or role_noun(r)) for r in granted_by]
     return {
         "perm": perm,
         "perm_name": permission_name(perm) if perm else "",
         "granted_by": granted_by,
-        "ask": " or ".join(role_noun(r) for r in granted_by),
+        "granted_by_words": roles_text(granted_by, last=gettext_lazy("%(first)s and %(last)s")),
+        "ask": gettext(" or ").join(nouns),
         "own_roles": own,
+        "own_roles_words": roles_text(own, last=gettext_lazy("%(first)s, %(last)s"))
+        or gettext("none"),
         "back": back,
     }
 
@@ -83,7 +106,7 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
         return defaults.permission_denied(request, exception or PermissionDenied())
     context = {
         **admin.site.each_context(request),
-        "title": "You may not do this",
+        "title": gettext("You may not do this"),
         **refusal_context(request, exception),
     }
     response = TemplateResponse(request, "admin/403.html", context, status=403)
@@ -98,7 +121,7 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
         return defaults.page_not_found(request, exception or Http404())
     context = {
         **admin.site.each_context(request),
-        "title": "Page not found",
+        "title": gettext("Page not found"),
         "path": request.path,
         "back": "" if back_url(request) == admin_prefix else back_url(request),
     }

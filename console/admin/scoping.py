@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import BooleanField, DateField, Model, Q, QuerySet
 from django.http import Http404, HttpRequest
 from django.utils.text import capfirst
+from django.utils.translation import gettext
 
 from kb.access import (
     Reader,
@@ -94,9 +95,11 @@ def groups_refused(
         groups=set(groups) - set(kept), access_groups=held, all_groups=False
     )
     if foreign:
-        return f"You may only assign access groups you hold; not: {', '.join(foreign)}."
+        return gettext("You may only assign access groups you hold; not: %(groups)s.") % {
+            "groups": ", ".join(foreign)
+        }
     if document and not may_read_groups(groups=groups, access_groups=held, all_groups=False):
-        return "Keep a group you hold, or none: you could not read the document otherwise."
+        return gettext("Keep a group you hold, or none: you could not read the document otherwise.")
     if document:
         return access_groups_clearing_refused(
             before=kept, after=groups, access_groups=held, all_groups=False

@@ -14,16 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext, gettext_lazy
+
+from console.formats import location_words
 from retrieval.search.fusion import ZH_SHARE
 from retrieval.search.hits import Hit, Ranking
 from textkit.extract import Location
 from textkit.text import cjk_share
 
-NOT_IN_VECTOR = "not in the vector list"
-NOT_IN_KEYWORD = "not in the keyword list"
-SAME_LANGUAGE = "in the query's language"
-OTHER_LANGUAGE = "in another language than the query"
-NOT_ZH_QUERY = "a query not in Chinese"
+NOT_IN_VECTOR = gettext_lazy("not in the vector list")
+NOT_IN_KEYWORD = gettext_lazy("not in the keyword list")
+SAME_LANGUAGE = gettext_lazy("in the query's language")
+OTHER_LANGUAGE = gettext_lazy("in another language than the query")
+NOT_ZH_QUERY = gettext_lazy("a query not in Chinese")
 
 
 def _rank(reciprocal: float) -> int:
@@ -38,31 +41,60 @@ def _share(value: float) -> str:
 # Each feature of the learned fusion as words about the hit, from the hit's value of it (a list
 # that did not find the hit, or an interaction that is off, `_phrase` says first).
 Words = Callable[[float], str]
+
+
+def _w(text: str, **values: Any) -> str:
+    """A translated phrase (`gettext` at the call, where extraction sees it) with its values."""
+    return text % values if values else text
+
+
 FEATURE_WORDS: dict[str, Words] = {
-    "cos": lambda v: f"similarity {v:.2f}",
+    "cos": lambda v: _w(gettext("similarity %(v)s"), v=f"{v:.2f}"),
     "cos_below_best": lambda v: (
-        "the best similarity of the list" if v <= 0 else f"similarity {v:.2f} below the best"
+        _w(gettext("the best similarity of the list"))
+        if v <= 0
+        else _w(gettext("similarity %(v)s below the best"), v=f"{v:.2f}")
     ),
-    "in_vector": lambda v: "in the vector list",
-    "vector_reciprocal_rank": lambda v: f"vector rank {_rank(v)}" if v > 0 else NOT_IN_VECTOR,
-    "bm25_share": lambda v: f"matches {_share(v)} of what the query's words could score",
-    "bm25_of_best": lambda v: f"keyword score {_share(v)} of the best",
-    "in_keyword": lambda v: "in the keyword list",
-    "keyword_reciprocal_rank": lambda v: f"keyword rank {_rank(v)}" if v > 0 else NOT_IN_KEYWORD,
-    "keyword_best_share": lambda v: f"this query's best keyword match scoring {_share(v)}",
-    "vector_best": lambda v: f"this query's best similarity being {v:.2f}",
-    "vector_spread": lambda v: f"this query's top ten similarities spreading over {v:.2f}",
-    "query_zh": lambda v: "a Chinese query" if v else NOT_ZH_QUERY,
-    "chunk_zh": lambda v: "a Chinese passage" if v else "a passage not in Chinese",
-    "cross": lambda v: OTHER_LANGUAGE if v else SAME_LANGUAGE,
-    "cross_x_bm25_share": lambda v: f"a keyword match across languages ({_share(v)})",
-    "cross_x_bm25_of_best": lambda v: f"a keyword score across languages ({_share(v)} of best)",
-    "cross_x_cos": lambda v: f"similarity {v:.2f} across languages",
+    "in_vector": lambda v: _w(gettext("in the vector list")),
+    "vector_reciprocal_rank": lambda v: (
+        _w(gettext("vector rank %(n)s"), n=_rank(v)) if v > 0 else str(NOT_IN_VECTOR)
+    ),
+    "bm25_share": lambda v: _w(
+        gettext("matches %(share)s of what the query's words could score"), share=_share(v)
+    ),
+    "bm25_of_best": lambda v: _w(gettext("keyword score %(share)s of the best"), share=_share(v)),
+    "in_keyword": lambda v: _w(gettext("in the keyword list")),
+    "keyword_reciprocal_rank": lambda v: (
+        _w(gettext("keyword rank %(n)s"), n=_rank(v)) if v > 0 else str(NOT_IN_KEYWORD)
+    ),
+    "keyword_best_share": lambda v: _w(
+        gettext("this query's best keyword match scoring %(share)s"), share=_share(v)
+    ),
+    "vector_best": lambda v: _w(gettext("this query's best similarity being %(v)s"), v=f"{v:.2f}"),
+    "vector_spread": lambda v: _w(
+        gettext("this query's top ten similarities spreading over %(v)s"), v=f"{v:.2f}"
+    ),
+    "query_zh": lambda v: _w(gettext("a Chinese query")) if v else str(NOT_ZH_QUERY),
+    "chunk_zh": lambda v: (
+        _w(gettext("a Chinese passage")) if v else _w(gettext("a passage not in Chinese"))
+    ),
+    "cross": lambda v: str(OTHER_LANGUAGE if v else SAME_LANGUAGE),
+    "cross_x_bm25_share": lambda v: _w(
+        gettext("a keyword match across languages (%(share)s)"), share=_share(v)
+    ),
+    "cross_x_bm25_of_best": lambda v: _w(
+        gettext("a keyword score across languages (%(share)s of best)"), share=_share(v)
+    ),
+    "cross_x_cos": lambda v: _w(gettext("similarity %(v)s across languages"), v=f"{v:.2f}"),
     "cross_x_keyword_reciprocal_rank": lambda v: (
-        f"keyword rank {_rank(v)} across languages" if v > 0 else NOT_IN_KEYWORD
+        _w(gettext("keyword rank %(n)s across languages"), n=_rank(v))
+        if v > 0
+        else str(NOT_IN_KEYWORD)
     ),
-    "query_zh_x_bm25_share": lambda v: f"a Chinese query's keyword match ({_share(v)})",
-    "query_zh_x_cos": lambda v: f"a Chinese query's similarity {v:.2f}",
+    "query_zh_x_bm25_share": lambda v: _w(
+        gettext("a Chinese query's keyword match (%(share)s)"), share=_share(v)
+    ),
+    "query_zh_x_cos": lambda v: _w(gettext("a Chinese query's similarity %(v)s"), v=f"{v:.2f}"),
 }
 # The features a list's absence zeroes (a hit it did not find has its floor there).
 _VECTOR = {"cos", "cos_below_best", "in_vector", "vector_reciprocal_rank", "cross_x_cos"}
@@ -80,13 +112,13 @@ def _phrase(name: str, value: float, values: dict[str, float]) -> str:
     hit a list did not find is said to be absent from it, whatever that list's features hold
     (its floor)."""
     if name in _CROSS and not values.get("cross"):
-        return SAME_LANGUAGE
+        return str(SAME_LANGUAGE)
     if name in _ZH_QUERY and not values.get("query_zh"):
-        return NOT_ZH_QUERY
+        return str(NOT_ZH_QUERY)
     if name in _VECTOR and not values.get("in_vector"):
-        return NOT_IN_VECTOR
+        return str(NOT_IN_VECTOR)
     if name in _KEYWORD and not values.get("in_keyword"):
-        return NOT_IN_KEYWORD
+        return str(NOT_IN_KEYWORD)
     return FEATURE_WORDS[name](value)
 
 
@@ -101,7 +133,14 @@ def fused_words(fused: dict[str, Any], *, most: int = 4) -> str:
     what each list gave."""
     contributions = fused.get("contributions") or []
     if contributions and "value" not in contributions[0]:  # convex / rrf: the legs' parts
-        return ", ".join(f"{c['feature']} list gave {c['contribution']:.3g}" for c in contributions)
+        return gettext(", ").join(
+            gettext("%(list)s list gave %(part)s")
+            % {
+                "list": LIST_WORDS.get(c["feature"], c["feature"]),
+                "part": f"{c['contribution']:.3g}",
+            }
+            for c in contributions
+        )
     values = {c["feature"]: float(c["value"]) for c in contributions}
     summed: dict[str, float] = {}
     for c in contributions:
@@ -112,21 +151,34 @@ def fused_words(fused: dict[str, Any], *, most: int = 4) -> str:
     lowered = [f"{words} ({_signed(part)})" for words, part in top if part <= 0]
     said = []
     if raised:
-        said.append("raised by " + ", ".join(raised))
+        said.append(gettext("raised by %(what)s") % {"what": gettext(", ").join(raised)})
     if lowered:
-        said.append("lowered by " + ", ".join(lowered))
-    return "; ".join(said)
+        said.append(gettext("lowered by %(what)s") % {"what": gettext(", ").join(lowered)})
+    return gettext("; ").join(said)
+
+
+# The two lists as a person names them.
+LIST_WORDS = {
+    "vector": gettext_lazy("vector"),
+    "keyword": gettext_lazy("keyword"),
+}
 
 
 def _leg_words(leg: str, place: dict[str, Any] | None) -> str:
     if place is None:
-        return f"{leg}: not in its list"
+        return gettext("%(list)s: not in its list") % {"list": LIST_WORDS.get(leg, leg)}
     if leg == "vector":
-        return f"vector #{place['rank']} (similarity {place['score']:.3f})"
-    words = f"keyword #{place['rank']} (BM25 {place['score']:.3g}"
+        return gettext("vector #%(rank)s (similarity %(score)s)") % {
+            "rank": place["rank"],
+            "score": f"{place['score']:.3f}",
+        }
+    words = {"rank": place["rank"], "score": f"{place['score']:.3g}"}
     if "share_of_bound" in place:
-        words += f", {place['share_of_bound']:.0%} of the most the query's words could score"
-    return words + ")"
+        return gettext(
+            "keyword #%(rank)s (BM25 %(score)s, %(share)s of the most the query's words could "
+            "score)"
+        ) % {**words, "share": f"{place['share_of_bound']:.0%}"}
+    return gettext("keyword #%(rank)s (BM25 %(score)s)") % words
 
 
 def rank_words(ranking: dict[str, Any] | None) -> str:
@@ -137,7 +189,10 @@ def rank_words(ranking: dict[str, Any] | None) -> str:
     parts = [_leg_words(leg, ranking[leg]) for leg in ("vector", "keyword") if leg in ranking]
     fused = ranking.get("fused")
     if fused:
-        parts.append(f"fused {fused['score']:.3f}: {fused_words(fused)}")
+        parts.append(
+            gettext("fused %(score)s: %(why)s")
+            % {"score": f"{fused['score']:.3f}", "why": fused_words(fused)}
+        )
     return " · ".join(parts)
 
 
@@ -154,35 +209,45 @@ def score_words(ranking: Ranking | None, mode: str) -> ScoreWords:
     method = ranking.method if ranking else None
     if mode == "vector":
         return ScoreWords(
-            "similarity",
-            "Similarity is the cosine between the query's vector and the passage's (1: the "
-            "same direction); its scale depends on the embedding model.",
+            gettext("similarity"),
+            gettext(
+                "Similarity is the cosine between the query's vector and the passage's (1: the "
+                "same direction); its scale depends on the embedding model."
+            ),
         )
     if mode == "keyword":
         return ScoreWords(
             "BM25",
-            "BM25 grows with the query's rarer words found in the passage; it has no fixed top, "
-            "so each hit also says its share of the most the query's words could score.",
+            gettext(
+                "BM25 grows with the query's rarer words found in the passage; it has no fixed "
+                "top, so each hit also says its share of the most the query's words could score."
+            ),
         )
     if method == "rrf":
         return ScoreWords(
-            "rank fusion",
-            "Rank fusion adds 1/(60 + rank) from each list, weighted: only the order means "
-            "something, not the size of the number.",
+            gettext("rank fusion"),
+            gettext(
+                "Rank fusion adds 1/(60 + rank) from each list, weighted: only the order means "
+                "something, not the size of the number."
+            ),
         )
     if method == "convex":
         return ScoreWords(
-            "fused",
-            "The fused score adds each list's score as a share of that list's best hit, "
-            "weighted: 1 is the best of both lists, whatever the query.",
+            gettext("fused"),
+            gettext(
+                "The fused score adds each list's score as a share of that list's best hit, "
+                "weighted: 1 is the best of both lists, whatever the query."
+            ),
         )
     return ScoreWords(
-        "fusion estimate",
-        "The fusion estimate (0 to 1) is the learned fusion's estimate that the hit's document "
-        "answers the query, from how both lists rank it against this query's other candidates. "
-        "It is relative, not a certainty: when nothing answers well, the best of the rest "
-        "still scores high. Read it with what found the hit: found by meaning only, in "
-        "another language than the query, is weak evidence.",
+        gettext("fusion estimate"),
+        gettext(
+            "The fusion estimate (0 to 1) is the learned fusion's estimate that the hit's "
+            "document answers the query, from how both lists rank it against this query's other "
+            "candidates. It is relative, not a certainty: when nothing answers well, the best of "
+            "the rest still scores high. Read it with what found the hit: found by meaning only, "
+            "in another language than the query, is weak evidence."
+        ),
     )
 
 
@@ -197,16 +262,21 @@ def found_by(hit: Hit, ranking: dict[str, Any] | None, query: str, mode: str) ->
         return ""
     vector, keyword = ranking.get("vector"), ranking.get("keyword")
     if vector and keyword:
-        words = f"found by meaning (vector #{vector['rank']}) and by its words (keyword "
-        words += f"#{keyword['rank']})"
+        words = gettext(
+            "found by meaning (vector #%(vector)s) and by its words (keyword #%(keyword)s)"
+        ) % {"vector": vector["rank"], "keyword": keyword["rank"]}
     elif vector:
-        words = f"found by meaning only (vector #{vector['rank']}); not in the keyword list"
+        words = gettext("found by meaning only (vector #%(vector)s); not in the keyword list") % {
+            "vector": vector["rank"]
+        }
     elif keyword:
-        words = f"found by its words only (keyword #{keyword['rank']}); not in the vector list"
+        words = gettext(
+            "found by its words only (keyword #%(keyword)s); not in the vector list"
+        ) % {"keyword": keyword["rank"]}
     else:
-        words = "in neither list"
+        words = gettext("in neither list")
     if _chinese(query) != _chinese(hit.text):
-        words += f"; {OTHER_LANGUAGE}"
+        words += gettext("; ") + str(OTHER_LANGUAGE)
     return words
 
 
@@ -216,6 +286,6 @@ def where_words(location: Any) -> str:
     if not isinstance(location, dict):
         return ""
     try:
-        return Location.from_json(location).label()
+        return location_words(Location.from_json(location))
     except (KeyError, TypeError, ValueError):
         return ""

@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin.confirmation import confirm, require
 from console.admin.scoping import TenantScopedAdmin, may_read
@@ -24,8 +25,10 @@ from sources.selectors import run_progress
 from sources.services.runs import sync_deletions_confirm, sync_deletions_keep, sync_request
 from sources.services.sources import source_pause
 
-SOURCE_HISTORY = "Why? Kept in the source's history."
-RUN_HISTORY = "Why? Shown on the run's page, in the timeline and in each document's history."
+SOURCE_HISTORY = gettext_lazy("Why? Kept in the source's history.")
+RUN_HISTORY = gettext_lazy(
+    "Why? Shown on the run's page, in the timeline and in each document's history."
+)
 NAMED_DELETIONS = 200  # documents named on the confirmation page; the rest are counted
 
 
@@ -40,18 +43,18 @@ def run_url(run: SyncRun) -> str:
 def schedule_text(source: Source) -> str:
     every = source.sync_every_minutes
     if not every:
-        return "only when someone asks"
-    return f"every {every} minute{'s' if every != 1 else ''}"
+        return gettext("only when someone asks")
+    return ngettext("every %(n)s minute", "every %(n)s minutes", every) % {"n": every}
 
 
 def next_sync_text(source: Source) -> str:
     """When the next run starts, for people: a paused source's schedule is shown as stopped."""
     if not source.enabled:
-        return "none while paused: no run starts until it is resumed"
+        return gettext("none while paused: no run starts until it is resumed")
     if not source.sync_every_minutes:
-        return "when someone asks (no schedule)"
+        return gettext("when someone asks (no schedule)")
     if source.next_sync_at is None or source.next_sync_at <= timezone.now():
-        return "due now: within a minute"
+        return gettext("due now: within a minute")
     return utc_text(source.next_sync_at)
 
 
@@ -68,7 +71,9 @@ def location_text(source: Source) -> str:
 
 
 def _with_reason(text: str, reason: str) -> str:
-    return f"{text}: {reason}" if reason else text
+    return (
+        gettext("%(action)s: %(reason)s") % {"action": text, "reason": reason} if reason else text
+    )
 
 
 def _source(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: str) -> Source:
@@ -91,42 +96,66 @@ def sync_view(model_admin: TenantScopedAdmin, request: HttpRequest, object_id: s
             source=source, trigger=SyncRun.Trigger.MANUAL, actor=request.user
         )
         model_admin.log_change(
-            request, source, _with_reason(f"Asked for sync run {run.pk}", reason)
+            request,
+            source,
+            _with_reason(gettext("Asked for sync run %(id)s") % {"id": run.pk}, reason),
         )
+        words = {"id": run.pk, "source": source}
         if created:
-            return f"Sync run {run.pk} of {source} is queued; its progress is below."
-        return f"Sync run {run.pk} of {source} was already under way; its progress is below."
+            return (
+                gettext("Sync run %(id)s of %(source)s is queued; its progress is below.") % words
+            )
+        return (
+            gettext("Sync run %(id)s of %(source)s was already under way; its progress is below.")
+            % words
+        )
 
     facts = [
-        ("source", f"{source} ({source.get_kind_display()})"),
-        ("knowledge base", str(source.kb)),
-        ("reads", location_text(source)),
         (
-            "the run",
-            "lists the source, submits a revision of each new or changed item"
-            + (" (into the approval queue)" if source.kb.require_approval else "")
-            + ", and deletes the documents of items gone from the source",
+            gettext("source"),
+            gettext("%(source)s (%(kind)s)")
+            % {"source": source, "kind": source.get_kind_display()},
+        ),
+        (gettext("knowledge base"), str(source.kb)),
+        (gettext("reads"), location_text(source)),
+        (
+            gettext("the run"),
+            gettext(
+                "lists the source, submits a revision of each new or changed item (into the "
+                "approval queue), and deletes the documents of items gone from the source"
+            )
+            if source.kb.require_approval
+            else gettext(
+                "lists the source, submits a revision of each new or changed item, and deletes "
+                "the documents of items gone from the source"
+            ),
         ),
         (
-            "deletions",
-            f"none after a failed or cut-short listing; more than "
-            f"{source.delete_threshold_percent} % of the source's documents wait for your "
-            "confirmation",
+            gettext("deletions"),
+            gettext(
+                "none after a failed or cut-short listing; more than %(percent)s %% of the "
+                "source's documents wait for your confirmation"
+            )
+            % {"percent": source.delete_threshold_percent},
         ),
     ]
     if open_run is not None:
         facts.append(
             (
-                "under way",
-                f"run {open_run.pk} ({open_run.get_state_display()}): no "
-                "second run starts; you are taken to it",
+                gettext("under way"),
+                gettext("run %(id)s (%(state)s): no second run starts; you are taken to it")
+                % {"id": open_run.pk, "state": open_run.get_state_display()},
             )
         )
-    problems = [] if source.enabled else [f"{source} is paused; resume it to sync it."]
+    problems = (
+        []
+        if source.enabled
+        else [gettext("%(source)s is paused; resume it to sync it.") % {"source": source}]
+    )
     return confirm(
         model_admin,
         request,
-        title=f"Sync {source} now",
+        title=gettext("Sync %(source)s now") % {"source": source},
         summary={"facts": facts, "problems": problems},
         expected=None,
         perform=perform,
@@ -140,39 +169,54 @@ def _pause_view(
 ) -> HttpResponse:
     require(request, "sources.change_source")
     source = _source(model_admin, request, object_id)
-    verb = "Pause" if paused else "Resume"
 
     def perform(reason: str, expected: int | None) -> str:
         source_pause(source=source, paused=paused)
-        model_admin.log_change(request, source, _with_reason(f"{verb}d", reason))
-        return f"{source} is {'paused' if paused else 'resumed'}."
+        model_admin.log_change(
+            request,
+            source,
+            _with_reason(gettext("Paused") if paused else gettext("Resumed"), reason),
+        )
+        if paused:
+            return gettext("%(source)s is paused.") % {"source": source}
+        return gettext("%(source)s is resumed.") % {"source": source}
 
     if paused:
         facts = [
-            ("after", "no run starts, on schedule or on request, until it is resumed"),
-            ("a run under way", "stops at its next progress save, deleting nothing"),
-            ("its documents", "stay as they are, served"),
+            (
+                gettext("after"),
+                gettext("no run starts, on schedule or on request, until it is resumed"),
+            ),
+            (
+                gettext("a run under way"),
+                gettext("stops at its next progress save, deleting nothing"),
+            ),
+            (gettext("its documents"), gettext("stay as they are, served")),
         ]
     else:
         facts = [
-            ("schedule", schedule_text(source)),
+            (gettext("schedule"), schedule_text(source)),
             (
-                "after",
-                "a scheduled source syncs at once, then on its schedule"
+                gettext("after"),
+                gettext("a scheduled source syncs at once, then on its schedule")
                 if source.sync_every_minutes
-                else "it syncs when someone asks",
+                else gettext("it syncs when someone asks"),
             ),
         ]
     same = (not source.enabled) == paused
+    already = (
+        gettext("%(source)s is paused already.")
+        if paused
+        else gettext("%(source)s is enabled already.")
+    ) % {"source": source}
+    title = gettext("Pause %(source)s") if paused else gettext("Resume %(source)s")
     return confirm(
         model_admin,
         request,
-        title=f"{verb} {source}",
+        title=title % {"source": source},
         summary={
-            "facts": [("source", str(source)), *facts],
-            "problems": [f"{source} is {'paused' if paused else 'enabled'} already."]
-            if same
-            else [],
+            "facts": [(gettext("source"), str(source)), *facts],
+            "problems": [already] if same else [],
         },
         expected=None,
         perform=perform,
@@ -228,7 +272,10 @@ def pending_deletions(request: HttpRequest, run: SyncRun) -> dict[str, Any]:
 def _awaiting_problems(run: SyncRun) -> list[str]:
     if run.state == SyncRun.State.AWAITING_CONFIRMATION:
         return []
-    return [f"Sync run {run.pk} holds no deletions (it is {run.get_state_display()})."]
+    return [
+        gettext("Sync run %(id)s holds no deletions (it is %(state)s).")
+        % {"id": run.pk, "state": run.get_state_display()}
+    ]
 
 
 def confirm_deletions_view(
@@ -243,27 +290,45 @@ def confirm_deletions_view(
     def perform(reason: str, expected: int | None) -> str:
         deleted = sync_deletions_confirm(run_id=run.pk, actor=request.user, reason=reason)
         model_admin.log_change(
-            request, run, _with_reason(f"Confirmed the deletion of {deleted} documents", reason)
+            request,
+            run,
+            _with_reason(
+                ngettext(
+                    "Confirmed the deletion of %(n)s document",
+                    "Confirmed the deletion of %(n)s documents",
+                    deleted,
+                )
+                % {"n": deleted},
+                reason,
+            ),
         )
-        return (
-            f"Deleted {deleted} document{'s' if deleted != 1 else ''} of {source}; each is "
-            "restorable on its page for the retention window."
-        )
+        return ngettext(
+            "Deleted %(n)s document of %(source)s; it is restorable on its page for the "
+            "retention window.",
+            "Deleted %(n)s documents of %(source)s; each is restorable on its page for the "
+            "retention window.",
+            deleted,
+        ) % {"n": deleted, "source": source}
 
     return confirm(
         model_admin,
         request,
-        title=f"Delete the documents sync run {run.pk} of {source} holds",
+        title=gettext("Delete the documents sync run %(id)s of %(source)s holds")
+        % {"id": run.pk, "source": source},
         summary={
             "facts": [
-                ("source", str(source)),
-                ("why it waits", run.deletion_note or "—"),
-                ("documents", f"{deletions['total']} would be deleted"),
-                ("after", "search stops returning them when you confirm"),
+                (gettext("source"), str(source)),
+                (gettext("why it waits"), run.deletion_note or "—"),
                 (
-                    "restorable",
-                    f"each for {_duration(days.total_seconds())} (the knowledge base's "
-                    "retention), on its page",
+                    gettext("documents"),
+                    ngettext("%(n)s would be deleted", "%(n)s would be deleted", deletions["total"])
+                    % {"n": deletions["total"]},
+                ),
+                (gettext("after"), gettext("search stops returning them when you confirm")),
+                (
+                    gettext("restorable"),
+                    gettext("each for %(duration)s (the knowledge base's retention), on its page")
+                    % {"duration": _duration(days.total_seconds())},
                 ),
             ],
             "problems": _awaiting_problems(run),
@@ -289,20 +354,44 @@ def keep_documents_view(
     def perform(reason: str, expected: int | None) -> str:
         kept = sync_deletions_keep(run_id=run.pk, actor=request.user, reason=reason)
         model_admin.log_change(
-            request, run, _with_reason(f"Kept {kept} documents the run would have deleted", reason)
+            request,
+            run,
+            _with_reason(
+                ngettext(
+                    "Kept %(n)s document the run would have deleted",
+                    "Kept %(n)s documents the run would have deleted",
+                    kept,
+                )
+                % {"n": kept},
+                reason,
+            ),
         )
-        return f"Kept {kept} document{'s' if kept != 1 else ''} of {source}."
+        return ngettext(
+            "Kept %(n)s document of %(source)s.", "Kept %(n)s documents of %(source)s.", kept
+        ) % {"n": kept, "source": source}
 
     return confirm(
         model_admin,
         request,
-        title=f"Keep the documents sync run {run.pk} of {source} would delete",
+        title=gettext("Keep the documents sync run %(id)s of %(source)s would delete")
+        % {"id": run.pk, "source": source},
         summary={
             "facts": [
-                ("source", str(source)),
-                ("why it waits", run.deletion_note or "—"),
-                ("documents", f"{deletions['total']} are kept, served as they are"),
-                ("after", "the run closes; the next run that still misses them holds them again"),
+                (gettext("source"), str(source)),
+                (gettext("why it waits"), run.deletion_note or "—"),
+                (
+                    gettext("documents"),
+                    ngettext(
+                        "%(n)s is kept, served as it is",
+                        "%(n)s are kept, served as they are",
+                        deletions["total"],
+                    )
+                    % {"n": deletions["total"]},
+                ),
+                (
+                    gettext("after"),
+                    gettext("the run closes; the next run that still misses them holds them again"),
+                ),
             ],
             "problems": _awaiting_problems(run),
             "deletions": deletions,
@@ -319,10 +408,10 @@ def _duration(seconds: float) -> str:
     whole = int(seconds)
     if whole % 86400 == 0:
         days = whole // 86400
-        return f"{days} day{'s' if days != 1 else ''}"
+        return ngettext("%(n)s day", "%(n)s days", days) % {"n": days}
     if whole % 3600 == 0:
-        return f"{whole // 3600} h"
-    return f"{whole} s"
+        return gettext("%(n)s h") % {"n": whole // 3600}
+    return gettext("%(n)s s") % {"n": whole}
 
 
 def run_progress_view(
@@ -331,5 +420,5 @@ def run_progress_view(
     """The run page's progress bar and counts (`run_progress`), polled by its script."""
     run = _run(model_admin, request, object_id)
     if not model_admin.has_view_permission(request, run):
-        raise PermissionDenied("You need the permission to view sync runs.")
+        raise PermissionDenied(gettext("You need the permission to view sync runs."))
     return JsonResponse(run_progress(run))

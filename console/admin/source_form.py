@@ -16,6 +16,7 @@ from django.contrib.postgres.forms import SimpleArrayField
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from console.admin.scoping import groups_refused, request_reader
 from kb.metadata import field_specs
@@ -28,8 +29,37 @@ from sources.services.sources import SourceInvalid, source_save
 
 CONFIG_PREFIX = "config__"
 CREDENTIAL_PREFIX = "credential__"
-STORED_HINT = "Stored, never shown: leave empty to keep it, or type a new one to replace it."
-NEW_HINT = "Stored encrypted and never shown again."
+STORED_HINT = gettext_lazy(
+    "Stored, never shown: leave empty to keep it, or type a new one to replace it."
+)
+NEW_HINT = gettext_lazy("Stored encrypted and never shown again.")
+# The kinds' settings and credentials as the form names them (their keys are the API's).
+SETTING_WORDS = {
+    "path": pgettext_lazy("source setting", "path"),
+    "url": pgettext_lazy("source setting", "url"),
+    "branch": pgettext_lazy("source setting", "branch"),
+    "endpoint_url": pgettext_lazy("source setting", "endpoint url"),
+    "bucket": pgettext_lazy("source setting", "bucket"),
+    "prefix": pgettext_lazy("source setting", "prefix"),
+    "region": pgettext_lazy("source setting", "region"),
+    "tags_each_sync": pgettext_lazy("source setting", "tags each sync"),
+    "start_url": pgettext_lazy("source setting", "start url"),
+    "sitemap_url": pgettext_lazy("source setting", "sitemap url"),
+    "max_depth": pgettext_lazy("source setting", "max depth"),
+    "max_pages": pgettext_lazy("source setting", "max pages"),
+    "delay_seconds": pgettext_lazy("source setting", "delay seconds"),
+    "username": pgettext_lazy("source setting", "username"),
+    "password": pgettext_lazy("source setting", "password"),
+    "access_key_id": pgettext_lazy("source setting", "access key id"),
+    "secret_access_key": pgettext_lazy("source setting", "secret access key"),
+}
+SETTING_HELP = {
+    "tags_each_sync": gettext_lazy(
+        "yes: read every object's tags at each sync (one more request an object), so a tag "
+        "change alone updates the document's metadata. Empty or no: tags are read when the "
+        "bytes change."
+    ),
+}
 
 
 def config_field(kind: str, name: str) -> str:
@@ -48,8 +78,9 @@ def kind_fields(kind: str) -> list[str]:
     ]
 
 
-def _label(name: str) -> str:
-    return name.replace("_", " ")
+def setting_words(name: str) -> str:
+    """A kind's setting or credential as people read it ("start url")."""
+    return str(SETTING_WORDS.get(name, name.replace("_", " ")))
 
 
 class LinesField(forms.CharField):
@@ -84,10 +115,14 @@ class MappingField(forms.CharField):
             source, equals, target = line.partition("=")
             if not equals or not source.strip() or not target.strip():
                 raise forms.ValidationError(
-                    f"Line {number}: write “source field = knowledge-base field”."
+                    gettext("Line %(n)s: write “source field = knowledge-base field”.")
+                    % {"n": number}
                 )
             if source.strip() in mapping:
-                raise forms.ValidationError(f"Line {number}: {source.strip()} is mapped twice.")
+                raise forms.ValidationError(
+                    gettext("Line %(n)s: %(field)s is mapped twice.")
+                    % {"n": number, "field": source.strip()}
+                )
             mapping[source.strip()] = target.strip()
         return mapping
 
@@ -97,43 +132,62 @@ def _shown(value: Any) -> str:
 
 
 class SourceForm(forms.ModelForm):
-    kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none(), label="Knowledge base")
-    name = forms.CharField(max_length=200)
+    kb = forms.ModelChoiceField(
+        queryset=KnowledgeBase.objects.none(), label=gettext_lazy("Knowledge base")
+    )
+    name = forms.CharField(max_length=200, label=gettext_lazy("Name"))
     slug = forms.SlugField(
         max_length=50,
-        help_text="The first part of its documents' keys (slug/path). It cannot change once "
-        "the source has documents.",
+        label=gettext_lazy("Slug"),
+        help_text=gettext_lazy(
+            "The first part of its documents' keys (slug/path). It cannot change once the "
+            "source has documents."
+        ),
     )
     kind = forms.ChoiceField(
-        choices=[(name, kind.label) for name, kind in KINDS.items()],
-        help_text="Fixed once the source is saved.",
+        # the model's words for each kind (the registry's labels are the API's English)
+        choices=[(name, Source.Kind(name).label) for name in KINDS],
+        label=gettext_lazy("Kind"),
+        help_text=gettext_lazy("Fixed once the source is saved."),
     )
     enabled = forms.BooleanField(
-        required=False, initial=True, help_text="Unticked: paused, never synced."
+        required=False,
+        initial=True,
+        label=gettext_lazy("Enabled"),
+        help_text=gettext_lazy("Unticked: paused, never synced."),
     )
     include = LinesField(
         required=False,
-        help_text="Gitignore-style patterns, one a line (docs/**/*.md, *.pdf): only paths that "
-        "match one are taken. Empty: every path.",
+        label=gettext_lazy("Include"),
+        help_text=gettext_lazy(
+            "Gitignore-style patterns, one a line (docs/**/*.md, *.pdf): only paths that match "
+            "one are taken. Empty: every path."
+        ),
     )
     exclude = LinesField(
-        required=False, help_text="Gitignore-style patterns, one a line: paths left out."
+        required=False,
+        label=gettext_lazy("Exclude"),
+        help_text=gettext_lazy("Gitignore-style patterns, one a line: paths left out."),
     )
-    access_groups = SimpleArrayField(forms.CharField(max_length=100), required=False)
-    metadata_map = MappingField(required=False)
+    access_groups = SimpleArrayField(
+        forms.CharField(max_length=100), required=False, label=gettext_lazy("Access groups")
+    )
+    metadata_map = MappingField(required=False, label=gettext_lazy("Metadata map"))
     sync_every_minutes = forms.IntegerField(
         min_value=1,
         required=False,
-        label="Sync every (minutes)",
-        help_text="Empty: only when someone asks for a sync.",
+        label=gettext_lazy("Sync every (minutes)"),
+        help_text=gettext_lazy("Empty: only when someone asks for a sync."),
     )
     delete_threshold_percent = forms.IntegerField(
         min_value=1,
         max_value=100,
         initial=20,
-        label="Deletion threshold (%)",
-        help_text="A run that would delete more than this share of the source's documents "
-        "waits for a person to confirm.",
+        label=gettext_lazy("Deletion threshold (%)"),
+        help_text=gettext_lazy(
+            "A run that would delete more than this share of the source's documents waits for "
+            "a person to confirm."
+        ),
     )
 
     class Meta:
@@ -178,18 +232,20 @@ class SourceForm(forms.ModelForm):
             required = name in kind_class.REQUIRED_FIELDS
             self.fields[config_field(kind, name)] = forms.CharField(
                 required=False,
-                label=_label(name) + (" (required)" if required and not self.source else ""),
+                label=gettext("%(setting)s (required)") % {"setting": setting_words(name)}
+                if required and not self.source
+                else setting_words(name),
                 max_length=2000,
                 # wide: a folder's path, a site's or a repository's address is long
                 widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
-                help_text=kind_class.CONFIG_HELP.get(name, ""),
+                help_text=SETTING_HELP.get(name, kind_class.CONFIG_HELP.get(name, "")),
             )
             self.initial[config_field(kind, name)] = _shown(config.get(name))
         stored = self.source is not None and self.source.has_credentials
         for name in kind_class.SECRET_FIELDS:
             self.fields[secret_field(kind, name)] = forms.CharField(
                 required=False,
-                label=_label(name),
+                label=setting_words(name),
                 max_length=4096,
                 strip=False,
                 # never rendered back, not even after a refused save
@@ -202,27 +258,30 @@ class SourceForm(forms.ModelForm):
     def _explain(self) -> None:
         """Which groups the user may assign, and which fields the knowledge base declares."""
         if self.request.user.is_superuser:
-            held = "any"
+            held = gettext("any")
         else:
             reader = request_reader(self.request)
             held = (
                 ", ".join(sorted(reader.access_groups)) if reader and reader.access_groups else ""
             )
-            held = held or "none"
-        self.fields["access_groups"].help_text = (
+            held = held or gettext("none")
+        self.fields["access_groups"].help_text = gettext(
             "Comma-separated: the access groups of every document this source brings (empty: "
-            f"everyone in the tenant reads them). Groups you may assign: {held}."
+            "everyone in the tenant reads them). Groups you may assign: %(groups)s."
+        ) % {"groups": held}
+        help_text = gettext(
+            "One “source field = knowledge-base field” a line: an S3 object tag, a front-matter "
+            "key or an HTML meta name onto a metadata field the knowledge base declares."
         )
-        declared = ""
         if self.source is not None:
             names = sorted(
                 n for n, spec in field_specs(self.source.kb).items() if not spec.built_in
             )
-            declared = f" Fields {self.source.kb.name} declares: {', '.join(names) or 'none yet'}."
-        self.fields["metadata_map"].help_text = (
-            "One “source field = knowledge-base field” a line: an S3 object tag, a front-matter "
-            "key or an HTML meta name onto a metadata field the knowledge base declares." + declared
-        )
+            help_text += " " + gettext("Fields %(kb)s declares: %(fields)s.") % {
+                "kb": self.source.kb.name,
+                "fields": ", ".join(names) or gettext("none yet"),
+            }
+        self.fields["metadata_map"].help_text = help_text
 
     def _post_clean(self) -> None:
         """Nothing: `source_save` is the model's one check and its only writer (`clean`)."""
@@ -272,7 +331,11 @@ class SourceForm(forms.ModelForm):
                 self._first(kind_fields(kind)[len(kind_class.CONFIG_FIELDS) :]), str(exc)
             )
         except IntegrityError:  # a concurrent save took the slug after the service's check
-            self.add_error("slug", f"{kb} already has a source {data['slug']!r}.")
+            self.add_error(
+                "slug",
+                gettext("%(kb)s already has a source %(slug)s.")
+                % {"kb": kb, "slug": repr(data["slug"])},
+            )
         return data
 
     def _field_of(

@@ -20,10 +20,12 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.text import capfirst
+from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 
 from console.admin import source_actions
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
-from console.admin.source_form import CREDENTIAL_PREFIX, SourceForm, kind_fields
+from console.admin.source_form import CREDENTIAL_PREFIX, SourceForm, kind_fields, setting_words
 from kb.models import KnowledgeBase
 from sources.kinds.registry import KINDS
 from sources.models import Source, SourceItem, SyncRun
@@ -83,7 +85,7 @@ class SourceAdmin(TenantScopedAdmin):
 
     # --- the list -------------------------------------------------------------------------
 
-    @admin.display(description="knowledge base", ordering="kb__slug")
+    @admin.display(description=gettext_lazy("knowledge base"), ordering="kb__slug")
     def knowledge_base(self, source: Source) -> str:
         return format_html(
             '<a href="{}">{}</a>',
@@ -91,26 +93,30 @@ class SourceAdmin(TenantScopedAdmin):
             source.kb,
         )
 
-    @admin.display(description="state", ordering="enabled")
+    @admin.display(description=gettext_lazy("state"), ordering="enabled")
     def state(self, source: Source) -> str:
-        return "enabled" if source.enabled else "paused"
+        return (
+            pgettext("source state", "enabled")
+            if source.enabled
+            else pgettext("source state", "paused")
+        )
 
-    @admin.display(description="schedule", ordering="sync_every_minutes")
+    @admin.display(description=gettext_lazy("schedule"), ordering="sync_every_minutes")
     def schedule(self, source: Source) -> str:
         return source_actions.schedule_text(source)
 
-    @admin.display(description="last run")
+    @admin.display(description=gettext_lazy("last run"))
     def last_run(self, source: Source) -> str:
         run_id = getattr(source, "last_run_id", None)
         state = getattr(source, "last_run_state", None)
         if run_id is None or state is None:
-            return "never synced"
-        label = SyncRun.State(state).label
+            return gettext("never synced")
+        label = str(SyncRun.State(state).label)
         return run_state_html(state, label, reverse("admin:sources_syncrun_change", args=[run_id]))
 
-    @admin.display(description="runs")
+    @admin.display(description=gettext_lazy("runs"))
     def runs_link(self, source: Source) -> str:
-        return format_html('<a href="{}">Runs</a>', _runs_url(source))
+        return format_html('<a href="{}">{}</a>', _runs_url(source), gettext("Runs"))
 
     # --- the page ---------------------------------------------------------------------------
 
@@ -125,21 +131,23 @@ class SourceAdmin(TenantScopedAdmin):
             secrets = [f for f in fields if f.startswith(CREDENTIAL_PREFIX)]
             fieldsets.append(
                 (
-                    f"{KINDS[kind].label[:1].upper()}{KINDS[kind].label[1:]} settings",
+                    gettext("%(kind)s settings") % {"kind": capfirst(str(Source.Kind(kind).label))},
                     {
                         "fields": fields,
                         "classes": ["canon-kind-settings", f"canon-kind-{kind}"],
-                        "description": "Credentials are stored encrypted and never shown again."
+                        "description": gettext(
+                            "Credentials are stored encrypted and never shown again."
+                        )
                         if secrets
                         else "",
                     },
                 )
             )
         fieldsets += [
-            ("What it takes", {"fields": ["include", "exclude"]}),
-            ("The documents it brings", {"fields": ["access_groups", "metadata_map"]}),
+            (gettext("What it takes"), {"fields": ["include", "exclude"]}),
+            (gettext("The documents it brings"), {"fields": ["access_groups", "metadata_map"]}),
             (
-                "Schedule and deletions",
+                gettext("Schedule and deletions"),
                 {
                     "fields": ["sync_every_minutes", "delete_threshold_percent"]
                     + (["next_sync", "documents"] if obj is not None else [])
@@ -151,11 +159,11 @@ class SourceAdmin(TenantScopedAdmin):
     def _view_fieldsets(self, obj: Source) -> Any:
         return [
             (None, {"fields": ["kb", "kind", "name", "slug", "state"]}),
-            ("Settings", {"fields": ["settings", "credentials"]}),
-            ("What it takes", {"fields": ["included", "excluded"]}),
-            ("The documents it brings", {"fields": ["groups", "mapping"]}),
+            (gettext("Settings"), {"fields": ["settings", "credentials"]}),
+            (gettext("What it takes"), {"fields": ["included", "excluded"]}),
+            (gettext("The documents it brings"), {"fields": ["groups", "mapping"]}),
             (
-                "Schedule and deletions",
+                gettext("Schedule and deletions"),
                 {"fields": ["schedule", "threshold", "next_sync", "documents"]},
             ),
         ]
@@ -245,51 +253,57 @@ class SourceAdmin(TenantScopedAdmin):
 
     # --- read-only fields (the page of a viewer, and a few for everyone) ---------------------
 
-    @admin.display(description="settings")
+    @admin.display(description=gettext_lazy("settings"))
     def settings(self, source: Source) -> str:
-        rows = [(key.replace("_", " "), value) for key, value in (source.config or {}).items()]
+        rows = [(setting_words(key), value) for key, value in (source.config or {}).items()]
         return format_html_join("", "<div>{}: <code>{}</code></div>", rows) or "—"
 
-    @admin.display(description="credentials")
+    @admin.display(description=gettext_lazy("credentials"))
     def credentials(self, source: Source) -> str:
         if not KINDS[source.kind].SECRET_FIELDS:
-            return "none needed"
-        return "stored, never shown" if source.has_credentials else "none stored"
+            return gettext("none needed")
+        return gettext("stored, never shown") if source.has_credentials else gettext("none stored")
 
-    @admin.display(description="include")
+    @admin.display(description=gettext_lazy("include"))
     def included(self, source: Source) -> str:
-        return _lines(source.include, empty="every path")
+        return _lines(source.include, empty=gettext("every path"))
 
-    @admin.display(description="exclude")
+    @admin.display(description=gettext_lazy("exclude"))
     def excluded(self, source: Source) -> str:
-        return _lines(source.exclude, empty="nothing")
+        return _lines(source.exclude, empty=gettext("nothing"))
 
-    @admin.display(description="access groups")
+    @admin.display(description=gettext_lazy("access groups"))
     def groups(self, source: Source) -> str:
-        return ", ".join(source.access_groups) or "none: everyone in the tenant reads them"
+        return ", ".join(source.access_groups) or gettext("none: everyone in the tenant reads them")
 
-    @admin.display(description="metadata map")
+    @admin.display(description=gettext_lazy("metadata map"))
     def mapping(self, source: Source) -> str:
         rows = list((source.metadata_map or {}).items())
         return format_html_join("", "<div><code>{}</code> → {}</div>", rows) or "—"
 
-    @admin.display(description="next sync")
+    @admin.display(description=gettext_lazy("next sync"))
     def next_sync(self, source: Source) -> str:
         """When the schedule starts the next run; never a time for a paused source (none starts
         until it is resumed) nor for one without a schedule."""
         return source_actions.next_sync_text(source)
 
-    @admin.display(description="deletion threshold")
+    @admin.display(description=gettext_lazy("deletion threshold"))
     def threshold(self, source: Source) -> str:
-        return f"{source.delete_threshold_percent} % of the source's documents"
+        return gettext("%(n)s %% of the source's documents") % {
+            "n": source.delete_threshold_percent
+        }
 
-    @admin.display(description="documents")
+    @admin.display(description=gettext_lazy("documents"))
     def documents(self, source: Source) -> str:
         items = SourceItem.objects.filter(source=source)
         held = items.filter(document__isnull=False, gone_at__isnull=True).count()
         gone = items.filter(gone_at__isnull=False).count()
-        text = f"{held} document{'s' if held != 1 else ''} from this source"
-        return text + (f"; {gone} deleted since they left it" if gone else "")
+        text = ngettext(
+            "%(n)s document from this source", "%(n)s documents from this source", held
+        ) % {"n": held}
+        if gone:
+            text += gettext("; %(n)s deleted since they left it") % {"n": gone}
+        return text
 
 
 def kb_sources(request: HttpRequest, kb: KnowledgeBase) -> dict[str, Any] | None:
@@ -309,7 +323,7 @@ def kb_sources(request: HttpRequest, kb: KnowledgeBase) -> dict[str, Any] | None
                 "schedule": source_actions.schedule_text(source),
                 "run": run_state_html(
                     state,
-                    SyncRun.State(state).label,
+                    str(SyncRun.State(state).label),
                     reverse("admin:sources_syncrun_change", args=[run_id]),
                 )
                 if run_id and state
@@ -369,15 +383,15 @@ class SyncRunAdmin(ReadOnlyAdmin):
     fields = RUN_FIELDS
     readonly_fields = RUN_FIELDS
 
-    @admin.display(description="run", ordering="pk")
+    @admin.display(description=gettext_lazy("run"), ordering="pk")
     def run(self, run: SyncRun) -> str:
-        return f"Run {run.pk}"
+        return gettext("Run %(id)s") % {"id": run.pk}
 
-    @admin.display(description="state", ordering="state")
+    @admin.display(description=gettext_lazy("state"), ordering="state")
     def state_badge(self, run: SyncRun) -> str:
         return run_state_html(run.state, run.get_state_display())
 
-    @admin.display(description="source")
+    @admin.display(description=gettext_lazy("source"))
     def source_link(self, run: SyncRun) -> str:
         return format_html(
             '<a href="{}">{}</a> <span class="canon-quiet">({}, {})</span>',
@@ -407,7 +421,8 @@ class SyncRunAdmin(ReadOnlyAdmin):
                 can_answer=awaiting and request.user.has_perm("sources.sync_source"),
                 answer=sync_answer(run) if run.confirmed_at is not None else None,
                 times=run_time_split(run),
-                title=f"Sync run {run.pk} of {run.source}",
+                title=gettext("Sync run %(id)s of %(source)s")
+                % {"id": run.pk, "source": run.source},
             )
         return super().change_view(request, object_id, form_url, extra)
 

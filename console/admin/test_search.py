@@ -24,7 +24,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
+from console.admin.evaluation_pages import search_answer_context
 from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
 from console.admin.search_explained import (
@@ -65,39 +68,59 @@ def _kb_groups(kb: KnowledgeBase) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
+# The search modes as the form offers them (the API's names stay the values).
+MODE_WORDS = {
+    "hybrid": pgettext_lazy("search mode", "hybrid"),
+    "vector": pgettext_lazy("search mode", "vector"),
+    "keyword": pgettext_lazy("search mode", "keyword"),
+}
+
+
 class TestSearchForm(forms.Form):
-    query = forms.CharField(max_length=1000)
-    mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial="hybrid", required=False)
+    query = forms.CharField(max_length=1000, label=gettext_lazy("Query"))
+    mode = forms.ChoiceField(
+        choices=[(m, MODE_WORDS.get(m, m)) for m in MODES],
+        initial="hybrid",
+        required=False,
+        label=gettext_lazy("Mode"),
+    )
     top_k = forms.IntegerField(
         min_value=1,
         max_value=MAX_TOP_K,
         required=False,
+        label=gettext_lazy("Top k"),
         widget=forms.NumberInput(attrs={"placeholder": "10"}),
-        help_text=f"How many hits (1-{MAX_TOP_K}); empty: 10.",
+        help_text=format_lazy(gettext_lazy("How many hits (1-{max}); empty: 10."), max=MAX_TOP_K),
     )
     as_key = forms.BooleanField(
         required=False,
-        label="As a key with groups",
-        help_text="Search as an API key holding only the groups ticked below (none ticked: a "
-        "key that reads only documents without groups). Unticked: as you.",
+        label=gettext_lazy("As a key with groups"),
+        help_text=gettext_lazy(
+            "Search as an API key holding only the groups ticked below (none ticked: a "
+            "key that reads only documents without groups). Unticked: as you."
+        ),
     )
     groups = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple, label="Groups"
+        required=False, widget=forms.CheckboxSelectMultiple, label=gettext_lazy("Groups")
     )
     as_of = forms.DateTimeField(
         required=False,
-        label="As of",
-        help_text="What search returned at this time (within the retention window), e.g. "
-        "2025-05-01 14:30:00. Empty: now.",
+        label=gettext_lazy("As of"),
+        help_text=gettext_lazy(
+            "What search returned at this time (within the retention window), e.g. "
+            "2025-05-01 14:30:00. Empty: now."
+        ),
         widget=forms.DateTimeInput(attrs={"placeholder": "YYYY-MM-DD HH:MM:SS"}),
     )
     compare = forms.TypedChoiceField(
         required=False,
         coerce=int,
         empty_value=None,
-        label="Compare with",
-        help_text="Run the same query against another index version beside the active one: a "
-        "candidate, or a retired one kept for rollback.",
+        label=gettext_lazy("Compare with"),
+        help_text=gettext_lazy(
+            "Run the same query against another index version beside the active one: a "
+            "candidate, or a retired one kept for rollback."
+        ),
     )
 
     def __init__(
@@ -119,10 +142,10 @@ class TestSearchForm(forms.Form):
         assert isinstance(groups_field, forms.MultipleChoiceField)
         groups_field.choices = [(g, g) for g in groups]
         if not groups:
-            groups_field.help_text = "You hold no access groups."
+            groups_field.help_text = gettext("You hold no access groups.")
         compare = self.fields["compare"]
         assert isinstance(compare, forms.TypedChoiceField)
-        compare.choices = [("", "— nothing —")] + [
+        compare.choices = [("", gettext("— nothing —"))] + [
             (
                 c.version.pk,
                 f"v{c.version.number} ({c.state_label}: {c.version.provider}/"
@@ -134,7 +157,9 @@ class TestSearchForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("as_of") and data.get("compare"):
-            raise forms.ValidationError("Compare searches now: leave 'as of' empty to compare.")
+            raise forms.ValidationError(
+                gettext("Compare searches now: leave 'as of' empty to compare.")
+            )
         self.applied = checked_filter(self, self.specs)
         return data
 
@@ -152,23 +177,34 @@ class Candidate:
     def state_label(self) -> str:
         """ "ready: 2/2 built", "building: 1/2 built"; a retired version in few words."""
         if self.status.kind == "retired":
-            return STATE_WORDS["retired"]
+            return str(STATE_WORDS["retired"])
         return self.status.label
 
     @property
     def title(self) -> str:
         if self.status.kind == "retired":
-            return "Retired, kept for rollback"
-        return f"Candidate ({STATE_WORDS.get(self.status.kind, self.status.kind)})"
+            return gettext("Retired, kept for rollback")
+        return gettext("Candidate (%(state)s)") % {
+            "state": STATE_WORDS.get(self.status.kind, self.status.kind)
+        }
+
+    @property
+    def column_title(self) -> str:
+        """The title as the comparison table's column heading says it, within a sentence."""
+        if self.status.kind == "retired":
+            return gettext("retired, kept for rollback")
+        return gettext("candidate (%(state)s)") % {
+            "state": STATE_WORDS.get(self.status.kind, self.status.kind)
+        }
 
 
 # A version's state kind (`VersionStatus.kind`) in the few words of a column's title.
 STATE_WORDS = {
-    "ready": "ready",
-    "building": "building",
-    "indexing": "building its vector index",
-    "incomplete": "incomplete",
-    "retired": "retired, kept for rollback",
+    "ready": gettext_lazy("ready"),
+    "building": gettext_lazy("building"),
+    "indexing": gettext_lazy("building its vector index"),
+    "incomplete": gettext_lazy("incomplete"),
+    "retired": gettext_lazy("retired, kept for rollback"),
 }
 
 
@@ -209,7 +245,7 @@ def _principal(
     reader = kb_reader(request, kb)
     allowed = set(_kb_groups(kb)) if reader.all_groups else set(reader.access_groups)
     if not set(groups) <= allowed:  # the form's choices already refuse them; never wider
-        raise PermissionDenied("You may search only as groups you hold.")
+        raise PermissionDenied(gettext("You may search only as groups you hold."))
     if as_key:
         return Principal(
             tenant_id=kb.tenant_id,
@@ -332,7 +368,9 @@ def _side(
         result=result,
         query=query,
         mode=mode,
-        state=STATE_WORDS.get(candidate.status.kind) if candidate else None,
+        state=str(STATE_WORDS[candidate.status.kind])
+        if candidate and candidate.status.kind in STATE_WORDS
+        else None,
     )
     return Side(title, answered, result, rows, scores=score_words(result.ranking, mode))
 
@@ -340,12 +378,14 @@ def _side(
 def history_words(exc: HistoryOutOfRange) -> str:
     """Why an as-of search could not run, in the form's words (the API's name the field)."""
     if exc.earliest is None:
-        return "That time is in the future: choose a time before now in “As of”."
-    return (
-        f"That time is before the oldest history this knowledge base keeps ({exc.retention_days} "
-        f"days): the earliest time “As of” can show is "
-        f"{timezone.localtime(exc.earliest):%Y-%m-%d %H:%M:%S}."
-    )
+        return gettext("That time is in the future: choose a time before now in “As of”.")
+    return gettext(
+        "That time is before the oldest history this knowledge base keeps (%(days)s days): the "
+        "earliest time “As of” can show is %(earliest)s."
+    ) % {
+        "days": exc.retention_days,
+        "earliest": f"{timezone.localtime(exc.earliest):%Y-%m-%d %H:%M:%S}",
+    }
 
 
 def test_search_view(
@@ -354,7 +394,9 @@ def test_search_view(
     kb: KnowledgeBase = model_admin.get_scoped_object_or_404(request, object_id)
     allowed = model_admin.has_view_permission(request, kb)
     if not (allowed and request.user.has_perm("kb.view_document")):
-        raise PermissionDenied("You need the permissions to view knowledge bases and documents.")
+        raise PermissionDenied(
+            gettext("You need the permissions to view knowledge bases and documents.")
+        )
     reader = kb_reader(request, kb)
     groups = _kb_groups(kb) if reader.all_groups else sorted(reader.access_groups)
     candidates = _candidates(kb)
@@ -372,10 +414,14 @@ def test_search_view(
         principal = _principal(
             request, kb, as_key=data.get("as_key", False), groups=data.get("groups") or []
         )
-        when = "as of " + data["as_of"].isoformat(sep=" ") if data.get("as_of") else "now"
+        title = (
+            gettext("Active version, as of %(when)s") % {"when": data["as_of"].isoformat(sep=" ")}
+            if data.get("as_of")
+            else gettext("Active version, now")
+        )
         sides.append(
             _side(
-                title=f"Active version, {when}",
+                title=title,
                 principal=principal,
                 kb=kb,
                 data=data,
@@ -397,10 +443,10 @@ def test_search_view(
             comparison = index_version_comparison(
                 active=kb.active_index_version, candidate=candidate.version
             )
-            compare_title = candidate.title[:1].lower() + candidate.title[1:]
+            compare_title = candidate.column_title
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Test search: {kb.name}",
+        "title": gettext("Test search: %(name)s") % {"name": kb.name},
         "kb": kb,
         "form": form,
         "sides": sides,
@@ -411,6 +457,9 @@ def test_search_view(
         "meanings": list(dict.fromkeys(s.scores.meaning for s in sides if s.rows and s.scores)),
         "applied": form.applied if sides else None,
         "builder": ["where_field", "where_op", "where_value"],
+        # "This hit answers the question": the query becomes a question of a set (evaluation)
+        "answer": search_answer_context(request, kb) if sides else None,
+        "here": request.get_full_path(),
         "home_url": reverse("admin:kb_knowledgebase_home", args=[kb.pk]),
         "opts": model_admin.model._meta,
     }

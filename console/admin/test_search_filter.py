@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from kb.metadata import BOOLEAN, DATE, NUMBER, STRING_LIST, FieldSpec
 from retrieval.api.parsers import json_problem
@@ -30,37 +31,38 @@ from retrieval.filters.language import allowed_operators
 
 # How the builder names each operator (the API's name follows in the choice).
 OPERATOR_WORDS = {
-    "eq": "is",
-    "ne": "is not",
-    "gt": "is more than / after",
-    "gte": "is at least / on or after",
-    "lt": "is less than / before",
-    "lte": "is at most / on or before",
-    "in": "is one of",
-    "nin": "is none of",
-    "contains": "contains",
-    "starts_with": "starts with",
-    "ends_with": "ends with",
-    "exists": "has a value (yes / no)",
+    "eq": pgettext_lazy("filter operator", "is"),
+    "ne": pgettext_lazy("filter operator", "is not"),
+    "gt": pgettext_lazy("filter operator", "is more than / after"),
+    "gte": pgettext_lazy("filter operator", "is at least / on or after"),
+    "lt": pgettext_lazy("filter operator", "is less than / before"),
+    "lte": pgettext_lazy("filter operator", "is at most / on or before"),
+    "in": pgettext_lazy("filter operator", "is one of"),
+    "nin": pgettext_lazy("filter operator", "is none of"),
+    "contains": pgettext_lazy("filter operator", "contains"),
+    "starts_with": pgettext_lazy("filter operator", "starts with"),
+    "ends_with": pgettext_lazy("filter operator", "ends with"),
+    "exists": pgettext_lazy("filter operator", "has a value (yes / no)"),
 }
 TYPE_WORDS = {
-    "string": "text",
-    "number": "number",
-    "date": "date",
-    "boolean": "yes / no",
-    "string_list": "list of text",
+    "string": pgettext_lazy("filter type", "text"),
+    "number": pgettext_lazy("filter type", "number"),
+    "date": pgettext_lazy("filter type", "date"),
+    "boolean": pgettext_lazy("filter type", "yes / no"),
+    "string_list": pgettext_lazy("filter type", "list of text"),
 }
 # What the value input expects, per type (the page's script shows it as the placeholder).
 VALUE_HINTS = {
-    "string": "text",
-    "number": "a number, e.g. 2024",
+    "string": pgettext_lazy("filter type", "text"),
+    "number": gettext_lazy("a number, e.g. 2024"),
     "date": "YYYY-MM-DD",
-    "boolean": "yes or no",
-    "string_list": "text",
+    "boolean": gettext_lazy("yes or no"),
+    "string_list": pgettext_lazy("filter type", "text"),
 }
-LIST_HINT = "comma-separated: a, b, c"
-_YES = {"yes", "true", "1", "y"}
-_NO = {"no", "false", "0", "n"}
+LIST_HINT = gettext_lazy("comma-separated: a, b, c")
+# Yes and no as a person types them, in English or Chinese.
+_YES = {"yes", "true", "1", "y", "是"}
+_NO = {"no", "false", "0", "n", "否"}
 # The builder's one condition is checked (and its errors placed) under this name.
 BUILT = "condition"
 
@@ -71,12 +73,17 @@ def add_filter_inputs(form: forms.Form, specs: Mapping[str, FieldSpec]) -> None:
     ordered = sorted(specs.values(), key=lambda s: (s.built_in, s.name))
     form.fields["where_field"] = forms.ChoiceField(
         required=False,
-        label="Filter",
-        choices=[("", "— no condition —")]
+        label=gettext("Filter"),
+        choices=[("", gettext("— no condition —"))]
         + [
             (
                 s.name,
-                f"{s.name} ({TYPE_WORDS.get(s.type, s.type)}{', built-in' if s.built_in else ''})",
+                (
+                    gettext("%(name)s (%(type)s, built-in)")
+                    if s.built_in
+                    else gettext("%(name)s (%(type)s)")
+                )
+                % {"name": s.name, "type": TYPE_WORDS.get(s.type, s.type)},
             )
             for s in ordered
         ],
@@ -86,7 +93,7 @@ def add_filter_inputs(form: forms.Form, specs: Mapping[str, FieldSpec]) -> None:
     )
     form.fields["where_op"] = forms.ChoiceField(
         required=False,
-        label="Operator",
+        label=gettext("Operator"),
         choices=[(op, f"{OPERATOR_WORDS[op]} ({op})") for op in OPERATORS],
         initial="eq",
     )
@@ -94,19 +101,24 @@ def add_filter_inputs(form: forms.Form, specs: Mapping[str, FieldSpec]) -> None:
         {kind: sorted(allowed_operators(kind)) for kind in TYPE_WORDS}
     )
     form.fields["where_value"] = forms.CharField(
-        required=False, label="Value", max_length=2000, strip=True
+        required=False, label=gettext("Value"), max_length=2000, strip=True
     )
     form.fields["where_value"].widget.attrs["data-hints"] = json.dumps(
-        {**VALUE_HINTS, "list": LIST_HINT}
+        {**{kind: str(hint) for kind, hint in VALUE_HINTS.items()}, "list": str(LIST_HINT)}
     )
     form.fields["filter"] = forms.CharField(
         required=False,
-        label="Filter (JSON)",
+        label=gettext("Filter (JSON)"),
         max_length=MAX_FILTER_CHARS,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "class": "vLargeTextField"}),
-        help_text="For anything the condition above cannot say: the API's filter, e.g. "
-        '{"or": [{"field": "year", "op": "gte", "value": 2024}, {"not": {"field": "tags", '
-        '"op": "contains", "value": "draft"}}]}. With a condition above, both must hold.',
+        help_text=gettext(
+            "For anything the condition above cannot say: the API's filter, e.g. %(example)s. "
+            "With a condition above, both must hold."
+        )
+        % {
+            "example": '{"or": [{"field": "year", "op": "gte", "value": 2024}, {"not": '
+            '{"field": "tags", "op": "contains", "value": "draft"}}]}'
+        },
     )
 
 
@@ -155,13 +167,13 @@ def _built_condition(form: forms.Form, specs: Mapping[str, FieldSpec]) -> dict[s
     name, op, text = data.get("where_field"), data.get("where_op") or "eq", data.get("where_value")
     if not name:
         if text:
-            form.add_error("where_field", "Choose the field the value is for.")
+            form.add_error("where_field", gettext("Choose the field the value is for."))
         return None
     spec = specs[name]  # a ChoiceField: only the knowledge base's fields get here
     if op == "exists":
         return {"field": name, "op": op, "value": _yes_no(text or "yes")}
     if not text:
-        form.add_error("where_value", "Give a value to compare with.")
+        form.add_error("where_value", gettext("Give a value to compare with."))
         return None
     single = "string" if spec.type == STRING_LIST else spec.type
     if op in ("in", "nin") or (spec.type == STRING_LIST and op == "eq"):
@@ -212,10 +224,10 @@ def _json_filter(form: forms.Form, text: str) -> Any:
     try:
         value = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
-        form.add_error("filter", "filter: nests too deep to read.")
+        form.add_error("filter", gettext("filter: nests too deep to read."))
         return None
     except ValueError as exc:
-        form.add_error("filter", f"filter: not valid JSON ({exc}).")
+        form.add_error("filter", gettext("filter: not valid JSON (%(why)s).") % {"why": exc})
         return None
     problem = json_problem(value)
     if problem:

@@ -16,9 +16,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin.confirmation import require
 from console.admin.scoping import TenantScopedAdmin, groups_refused
+from console.admin.upload_words import key_unavailable_words
+from console.formats import accepted_kinds_words
 from kb.models import (
     Document,
     KnowledgeBase,
@@ -35,14 +38,17 @@ from kb.uploads import (
     oversized_messages,
     upload_accept,
 )
-from retrieval.api.uploads import key_unavailable
-from textkit.extract import accepted_extensions, accepted_kinds
+from textkit.extract import accepted_extensions
 
 
 class UploadManyForm(forms.Form):
-    kb = forms.ModelChoiceField(queryset=KnowledgeBase.objects.none(), label="Knowledge base")
+    kb = forms.ModelChoiceField(
+        queryset=KnowledgeBase.objects.none(), label=gettext_lazy("Knowledge base")
+    )
     access_groups = forms.CharField(
-        required=False, help_text="Comma-separated, for new documents; only groups you hold."
+        label=gettext_lazy("Access groups"),
+        required=False,
+        help_text=gettext_lazy("Comma-separated, for new documents; only groups you hold."),
     )
 
     def __init__(self, *args: Any, kbs: Any, request: HttpRequest, **kwargs: Any) -> None:
@@ -70,7 +76,14 @@ def key_of(name: str) -> str:
 def unavailable(accepted: AcceptedUpload, key: str) -> str:
     """The one answer for a key held by a document the uploader may not write, restricted or
     deleted alike: the API's words (`retrieval.api.uploads.key_unavailable`)."""
-    return f"Not uploaded: {accepted.original_name}: {key_unavailable(key).message}"
+    return not_uploaded(accepted.original_name, key_unavailable_words(key))
+
+
+def not_uploaded(what: str, why: str = "") -> str:
+    """ "Not uploaded: name.pdf: why" (or "Not uploaded: why" when the why names the file)."""
+    if why:
+        return gettext("Not uploaded: %(file)s: %(why)s") % {"file": what, "why": why}
+    return gettext("Not uploaded: %(why)s") % {"why": what}
 
 
 def writable_document(
@@ -118,9 +131,9 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
         files = request.FILES.getlist("files")
         oversized = oversized_messages(request)  # refused while they streamed in
         for message in oversized:
-            messages.error(request, f"Not uploaded: {message}")
+            messages.error(request, not_uploaded(message))
         if not files and not oversized:
-            messages.error(request, "Choose at least one file.")
+            messages.error(request, gettext("Choose at least one file."))
         kb = form.cleaned_data["kb"]
         groups = form.cleaned_data["access_groups"]
         clashes: list[Clash] = []
@@ -128,7 +141,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
             try:
                 accepted = upload_accept(upload)
             except UploadRejected as exc:
-                messages.error(request, f"Not uploaded: {exc}")
+                messages.error(request, not_uploaded(str(exc)))
                 continue
             key = key_of(accepted.original_name)
             document, writable = writable_document(model_admin, request, kb, key)
@@ -139,8 +152,14 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
             elif not model_admin.has_change_permission(request, document):
                 messages.error(
                     request,
-                    f"Not uploaded: {accepted.original_name}: it would be a new revision of "
-                    f"{key}, and you may not upload revisions.",
+                    not_uploaded(
+                        accepted.original_name,
+                        gettext(
+                            "it would be a new revision of %(key)s, and you may not upload "
+                            "revisions."
+                        )
+                        % {"key": key},
+                    ),
                 )
             else:
                 clashes.append(_clash(request, accepted, document))
@@ -150,9 +169,9 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
             return HttpResponseRedirect(reverse("admin:kb_document_changelist"))
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": "Upload files",
+        "title": gettext("Upload files"),
         "form": form,
-        "accepted_kinds": accepted_kinds(),
+        "accepted_kinds": accepted_kinds_words(),
         "accept": ",".join(accepted_extensions()),
         "opts": model_admin.model._meta,
     }
@@ -185,12 +204,16 @@ def _create(
     model_admin.log_addition(
         request,
         revision.document,
-        f"Added with Upload files; uploaded {accepted.original_name} ({size}) as revision 1.",
+        gettext("Added with Upload files; uploaded %(name)s (%(size)s) as revision 1.")
+        % {"name": accepted.original_name, "size": size},
     )
     messages.success(
         request,
-        f"New document {key} from {accepted.original_name} ({size}); its title is the one "
-        "found in the file once it is parsed.",
+        gettext(
+            "New document %(key)s from %(name)s (%(size)s); its title is the one found in the "
+            "file once it is parsed."
+        )
+        % {"key": key, "name": accepted.original_name, "size": size},
     )
 
 
@@ -215,9 +238,10 @@ def _confirmation_page(
     n = len(clashes)
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": "1 file would become a new revision"
-        if n == 1
-        else f"{n} files would become new revisions",
+        "title": ngettext(
+            "%(n)s file would become a new revision", "%(n)s files would become new revisions", n
+        )
+        % {"n": n},
         "kb": kb,
         "clashes": clashes,
         "approval": awaiting_approval_words() if kb.require_approval else "",
@@ -237,7 +261,7 @@ def upload_revisions_view(model_admin: TenantScopedAdmin, request: HttpRequest) 
         return HttpResponseRedirect(reverse("admin:kb_document_upload"))
     kb = model_admin.scoped_queryset(request, KnowledgeBase).filter(pk=_int(request, "kb")).first()
     if kb is None:
-        raise Http404("Not found.")
+        raise Http404(gettext("Not found."))
     count = min(_int(request, "count"), 1000)
     tokens = [request.POST.get(f"token-{i}", "") for i in range(count)]
     kept = [
@@ -246,19 +270,28 @@ def upload_revisions_view(model_admin: TenantScopedAdmin, request: HttpRequest) 
     ]
     if "cancel" in request.POST:
         names = ", ".join(accepted.original_name for _, accepted, _ in kept if accepted)
-        messages.info(request, f"Not uploaded, as you chose: {names or 'nothing'}.")
+        messages.info(
+            request,
+            gettext("Not uploaded, as you chose: %(names)s.")
+            % {"names": names or gettext("nothing")},
+        )
         return HttpResponseRedirect(documents_url)
     skipped = []
     for i, accepted, document_id in kept:
         if accepted is None:
-            messages.error(request, "Not uploaded: a file is no longer kept; choose it again.")
+            messages.error(
+                request, not_uploaded(gettext("a file is no longer kept; choose it again."))
+            )
             continue
         if f"replace-{i}" not in request.POST:
             skipped.append(accepted.original_name)
             continue
         _revise(model_admin, request, kb, accepted, document_id)
     if skipped:
-        messages.info(request, f"Not uploaded, as you chose: {', '.join(skipped)}.")
+        messages.info(
+            request,
+            gettext("Not uploaded, as you chose: %(names)s.") % {"names": ", ".join(skipped)},
+        )
     return HttpResponseRedirect(documents_url)
 
 
@@ -277,14 +310,23 @@ def _revise(
     if document is None or document.pk != document_id:
         messages.error(
             request,
-            f"Not uploaded: {accepted.original_name}: the document with key {key!r} is not the "
-            "one you confirmed any more; upload the file again.",
+            not_uploaded(
+                accepted.original_name,
+                gettext(
+                    "the document with key %(key)s is not the one you confirmed any more; upload "
+                    "the file again."
+                )
+                % {"key": repr(key)},
+            ),
         )
         return
     if not model_admin.has_change_permission(request, document):
         messages.error(
             request,
-            f"Not uploaded: {accepted.original_name}: you may not upload revisions of {key}.",
+            not_uploaded(
+                accepted.original_name,
+                gettext("you may not upload revisions of %(key)s.") % {"key": key},
+            ),
         )
         return
     size = filesizeformat(accepted.stored.size)
@@ -302,11 +344,13 @@ def _revise(
     model_admin.log_change(
         request,
         document,
-        f"Uploaded {accepted.original_name} ({size}) as revision {revision.number} "
-        "with Upload files.",
+        gettext("Uploaded %(name)s (%(size)s) as revision %(n)s with Upload files.")
+        % {"name": accepted.original_name, "size": size, "n": revision.number},
     )
     messages.success(
-        request, f"Revision {revision.number} of {key} from {accepted.original_name} ({size})."
+        request,
+        gettext("Revision %(n)s of %(key)s from %(name)s (%(size)s).")
+        % {"n": revision.number, "key": key, "name": accepted.original_name, "size": size},
     )
 
 

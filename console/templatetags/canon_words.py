@@ -1,5 +1,7 @@
-"""Words the admin's pages share: who did something when no person did (`who`), and a file's
-kind as the upload pages name it rather than its media type (`format_label`)."""
+"""Words the admin's pages share: who did something when no person did (`who`), a file's
+kind as the upload pages name it rather than its media type (`format_label`), and the words for
+codes the models store (a task's status, a build's state, a History action, a metadata field's
+type, a sync run's outcome), each the code itself in English."""
 
 from __future__ import annotations
 
@@ -8,16 +10,19 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
-from textkit.extract import format_label as _format_label
+from console import words
+from console.formats import format_words, location_words
+from textkit.extract import Location
 
 register = template.Library()
 
 # Published because it was built, in a knowledge base that needs no approval.
-AUTOMATIC = "Canon, when built"
+AUTOMATIC = gettext_noop("Canon, when built")
 # What else comes without a person: uploads, deletions and restores through an API key or by a
 # source's sync, and a key's answer to the deletions a sync held.
-NO_PERSON = "an API key or a sync"
+NO_PERSON = gettext_noop("an API key or a sync")
 BY_KEY_OR_SYNC = {
     "upload",
     "revision",
@@ -29,7 +34,12 @@ BY_KEY_OR_SYNC = {
     "kept (not deleted)",
 }
 # Anything else is done by people in the admin; without one it came from a script.
-UNRECORDED = "no person recorded"
+UNRECORDED = gettext_noop("no person recorded")
+
+
+WHY_AUTOMATIC = gettext_lazy("published as soon as it was built: no approval is needed")
+WHY_NO_PERSON = gettext_lazy("no person: a client of the API with a key, or a source's sync")
+WHY_UNRECORDED = gettext_lazy("done outside the admin, by a script: no person is recorded")
 
 
 @register.simple_tag
@@ -40,15 +50,61 @@ def who(actor: Any, automatic: bool = False, action: str = "") -> SafeString:
     if actor:
         return format_html("{}", actor)
     if automatic or action == "publish":
-        words, why = AUTOMATIC, "published as soon as it was built: no approval is needed"
+        words, why = AUTOMATIC, WHY_AUTOMATIC
     elif action in BY_KEY_OR_SYNC:
-        words, why = NO_PERSON, "no person: a client of the API with a key, or a source's sync"
+        words, why = NO_PERSON, WHY_NO_PERSON
     else:
-        words, why = UNRECORDED, "done outside the admin, by a script: no person is recorded"
-    return format_html('<span class="canon-quiet canon-who" title="{}">{}</span>', why, words)
+        words, why = UNRECORDED, WHY_UNRECORDED
+    # the constants are English (tests and callers compare them); the page says them translated
+    return format_html(
+        '<span class="canon-quiet canon-who" title="{}">{}</span>', why, gettext(words)
+    )
 
 
 @register.filter
 def format_label(media_type: str) -> str:
     """ "application/pdf" as "PDF", "text/csv" as "CSV (.csv)"; an unknown type as itself."""
-    return _format_label(media_type or "")
+    return format_words(media_type or "")
+
+
+@register.filter
+def place(location: Any) -> str:
+    """A chunk's stored location (`Location.to_json`) in words: "page 3", "sheet Q3, rows 2-41";
+    "" when it has none."""
+    if not isinstance(location, dict):
+        return ""
+    try:
+        return location_words(Location.from_json(location))
+    except (KeyError, TypeError, ValueError):
+        return ""
+
+
+@register.filter
+def task_status(code: str) -> str:
+    return words.word(words.TASK_STATUS, code)
+
+
+@register.filter
+def build_state(code: str) -> str:
+    return words.word(words.BUILD_STATE, code)
+
+
+@register.filter
+def history_action(code: str) -> str:
+    return words.word(words.HISTORY_ACTION, code)
+
+
+@register.filter
+def field_type(code: str) -> str:
+    return words.word(words.FIELD_TYPE, code)
+
+
+@register.filter
+def run_count(code: str) -> str:
+    return words.word(words.RUN_COUNT, code)
+
+
+@register.filter
+def role_words(role: str) -> str:
+    """A role's group name ("Index admins") in the page's language."""
+    return words.role_words(role)

@@ -17,7 +17,15 @@ from evaluation.models import (
     EvaluationRun,
 )
 from evaluation.question_files import MAX_EXPECTED, MAX_QUESTIONS
-from evaluation.selectors import Keys, ResultRow, RunStatus
+from evaluation.selectors import (
+    CHANGES,
+    MISSED,
+    SAME,
+    Keys,
+    ResultRow,
+    RunComparison,
+    RunStatus,
+)
 from retrieval.api.serializers import DocumentPageInput, cursor_encode
 from retrieval.search.engine import MODES
 
@@ -288,4 +296,81 @@ class ResultPageOutput(serializers.Serializer):
         return {
             "results": [ResultOutput(row).data for row in rows],
             "next_cursor": cursor_encode(after) if after is not None else None,
+        }
+
+
+class FigureChangeOutput(serializers.Serializer):
+    figure = serializers.CharField()
+    before = serializers.FloatField(allow_null=True)
+    after = serializers.FloatField(allow_null=True)
+    change = serializers.FloatField(allow_null=True, help_text="after minus before")
+
+
+class QuestionChangeOutput(serializers.Serializer):
+    question = serializers.CharField(help_text="The question's id.")
+    text = serializers.CharField()
+    mode = serializers.CharField()
+    before = serializers.IntegerField(allow_null=True, help_text="Its rank before; null: missed.")
+    after = serializers.IntegerField(allow_null=True, help_text="Its rank after; null: missed.")
+    change = serializers.ChoiceField(
+        choices=list(CHANGES),
+        help_text="lost (found, then missed), gained (missed, then found), down, up, added / "
+        "removed (asked by one run only), missed (by both), same.",
+    )
+
+
+class ModeComparisonOutput(serializers.Serializer):
+    mode = serializers.CharField()
+    figures = FigureChangeOutput(many=True)
+    counts = serializers.DictField(
+        child=serializers.IntegerField(), help_text="How many questions changed each way."
+    )
+
+
+class ComparisonOutput(serializers.Serializer):
+    """Two runs side by side (`evaluation.selectors.run_comparison`)."""
+
+    before = serializers.IntegerField(help_text="The first run's id.")
+    after = serializers.IntegerField(help_text="The second run's id.")
+    modes = ModeComparisonOutput(many=True, help_text="Per mode both runs asked.")
+    changes = QuestionChangeOutput(
+        many=True, help_text="Every question whose rank changed, most telling first."
+    )
+    unchanged = serializers.IntegerField(help_text="Answers of the same rank, or missed by both.")
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What makes the runs less comparable (other sets, set versions, settings).",
+    )
+
+    def to_representation(self, instance: Any) -> Any:
+        comparison: RunComparison = instance
+        steady = (SAME, MISSED)
+        return {
+            "before": comparison.before.pk,
+            "after": comparison.after.pk,
+            "modes": [
+                {
+                    "mode": mode,
+                    "figures": [
+                        {"figure": name, "before": a, "after": b, "change": d}
+                        for name, a, b, d in comparison.figures[mode]
+                    ],
+                    "counts": comparison.counts[mode],
+                }
+                for mode in comparison.modes
+            ],
+            "changes": [
+                {
+                    "question": c.external_id,
+                    "text": c.text,
+                    "mode": c.mode,
+                    "before": c.before,
+                    "after": c.after,
+                    "change": c.change,
+                }
+                for c in comparison.changes
+                if c.change not in steady
+            ],
+            "unchanged": sum(1 for c in comparison.changes if c.change in steady),
+            "notes": comparison.notes,
         }

@@ -5,6 +5,7 @@ from django.urls import path
 from django.views.decorators.common import no_append_slash
 
 from evaluation.api.views import (
+    EvaluationCompareView,
     EvaluationDetailView,
     EvaluationListView,
     EvaluationResultsView,
@@ -49,5 +50,10 @@ urlpatterns = [
         "evaluations/<int:evaluation_id>/results",
         no_append_slash(EvaluationResultsView.as_view()),
         name="evaluation-results",
+    ),
+    path(
+        "evaluations/<int:evaluation_id>/compare/<int:other_id>",
+        no_append_slash(EvaluationCompareView.as_view()),
+        name="evaluation-compare",
     ),
 ]

@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from evaluation.api.serializers import (
     COUNT_ATTR,
     STATUS_ATTR,
+    ComparisonOutput,
     EvaluationInput,
     EvaluationOutput,
     EvaluationPageInput,
@@ -45,6 +46,7 @@ from evaluation.selectors import (
     question_export,
     question_rows,
     question_sets_of_kb,
+    run_comparison,
     run_results,
     run_status,
 )
@@ -489,3 +491,30 @@ class EvaluationResultsView(APIView):
             limit=params.validated_data["limit"],
         )
         return Response(ResultPageOutput((rows, after)).data)
+
+
+class EvaluationCompareView(APIView):
+    @extend_schema(
+        operation_id="evaluation_compare",
+        responses={200: ComparisonOutput, **_errors(400)},
+        description="Run `evaluation_id` (before) beside run `other_id` (after), both of one "
+        "knowledge base: each figure of each mode both asked, with its change, and every "
+        "question whose rank changed (lost, gained, down, up; asked by one run only), as the "
+        "admin's Compare page and the swap's confirmation show them. `notes` say what makes "
+        "the runs less comparable. Questions are named by their texts and ranks only.",
+    )
+    def get(self, request: Request, evaluation_id: int, other_id: int) -> Response:
+        principal = principal_or_401(request)
+        before = _run_or_404(principal, evaluation_id)
+        after = _run_or_404(principal, other_id)
+        _may(request, principal, VIEW)
+        if before.kb_id != after.kb_id:
+            raise ValidationError(
+                {
+                    "other_id": [
+                        f"Evaluation {other_id} is of another knowledge base: only runs "
+                        "of one knowledge base compare."
+                    ]
+                }
+            )
+        return Response(ComparisonOutput(run_comparison(before, after)).data)

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from evaluation.models import EvaluationRun, Question, QuestionSet
-from kb.models import IndexVersion, KnowledgeBase
+from kb.models import Build, IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import live_index_versions
 from kb.selectors.metadata import DocumentReader
 from kb.services.base import ActionRefused, Actor, actor_id
@@ -28,16 +29,22 @@ def evaluation_request(
     modes: Sequence[str],
     reader: DocumentReader,
     index_version: IndexVersion | None = None,
+    served_build: Build | None = None,
+    scheduled: bool = False,
     actor: Actor = None,
 ) -> tuple[EvaluationRun, bool]:
     """Ask every question of `question_set` of `kb` in each of `modes`: of its active version
     (pinned when the run starts), or of `index_version` (a candidate, or a retired version still
-    kept). The run reads as `reader` (the requester's access groups, kept on the run).
+    kept), or with `served_build` (a document's pending revision, built and complete) served
+    instead of that document's live build, the rest of the knowledge base as its version serves
+    it. The run reads as `reader` (the requester's access groups, kept on the run); `scheduled`:
+    the nightly schedule asked (`evaluation.services.schedule`).
 
-    Idempotent: while a run of the same set, version and modes is open, asking again returns it.
-    Returns (run, created). Refused (ActionRefused, with the reason) for an empty set, a set or
-    version of another knowledge base, a version no longer built for, no mode or an unknown one.
-    Takes the set's row lock (no key), then writes the run, its task and its outbox event."""
+    Idempotent: while a run of the same set, version, build and modes is open, asking again
+    returns it. Returns (run, created). Refused (ActionRefused, with the reason) for an empty
+    set, a set, version or build of another knowledge base, a version no longer built for, a
+    build not complete, no mode or an unknown one. Takes the set's row lock (no key), then
+    writes the run, its task and its outbox event."""
     chosen = list(dict.fromkeys(modes))
     unknown = [mode for mode in chosen if mode not in MODES]
     if not chosen or unknown:
@@ -47,6 +54,8 @@ def evaluation_request(
     if kb.active_index_version_id is None:
         raise ActionRefused(f"{kb.name} has no active index version to ask.")
     version = _target(kb, index_version)
+    if served_build is not None:
+        version = _revision_target(kb, served_build)
     with transaction.atomic():
         locked = QuestionSet.objects.select_for_update(no_key=True).get(pk=question_set.pk)
         evaluation_runs_close_orphaned(question_set=locked)
@@ -58,6 +67,7 @@ def evaluation_request(
                 question_set=locked,
                 state__in=EvaluationRun.OPEN_STATES,
                 index_version=version,
+                served_build=served_build,
                 modes=chosen,
                 question_set_version=locked.version,
             )
@@ -71,11 +81,11 @@ def evaluation_request(
             kb=kb,
             question_set=locked,
             question_set_version=locked.version,
-            target=EvaluationRun.Target.ACTIVE
-            if version is None
-            else EvaluationRun.Target.CANDIDATE,
+            target=_target_kind(version, served_build),
             index_version=version,
+            served_build=served_build,
             modes=chosen,
+            scheduled=scheduled,
             task=task,
             access_groups=sorted(reader.access_groups),
             all_groups=reader.all_groups,
@@ -97,6 +107,38 @@ def _target(kb: KnowledgeBase, index_version: IndexVersion | None) -> IndexVersi
             "and collected): it cannot be asked."
         )
     return index_version
+
+
+def _target_kind(version: IndexVersion | None, served_build: Build | None) -> str:
+    if served_build is not None:
+        return EvaluationRun.Target.REVISION
+    return EvaluationRun.Target.ACTIVE if version is None else EvaluationRun.Target.CANDIDATE
+
+
+# A build that may be served instead of its document's live one: complete, and not set aside.
+SERVABLE = (Build.State.READY, Build.State.LIVE)
+
+
+def _revision_target(kb: KnowledgeBase, build: Build) -> IndexVersion:
+    """The version a run of a pending revision asks: its build's, which must be the active one
+    (the knowledge base as search serves it, but for that document)."""
+    if build.kb_id != kb.pk:
+        raise ActionRefused(gettext("That build belongs to another knowledge base."))
+    if build.index_version_id != kb.active_index_version_id:
+        raise ActionRefused(
+            gettext(
+                "That build is of an index version search does not serve: only a revision built "
+                "in the active version can be asked in its place."
+            )
+        )
+    if build.state not in SERVABLE or build.collected_at is not None:
+        raise ActionRefused(
+            gettext(
+                "Revision %(n)s's build is %(state)s: only a complete build can be served instead."
+            )
+            % {"n": build.revision.number, "state": build.get_state_display().lower()}
+        )
+    return build.index_version
 
 
 def evaluation_runs_close_orphaned(*, question_set: QuestionSet | None = None) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from kb.models import (
     Build,
@@ -57,9 +58,17 @@ EMBED_PERCENT = 80
 
 RUNNING_BUILD_STATES = (Build.State.PENDING, Build.State.BUILDING)
 # The progress label of a build that never got a chunk count, by state.
-NOT_CHUNKED: dict[str, str] = {
-    Build.State.FAILED: "— (failed before chunking)",
-    Build.State.SUPERSEDED: "— (not chunked)",
+NOT_CHUNKED: dict[str, Any] = {
+    Build.State.FAILED: gettext_lazy("— (failed before chunking)"),
+    Build.State.SUPERSEDED: gettext_lazy("— (not chunked)"),
+}
+# A build's stage in words (`build_progress_of`'s "stage" stays the code).
+STAGE_WORDS: dict[str, Any] = {
+    "queued": pgettext_lazy("build stage", "queued"),
+    "parsing": pgettext_lazy("build stage", "parsing"),
+    "embedding": pgettext_lazy("build stage", "embedding"),
+    "writing": pgettext_lazy("build stage", "writing"),
+    Build.State.BUILDING: pgettext_lazy("build stage", "building"),
 }
 
 
@@ -118,13 +127,17 @@ def build_progress_of(*, build: Build) -> dict[str, object]:
         percent = max(0, min(100, weighted // expected))
     if expected is None:
         # never chunked (it failed while parsing, say): no figures to show, and the word why
-        label = stage if build.state in RUNNING_BUILD_STATES else NOT_CHUNKED.get(build.state, "—")
+        label = (
+            str(STAGE_WORDS.get(stage, stage))
+            if build.state in RUNNING_BUILD_STATES
+            else str(NOT_CHUNKED.get(build.state, "—"))
+        )
         if stage == "parsing" and build.parse_progress:
             label = build.parse_progress  # "OCR page 12/40"
     elif stage == "embedding":
-        label = f"embedding {embedded}/{expected}"
+        label = gettext("embedding %(done)s/%(of)s") % {"done": embedded, "of": expected}
     elif build.state in RUNNING_BUILD_STATES:
-        label = f"{stage} {written}/{expected}"
+        label = f"{STAGE_WORDS.get(stage, stage)} {written}/{expected}"
     else:
         label = f"{written}/{expected}"
     return {
@@ -196,31 +209,43 @@ def build_role_of(*, build: Build, pointed: bool | None = None, now: Any = None)
     if pointed:
         if version.pk == kb.active_index_version_id:
             if build.document.deleted_at is None:
-                return BuildRole("served", "served now")
-            return BuildRole("kept_for_restore", "kept for restore (document deleted)")
+                return BuildRole("served", gettext("served now"))
+            return BuildRole("kept_for_restore", gettext("kept for restore (document deleted)"))
         if version.state == IndexVersion.State.RETIRED:
             until = retained_until(version, kb.retention_days)
             if version.collected_at is None and until and until >= (now or timezone.now()):
                 return BuildRole(
-                    "kept_for_rollback", f"kept for rollback (retired v{version.number})"
+                    "kept_for_rollback",
+                    gettext("kept for rollback (retired v%(n)s)") % {"n": version.number},
                 )
-            return BuildRole("retired", f"retired v{version.number}, past retention")
-        return BuildRole("candidate", f"candidate (v{version.number}, not active)")
+            return BuildRole(
+                "retired", gettext("retired v%(n)s, past retention") % {"n": version.number}
+            )
+        return BuildRole(
+            "candidate", gettext("candidate (v%(n)s, not active)") % {"n": version.number}
+        )
     if build.state in RUNNING_BUILD_STATES:
         return BuildRole("building", str(build_progress_of(build=build)["label"]))
     if build.state == Build.State.READY:
-        return BuildRole("awaiting_approval", "awaiting approval")
+        return BuildRole("awaiting_approval", gettext("awaiting approval"))
     if build.state == Build.State.FAILED:
         if not failure_is_current(build):
             desired = build.document.desired_revision
             return BuildRole(
                 "failed_earlier",
-                f"failed earlier; r{desired} is the current revision" if desired else "failed",
+                gettext("failed earlier; r%(n)s is the current revision") % {"n": desired}
+                if desired
+                else gettext("failed"),
             )
-        return BuildRole("failed", f"failed: {build.error}" if build.error else "failed")
+        return BuildRole(
+            "failed",
+            gettext("failed: %(error)s") % {"error": build.error}
+            if build.error
+            else gettext("failed"),
+        )
     if build.collected_at is not None:
-        return BuildRole("superseded", "superseded (chunks collected)")
-    return BuildRole("superseded", "superseded")
+        return BuildRole("superseded", gettext("superseded (chunks collected)"))
+    return BuildRole("superseded", gettext("superseded"))
 
 
 def build_roles(*, builds: Iterable[Build]) -> dict[int, BuildRole]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
 from kb import audit_kinds
 from kb.models import (
@@ -17,7 +18,7 @@ from kb.models import (
     KnowledgeBase,
     Publication,
 )
-from kb.roles import role_noun, roles_with
+from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, role_noun, roles_with
 from kb.selectors.builds import (
     build_progress_of,
     build_role_of,
@@ -31,10 +32,37 @@ def knowledge_bases_for_tenant(*, tenant_id: int) -> QuerySet[KnowledgeBase]:
     return KnowledgeBase.objects.filter(tenant_id=tenant_id).order_by("slug")
 
 
+# Who approves, in each phrase that names them (a role's noun does not translate word by word).
+_AWAITING = {
+    INDEX_ADMINS: gettext_lazy("awaiting approval by an index admin"),
+    CONTENT_MANAGERS: gettext_lazy("awaiting approval by a content manager"),
+}
+_APPROVAL = {
+    INDEX_ADMINS: gettext_lazy("approval by an index admin"),
+    CONTENT_MANAGERS: gettext_lazy("approval by a content manager"),
+}
+
+
 def awaiting_approval_words() -> str:
     """ "awaiting approval by an index admin": who approves, from the roles (`kb.roles`)."""
     approvers = roles_with("kb.approve_build")
-    return "awaiting approval" + (f" by {role_noun(approvers[-1])}" if approvers else "")
+    if not approvers:
+        return gettext("awaiting approval")
+    known = _AWAITING.get(approvers[-1])
+    if known is not None:
+        return str(known)
+    return gettext("awaiting approval by %(approver)s") % {"approver": role_noun(approvers[-1])}
+
+
+def approval_words() -> str:
+    """ "approval by an index admin": what an uploaded revision waits for."""
+    approvers = roles_with("kb.approve_build")
+    if not approvers:
+        return gettext("approval")
+    known = _APPROVAL.get(approvers[-1])
+    if known is not None:
+        return str(known)
+    return gettext("approval by %(approver)s") % {"approver": role_noun(approvers[-1])}
 
 
 def document_status(*, document: Document) -> str:
@@ -49,9 +77,11 @@ def document_status(*, document: Document) -> str:
             .values_list("build__revision__number", flat=True)
             .first()
         )
-        return "deleted · nothing served" + (f" · r{kept} kept for restore" if kept else "")
+        if kept:
+            return gettext("deleted · nothing served · r%(n)s kept for restore") % {"n": kept}
+        return gettext("deleted · nothing served")
     live = live_build(document=document)
-    parts = [f"live r{live.revision.number}" if live else "not live"]
+    parts = [gettext("live r%(n)s") % {"n": live.revision.number} if live else gettext("not live")]
     if document.desired_revision and (
         live is None or live.revision.number != document.desired_revision
     ):
@@ -66,9 +96,9 @@ def document_status(*, document: Document) -> str:
         )
         if pending is not None:
             # The glossary's words (docs/ADMIN_GUIDE.md), not the model's state names.
-            state = {"pending": "queued", "ready": awaiting_approval_words()}.get(
-                pending.state, pending.state
-            )
+            state = {"pending": gettext("queued"), "ready": awaiting_approval_words()}.get(
+                pending.state
+            ) or str(STATE_WORDS.get(pending.state, pending.state))
             detail = (
                 f": {pending.error}"
                 if pending.state == Build.State.FAILED and pending.error
@@ -96,11 +126,23 @@ def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, An
         elif progress["expected"] is None:
             chunks = str(progress["label"])  # "— (failed before chunking)": no figures
         else:
-            chunks = f"{progress['label']} chunks"
+            chunks = gettext("%(label)s chunks") % {"label": progress["label"]}
         # A current failure is just "failed" here: the page says its error once per build, in
         # the Builds box's error column (and the status line), not again in every role.
-        label = "failed" if role.kind == "failed" else role.label
-        rows.append((build, {**progress, "role": label, "role_kind": role.kind, "chunks": chunks}))
+        label = gettext("failed") if role.kind == "failed" else role.label
+        rows.append(
+            (
+                build,
+                {
+                    **progress,
+                    "role": label,
+                    "role_kind": role.kind,
+                    "chunks": chunks,
+                    # the stored state in words, for the role's tooltip
+                    "state_label": str(STATE_WORDS.get(build.state, build.state)),
+                },
+            )
+        )
     return rows
 
 
@@ -117,6 +159,17 @@ def document_progress(*, document: Document) -> dict[str, Any]:
         "served": ({k: served[k] for k in ("id", "revision", "index_version")} if served else None),
         "builds": [p for _, p in rows],
     }
+
+
+# A build's stored state in words (the tooltip of its role on the document page).
+STATE_WORDS: dict[str, Any] = {
+    Build.State.PENDING: gettext_lazy("pending"),
+    Build.State.BUILDING: gettext_lazy("building"),
+    Build.State.READY: gettext_lazy("ready"),
+    Build.State.LIVE: gettext_lazy("live"),
+    Build.State.SUPERSEDED: gettext_lazy("superseded"),
+    Build.State.FAILED: gettext_lazy("failed"),
+}
 
 
 @dataclass(frozen=True)

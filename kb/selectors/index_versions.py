@@ -11,7 +11,8 @@ from django.db import connection
 from django.db.models import Avg, Count, Q, QuerySet
 from django.db.models import F as models_F
 from django.db.models.functions import Length
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from kb.ann import ann_index_state
 from kb.models import (
@@ -68,7 +69,7 @@ class CoverageEntry:
 
     @property
     def text(self) -> str:
-        return f"{self.key}: {self.reason}"
+        return gettext("%(key)s: %(reason)s") % {"key": self.key, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,18 @@ class Coverage:
         more = self.running - len(self.building)
         return (
             [entry.text for entry in self.building]
-            + ([f"and {more} more documents being built"] if more > 0 else [])
+            + (
+                [
+                    ngettext(
+                        "and %(n)s more document being built",
+                        "and %(n)s more documents being built",
+                        more,
+                    )
+                    % {"n": more}
+                ]
+                if more > 0
+                else []
+            )
             + [entry.text for entry in self.blocking]
         )
 
@@ -184,8 +196,9 @@ def index_version_coverage(*, version: IndexVersion, kb: KnowledgeBase) -> Cover
                     served_now=served_now,
                     served_after=served_after,
                     blocking=True,
-                    reason=f"no live build yet (r{desired} is being built in v{version.number})",
-                    way_out="wait for it",
+                    reason=gettext("no live build yet (r%(r)s is being built in v%(v)s)")
+                    % {"r": desired, "v": version.number},
+                    way_out=gettext("wait for it"),
                 )
                 for document_id, key, title, desired, served_now, served_after in cursor.fetchall()
             ]
@@ -202,11 +215,13 @@ def index_version_coverage(*, version: IndexVersion, kb: KnowledgeBase) -> Cover
     )
 
 
-FIX_WAYS = (
+FIX_WAYS = gettext_lazy(
     "retry its build if the failure was temporary (a provider outage), upload a fixed revision on "
     "its page, or delete the document if it is not needed"
 )
-NOT_BUILT_WAYS = "upload its file again as a new revision on its page, or delete the document"
+NOT_BUILT_WAYS = gettext_lazy(
+    "upload its file again as a new revision on its page, or delete the document"
+)
 
 
 def _coverage_entry(row: tuple[Any, ...], number: int, active: int | None) -> CoverageEntry:
@@ -216,9 +231,9 @@ def _coverage_entry(row: tuple[Any, ...], number: int, active: int | None) -> Co
     cause = {Build.State.FAILED: "failed", Build.State.READY: "awaiting_approval"}.get(
         state, "not_built"
     )
-    here = f"r{desired} {_CAUSE_WORDS[cause]} in v{number}"
-    there = f"v{active}" if active is not None else "no version"
-    ways = FIX_WAYS if cause == "failed" else NOT_BUILT_WAYS
+    here = str(_CAUSE_WORDS[cause]) % {"r": desired, "v": number}
+    there = f"v{active}" if active is not None else gettext("no version")
+    ways = str(FIX_WAYS if cause == "failed" else NOT_BUILT_WAYS)
 
     def entry(blocking: bool, reason: str, way_out: str, why: str = cause) -> CoverageEntry:
         return CoverageEntry(
@@ -236,33 +251,50 @@ def _coverage_entry(row: tuple[Any, ...], number: int, active: int | None) -> Co
         )
 
     if cause == "awaiting_approval":
-        return entry(True, here, "approve it on its page, or upload a new revision")
+        return entry(True, here, gettext("approve it on its page, or upload a new revision"))
     if active_state in (Build.State.PENDING, Build.State.BUILDING, Build.State.READY):
-        waiting = "awaits approval" if active_state == Build.State.READY else "is being built"
+        reason = (
+            gettext("%(here)s, while it awaits approval in %(there)s")
+            if active_state == Build.State.READY
+            else gettext("%(here)s, while it is being built in %(there)s")
+        )
         return entry(
             True,
-            f"{here}, while it {waiting} in {there}",
-            f"wait until that is done in {there}",
+            reason % {"here": here, "there": there},
+            gettext("wait until that is done in %(there)s") % {"there": there},
             "waiting",
         )
+    words = {"here": here, "there": there, "now": served_now, "after": served_after, "v": number}
     if served_now == served_after:
         if served_now is None:
-            return entry(False, f"{here}; {there} does not serve it either", ways)
-        return entry(False, f"{here}; {there} serves r{served_now}, and so will v{number}", ways)
+            return entry(
+                False, gettext("%(here)s; %(there)s does not serve it either") % words, ways
+            )
+        return entry(
+            False, gettext("%(here)s; %(there)s serves r%(now)s, and so will v%(v)s") % words, ways
+        )
     if served_now is None:
         return entry(
             True,
-            f"{here}; {there} serves nothing of it, v{number} would serve r{served_after}",
+            gettext("%(here)s; %(there)s serves nothing of it, v%(v)s would serve r%(after)s")
+            % words,
             ways,
         )
-    after = "stop serving it" if served_after is None else f"serve r{served_after} instead"
-    return entry(True, f"{here}, but {there} serves r{served_now}: the swap would {after}", ways)
+    reason = (
+        gettext("%(here)s, but %(there)s serves r%(now)s: the swap would stop serving it")
+        if served_after is None
+        else gettext(
+            "%(here)s, but %(there)s serves r%(now)s: the swap would serve r%(after)s instead"
+        )
+    )
+    return entry(True, reason % words, ways)
 
 
+# "r3 failed in v2": the revision (r) and the version (v) filled in.
 _CAUSE_WORDS = {
-    "failed": "failed",
-    "awaiting_approval": "awaits approval",
-    "not_built": "was not built",
+    "failed": gettext_lazy("r%(r)s failed in v%(v)s"),
+    "awaiting_approval": gettext_lazy("r%(r)s awaits approval in v%(v)s"),
+    "not_built": gettext_lazy("r%(r)s was not built in v%(v)s"),
 }
 
 
@@ -300,7 +332,9 @@ def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> 
     hidden = 0 if named is None else failures.count() - len(failed)
     failed_count = len(failed) + hidden
     if hidden:
-        failed.append(f"{hidden} failed in documents of access groups you do not hold")
+        failed.append(
+            gettext("%(n)s failed in documents of access groups you do not hold") % {"n": hidden}
+        )
     building = builds.filter(state__in=[Build.State.PENDING, Build.State.BUILDING]).count()
     kb = KnowledgeBase.objects.get(pk=version.kb_id)
     coverage = (
@@ -318,18 +352,33 @@ def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> 
     )
 
 
+# The settings' names, by the key `index_version_settings` orders them with.
+SETTING_LABELS = {
+    "provider": gettext_lazy("provider"),
+    "model": gettext_lazy("model"),
+    "dimensions": gettext_lazy("dimensions"),
+    "metric": gettext_lazy("metric"),
+    "chunk size": gettext_lazy("chunk size"),
+    "chunk overlap": gettext_lazy("chunk overlap"),
+    "pipeline": gettext_lazy("pipeline"),
+    "vector storage": gettext_lazy("vector storage"),
+}
+
+
 def index_version_settings(version: IndexVersion) -> list[tuple[str, str]]:
-    """What makes one index version differ from another, as (label, value) rows."""
-    return [
-        ("provider", version.provider),
-        ("model", version.model),
-        ("dimensions", str(version.dimensions)),
-        ("metric", version.metric),
-        ("chunk size", str(version.chunk_size)),
-        ("chunk overlap", str(version.chunk_overlap)),
-        ("pipeline", version.pipeline_version),
-        ("vector storage", version.vector_storage),
-    ]
+    """What makes one index version differ from another, as (label, value) rows; the labels
+    are SETTING_LABELS' in the active language."""
+    values = {
+        "provider": version.provider,
+        "model": version.model,
+        "dimensions": str(version.dimensions),
+        "metric": version.metric,
+        "chunk size": str(version.chunk_size),
+        "chunk overlap": str(version.chunk_overlap),
+        "pipeline": version.pipeline_version,
+        "vector storage": version.vector_storage,
+    }
+    return [(str(SETTING_LABELS[key]), value) for key, value in values.items()]
 
 
 def index_version_settings_line(version: IndexVersion) -> str:
@@ -373,25 +422,39 @@ class VersionStatus:
     retained_until: Any = None
 
 
-def _them(n: int) -> str:
-    return "it" if n == 1 else "them"
-
-
 def coverage_way_out(coverage: Coverage) -> str:
     """What keeps a version from being swapped in although nothing is being built for it, and
     what to do, in one line: "1 failed that v1 serves: retry, fix or delete it"."""
-    there = f"v{coverage.active_number}" if coverage.active_number else "the active version"
+    there = (
+        f"v{coverage.active_number}" if coverage.active_number else gettext("the active version")
+    )
     counts = {
         cause: sum(1 for e in coverage.blocking if e.cause == cause)
         for cause in ("failed", "awaiting_approval", "waiting", "not_built")
     }
     words = {
-        "failed": lambda n: f"{n} failed that {there} serves: retry, fix or delete {_them(n)}",
-        "awaiting_approval": lambda n: f"{n} awaiting approval: approve {_them(n)}",
-        "waiting": lambda n: f"{n} still building or awaiting approval in {there}: wait",
-        "not_built": lambda n: f"{n} not built here: upload {_them(n)} again or delete {_them(n)}",
+        "failed": lambda n: ngettext(
+            "%(n)s failed that %(there)s serves: retry, fix or delete it",
+            "%(n)s failed that %(there)s serves: retry, fix or delete them",
+            n,
+        ),
+        "awaiting_approval": lambda n: ngettext(
+            "%(n)s awaiting approval: approve it", "%(n)s awaiting approval: approve them", n
+        ),
+        "waiting": lambda n: ngettext(
+            "%(n)s still building or awaiting approval in %(there)s: wait",
+            "%(n)s still building or awaiting approval in %(there)s: wait",
+            n,
+        ),
+        "not_built": lambda n: ngettext(
+            "%(n)s not built here: upload it again or delete it",
+            "%(n)s not built here: upload them again or delete them",
+            n,
+        ),
     }
-    return "; ".join(words[cause](n) for cause, n in counts.items() if n)
+    return gettext("; ").join(
+        words[cause](n) % {"n": n, "there": there} for cause, n in counts.items() if n
+    )
 
 
 def index_version_status(
@@ -414,41 +477,69 @@ def index_version_status(
     out (`coverage_way_out`)."""
     coverage = progress.coverage
     complete = coverage.swappable if coverage else progress.live == progress.total
-    counts = f"{progress.live}/{progress.total} built"
-    failed = f", {progress.failed_count} failed" if progress.failed_count else ""
+    counts = gettext("%(live)s/%(total)s built") % {"live": progress.live, "total": progress.total}
+    failed = (
+        gettext(", %(n)s failed") % {"n": progress.failed_count} if progress.failed_count else ""
+    )
     if version.pk == kb.active_index_version_id:
-        return VersionStatus("active", f"active: serving ({counts})", False)
+        return VersionStatus(
+            "active", gettext("active: serving (%(counts)s)") % {"counts": counts}, False
+        )
     if version.state == IndexVersion.State.FAILED:
-        return VersionStatus("failed", "failed", False)
+        return VersionStatus("failed", gettext("failed"), False)
     if version.state == IndexVersion.State.RETIRED:
         until = retained_until(version, kb.retention_days)
         if version.collected_at is not None or until is None or until < timezone.now():
-            return VersionStatus("collected", "retired; past retention", False)
+            return VersionStatus("collected", gettext("retired; past retention"), False)
         active = kb.active_index_version
         newer = active is not None and version.number > active.number
         return VersionStatus(
             "retired",
-            f"retired; still built for rollback until {timezone.localtime(until):%Y-%m-%d %H:%M}"
-            f" ({counts}{failed})",
+            gettext("retired; still built for rollback until %(until)s (%(counts)s%(failed)s)")
+            % {
+                "until": formats.date_format(timezone.localtime(until), "Y-m-d H:i"),
+                "counts": counts,
+                "failed": failed,
+            },
             newer and complete,
             until,
         )
     index = ann_index_state(version.pk) if complete else "ready"
     if index != "ready":
-        doing = "being built" if index == "building" else "queued"
-        return VersionStatus("indexing", f"building index: {counts}, vector index {doing}", False)
+        label = (
+            gettext("building index: %(counts)s, vector index being built")
+            if index == "building"
+            else gettext("building index: %(counts)s, vector index queued")
+        )
+        return VersionStatus("indexing", label % {"counts": counts}, False)
     if complete:
         known = len(coverage.tolerated) if coverage else 0
-        same = f" as in v{coverage.active_number}" if coverage and coverage.active_number else ""
-        return VersionStatus(
-            "ready", f"ready: {counts}" + (f"; {known} failed{same}" if known else ""), True
-        )
+        label = gettext("ready: %(counts)s") % {"counts": counts}
+        if known and coverage and coverage.active_number:
+            label = gettext("ready: %(counts)s; %(n)s failed as in v%(v)s") % {
+                "counts": counts,
+                "n": known,
+                "v": coverage.active_number,
+            }
+        elif known:
+            label = gettext("ready: %(counts)s; %(n)s failed") % {"counts": counts, "n": known}
+        return VersionStatus("ready", label, True)
     running = coverage.running if coverage else progress.building
     if running:
-        return VersionStatus("building", f"building: {counts}{failed}", False)
+        return VersionStatus(
+            "building",
+            gettext("building: %(counts)s%(failed)s") % {"counts": counts, "failed": failed},
+            False,
+        )
     way_out = coverage_way_out(coverage) if coverage else ""
     return VersionStatus(
-        "incomplete", f"incomplete: {counts}" + (f"; {way_out}" if way_out else failed), False
+        "incomplete",
+        gettext("incomplete: %(counts)s%(rest)s")
+        % {
+            "counts": counts,
+            "rest": gettext("; %(way)s") % {"way": way_out} if way_out else failed,
+        },
+        False,
     )
 
 
@@ -539,13 +630,16 @@ def _figure_rows(figures: VersionFigures | None) -> list[tuple[str, str]]:
         return "—" if value is None else f"{value:,.0f}"
 
     return [
-        ("documents covered", f"{figures.covered} of {figures.documents}"),
-        ("documents missing", str(figures.missing)),
-        ("chunks", f"{figures.chunks:,}"),
-        ("average chunk (characters)", avg(figures.avg_chars)),
-        ("average chunk (tokens)", avg(figures.avg_tokens)),
-        ("failed builds", str(figures.failed)),
-        ("builds running", str(figures.building)),
+        (
+            gettext("documents covered"),
+            gettext("%(n)s of %(of)s") % {"n": figures.covered, "of": figures.documents},
+        ),
+        (gettext("documents missing"), str(figures.missing)),
+        (gettext("chunks"), f"{figures.chunks:,}"),
+        (gettext("average chunk (characters)"), avg(figures.avg_chars)),
+        (gettext("average chunk (tokens)"), avg(figures.avg_tokens)),
+        (gettext("failed builds"), str(figures.failed)),
+        (gettext("builds running"), str(figures.building)),
     ]
 
 

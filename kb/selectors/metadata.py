@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from django.db import connections
 from django.db.models import QuerySet
+from django.utils.translation import gettext
 
 from kb.access import readable_documents_q
 from kb.metadata import (
@@ -129,7 +130,7 @@ def _content_type(rows: Any, ids_sql: str, ids_params: Any) -> FieldSummary:
     return FieldSummary(
         "content_type",
         STRING,
-        "The media type of the document's newest revision.",
+        gettext("The media type of the document's newest revision."),
         built_in=True,
         documents=count,
         values=values,

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
 from kb import document_states, locks
 from kb.models import (
@@ -113,7 +114,10 @@ def document_create(
     with transaction.atomic():
         stored_metadata = checked_metadata(kb, metadata)
         if Document.objects.filter(kb=kb, key=key).exists():
-            raise InvalidUpload(f"A document with key {key!r} already exists in {kb}.")
+            raise InvalidUpload(
+                gettext("A document with key %(key)s already exists in %(kb)s.")
+                % {"key": repr(key), "kb": kb}
+            )
         document = Document.objects.create(
             kb=kb,
             key=key,
@@ -144,7 +148,9 @@ def revision_create(
     with transaction.atomic():
         locked = locks.lock_document(document.pk)
         if locked.deleted_at is not None:
-            raise InvalidUpload("The document is deleted; restore it before uploading a revision.")
+            raise InvalidUpload(
+                gettext("The document is deleted; restore it before uploading a revision.")
+            )
         revision = _revision_add(
             document=locked,
             stored=stored,
@@ -188,8 +194,15 @@ def document_update(
             stored = getattr(current, name)
             if name in changes and _comparable(stored) != _comparable(value):
                 raise ActionRefused(
-                    f"The {name.replace('_', ' ')} of {current.key} changed since you opened its "
-                    f"page (it is now {_shown(stored)}); review it and save again."
+                    gettext(
+                        "The %(field)s of %(key)s changed since you opened its page (it is now "
+                        "%(value)s); review it and save again."
+                    )
+                    % {
+                        "field": FIELD_WORDS.get(name, name.replace("_", " ")),
+                        "key": current.key,
+                        "value": _shown(stored),
+                    }
                 )
         for name, value in changes.items():
             setattr(current, name, value)
@@ -206,8 +219,16 @@ def _comparable(value: Any) -> Any:
 
 def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
-        return ", ".join(value) or "none"
+        return ", ".join(value) or gettext("none")
     return f"“{value}”"
+
+
+# The document's fields as a refusal names them.
+FIELD_WORDS = {
+    "title": gettext_lazy("title"),
+    "access_groups": gettext_lazy("access groups"),
+    "metadata": gettext_lazy("metadata"),
+}
 
 
 def _purge_delay_seconds(kb: KnowledgeBase) -> float:
@@ -257,9 +278,11 @@ def document_restore(*, document_id: int, actor: Actor = None, reason: str = "")
     with transaction.atomic():
         document = locks.lock_document(document_id)
         if document.deleted_at is None:
-            raise ActionRefused("The document is not deleted.")
+            raise ActionRefused(gettext("The document is not deleted."))
         if document.purged_at is not None:
-            raise ActionRefused("The retention window has passed; the document was purged.")
+            raise ActionRefused(
+                gettext("The retention window has passed; the document was purged.")
+            )
         document.deleted_at = None
         document.save(update_fields=["deleted_at", "updated_at"])
         _rebuild_desired_after_restore(document)
@@ -362,12 +385,18 @@ def build_retry(*, build_id: int, actor: Actor = None, reason: str = "") -> Inge
         )
         build = locks.lock_build(build_id)
         if build.state != Build.State.FAILED:
-            raise ActionRefused(f"Build {build.pk} is {build.state}; only failed builds retry.")
+            raise ActionRefused(
+                gettext("Build %(id)s is %(state)s; only failed builds retry.")
+                % {"id": build.pk, "state": build.state}
+            )
         desired = document.desired_revision
         if build.revision.number != desired:
             raise ActionRefused(
-                f"Build {build.pk} is of revision {build.revision.number}, no longer the current "
-                f"one (r{desired}): its failure is history, there is nothing to retry."
+                gettext(
+                    "Build %(id)s is of revision %(revision)s, no longer the current one "
+                    "(r%(desired)s): its failure is history, there is nothing to retry."
+                )
+                % {"id": build.pk, "revision": build.revision.number, "desired": desired}
             )
         task = locks.lock_task(build.tasks.order_by("-id").values_list("id", flat=True)[0])
         assert task is not None  # deleted only with its build, which this transaction holds

@@ -3,12 +3,15 @@ with another model or chunking while the active one serves, the swap and its rol
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from kb import locks
 from kb.ann import STORAGES, ann_index_ensure, ann_index_ready
@@ -92,7 +95,10 @@ def index_version_create(
     ("vector" or "halfvec") is what that index holds (`kb.ann`). `reason` is kept in the audit
     event, the knowledge base's timeline's "why"."""
     if vector_storage not in STORAGES:
-        raise ActionRefused(f"Unknown vector storage {vector_storage!r}: one of {STORAGES}.")
+        raise ActionRefused(
+            gettext("Unknown vector storage %(storage)s: one of %(storages)s.")
+            % {"storage": repr(vector_storage), "storages": STORAGES}
+        )
     with transaction.atomic():
         kb = locks.lock_knowledge_base(kb_id)
         number = (kb.index_versions.aggregate(n=Max("number"))["n"] or 0) + 1
@@ -157,12 +163,25 @@ def index_version_coverage_gaps(*, version: IndexVersion) -> list[str]:
 
 
 def _swap_refusal(version: IndexVersion, gaps: list[str]) -> ActionRefused:
+    more = gettext("; and %(n)s more") % {"n": len(gaps) - 20} if len(gaps) > 20 else ""
     return ActionRefused(
-        f"Index version {version.number} does not serve every document the active version "
-        "serves yet: "
-        + "; ".join(gaps[:20])
-        + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else "")
+        gettext(
+            "Index version %(n)s does not serve every document the active version serves yet: "
+            "%(gaps)s%(more)s"
+        )
+        % {"n": version.number, "gaps": "; ".join(gaps[:20]), "more": more}
     )
+
+
+# What a swap must pass beyond coverage, registered at start-up by the floors above, which kb
+# may not import (evaluation's quality gate: `evaluation.apps`), so every caller of the swap
+# service (the admin, an API, a script) is checked alike. Each is called with keywords — kb
+# (locked), version, previous (the active version, or None), action ("swap" or "rollback"),
+# actor, reason, override (the person asked to swap although a check refuses) — inside the
+# swap's transaction, and raises ActionRefused to refuse, or returns what to keep in the swap's
+# audit event (a dict merged into its details; None: nothing).
+SwapCheck = Callable[..., dict[str, Any] | None]
+SWAP_CHECKS: list[SwapCheck] = []
 
 
 @retry_conflicts
@@ -173,6 +192,7 @@ def index_version_activate(
     reason: str = "",
     expected_active_id: int | None = None,
     action: str = "swap",
+    override: bool = False,
 ) -> IndexVersion:
     """Swap the knowledge base's active index version in one transaction, after the coverage
     check. The previous active version is retired (kept for rollback during retention).
@@ -195,20 +215,32 @@ def index_version_activate(
     the tolerated documents, by id, and the check runs again under those locks, so no switch
     can publish one of them in the active version between the check and the commit (it waits
     and publishes into the retired version). Raises ActionRefused.
+
+    Then the checks the floors above registered (`SWAP_CHECKS`: evaluation's quality gate), in
+    the same transaction under the same lock; `override` is a person's request to swap although
+    one refuses, which a check honours only with `reason` and the permission it names.
     """
     with transaction.atomic():
         version = IndexVersion.objects.get(pk=version_id)
         kb = locks.lock_knowledge_base(version.kb_id)
         if expected_active_id is not None and kb.active_index_version_id != expected_active_id:
             raise ActionRefused(
-                "The active index version changed since you opened this page; review it again."
+                gettext(
+                    "The active index version changed since you opened this page; review it again."
+                )
             )
         if kb.active_index_version_id == version.pk:
-            raise ActionRefused(f"Index version {version.number} is already active.")
+            raise ActionRefused(
+                gettext("Index version %(n)s is already active.") % {"n": version.number}
+            )
         if version.state == IndexVersion.State.FAILED:
-            raise ActionRefused(f"Index version {version.number} failed; it cannot serve.")
+            raise ActionRefused(
+                gettext("Index version %(n)s failed; it cannot serve.") % {"n": version.number}
+            )
         if version.state == IndexVersion.State.RETIRED and not index_version_retained(version):
-            raise ActionRefused(f"Index version {version.number} is past its retention window.")
+            raise ActionRefused(
+                gettext("Index version %(n)s is past its retention window.") % {"n": version.number}
+            )
         coverage = index_version_coverage(version=version, kb=kb)
         if coverage.gaps:
             raise _swap_refusal(version, coverage.gaps)
@@ -222,16 +254,33 @@ def index_version_activate(
             unlocked = {e.document_id for e in coverage.tolerated} - set(tolerated)
             if unlocked:
                 raise ActionRefused(
-                    "Documents changed while the swap was checked; review the swap again."
+                    gettext("Documents changed while the swap was checked; review the swap again.")
                 )
         if not ann_index_ready(version.pk):
             raise ActionRefused(
-                f"Index version {version.number} covers the knowledge base, but its vector index "
-                "is still being built; the swap is possible once it is."
+                gettext(
+                    "Index version %(n)s covers the knowledge base, but its vector index is "
+                    "still being built; the swap is possible once it is."
+                )
+                % {"n": version.number}
             )
         now = timezone.now()
         previous_id = kb.active_index_version_id
         previous = IndexVersion.objects.filter(pk=previous_id).first() if previous_id else None
+        checked: dict[str, Any] = {}
+        for check in SWAP_CHECKS:
+            checked.update(
+                check(
+                    kb=kb,
+                    version=version,
+                    previous=previous,
+                    action=action,
+                    actor=actor,
+                    reason=reason,
+                    override=override,
+                )
+                or {}
+            )
         if previous_id is not None:
             IndexVersion.objects.filter(pk=previous_id).update(
                 state=IndexVersion.State.RETIRED, retired_at=now
@@ -262,6 +311,7 @@ def index_version_activate(
                 "from": index_version_settings_record(previous),
                 "to": index_version_settings_record(version),
                 "not_served": [e.document_id for e in coverage.tolerated],
+                **checked,
             },
         )
         version.refresh_from_db()
@@ -293,7 +343,7 @@ def index_version_rollback(*, kb_id: int, actor: Actor, reason: str = "") -> Ind
     kb = KnowledgeBase.objects.select_related("active_index_version").get(pk=kb_id)
     previous = index_version_rollback_target(kb=kb)
     if previous is None:
-        raise ActionRefused("There is no earlier retained index version to roll back to.")
+        raise ActionRefused(gettext("There is no earlier retained index version to roll back to."))
     return index_version_activate(
         version_id=previous.pk,
         actor=actor,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from kb import locks
 from kb.completeness import IncompleteBuild, build_switch_problems
@@ -158,7 +159,9 @@ def _check_live(
         return
     live_id = live_build_id(document=document, index_version_id=index_version_id)
     if live_id != expected_live_build_id:
-        raise ActionRefused("The live version changed since you opened this page; review it again.")
+        raise ActionRefused(
+            gettext("The live version changed since you opened this page; review it again.")
+        )
 
 
 @retry_conflicts
@@ -177,12 +180,18 @@ def build_approve(
         build = locks.lock_build(build_id)
         _check_live(document, build.index_version_id, expected_live_build_id)
         if build.state != Build.State.READY:
-            raise ActionRefused(f"Build {build.pk} is {build.state}, not waiting for approval.")
+            raise ActionRefused(
+                gettext("Build %(id)s is %(state)s, not waiting for approval.")
+                % {"id": build.pk, "state": build.state}
+            )
         result = build_publish(build_id=build_id, actor=actor, approve=True, reason=reason)
         if result.outcome is not PublishOutcome.PUBLISHED:
             raise ActionRefused(
-                f"Build {build.pk} was not published: a newer revision is desired or the "
-                "document was deleted."
+                gettext(
+                    "Build %(id)s was not published: a newer revision is desired or the "
+                    "document was deleted."
+                )
+                % {"id": build.pk}
             )
         # Approval is of the revision: its ready builds in other index versions follow.
         for other in Build.objects.filter(
@@ -221,19 +230,23 @@ def document_rollback(
         document = locks.lock_document(document_id)
         build = locks.lock_build(build_id)
         if build.document_id != document.pk:
-            raise ActionRefused("That build belongs to another document.")
+            raise ActionRefused(gettext("That build belongs to another document."))
         if document.deleted_at is not None:
-            raise ActionRefused("The document is deleted; restore it first.")
+            raise ActionRefused(gettext("The document is deleted; restore it first."))
         _check_live(document, build.index_version_id, expected_live_build_id)
         if build.state == Build.State.LIVE:
-            raise ActionRefused(f"Build {build.pk} is already live.")
+            raise ActionRefused(gettext("Build %(id)s is already live.") % {"id": build.pk})
         if build.state != Build.State.SUPERSEDED:
             raise ActionRefused(
-                f"Build {build.pk} is {build.state}, not a retained earlier version."
+                gettext("Build %(id)s is %(state)s, not a retained earlier version.")
+                % {"id": build.pk, "state": build.state}
             )
         problems = build_switch_problems(build)
         if problems:
-            raise ActionRefused(f"Build {build.pk} is not retained complete: {'; '.join(problems)}")
+            raise ActionRefused(
+                gettext("Build %(id)s is not retained complete: %(problems)s")
+                % {"id": build.pk, "problems": "; ".join(problems)}
+            )
         document.desired_revision = build.revision.number
         document.save(update_fields=["desired_revision", "updated_at"])
         # Newer candidates waiting for approval can never go live now.

@@ -395,8 +395,10 @@ class HitOutput(serializers.Serializer):
         help_text="With `explain`: `vector` and `keyword` ({rank, score}, the keyword's "
         "`share_of_bound` too; null where the leg did not list the chunk) and, for hybrid, "
         "`fused`: the chunk's own fused score and each feature's (or leg's) contribution, the "
-        "largest first. Within one document the learned fusion orders passages by their "
-        "words, so a hit's `score` is its place's and can differ from `fused.score`.",
+        "largest first, and `kept` ({keyword_rank, at_rank, why}) when the learned fusion's "
+        "keyword gate moved the hit up. Within one document the learned fusion orders "
+        "passages by their words, so a hit's `score` is its place's and can differ from "
+        "`fused.score`.",
     )
 
     @extend_schema_field(CitationOutput(allow_null=True))

@@ -5,6 +5,7 @@ then reranked when a reranker is configured (`retrieval.search.rerank`), outside
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -138,6 +139,7 @@ def search(
     explain: bool = False,
     rerank: bool = True,
     fusion: str | None = None,
+    served_instead: Mapping[int, int] | None = None,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
@@ -167,6 +169,12 @@ def search(
     `fusion`: how a hybrid search fuses its legs (`retrieval.search.fusion.METHODS`), by default
     CANON_HYBRID_FUSION; the compatibility doors ask for the learned fusion, whose 0-1 score is
     what their thresholds mean.
+
+    `served_instead` (evaluation's runs of a pending revision only; the API never passes it):
+    {document id: build id}, each document served from that build of the version searched
+    instead of its published one, in the same snapshot and by the same rule otherwise
+    (`visibility._pointers`); a build of another document or version serves nothing. Without
+    it the statements are exactly those of every other search.
     """
     started = time.perf_counter()
     if index_version is not None and index_version.kb_id != kb.pk:
@@ -182,6 +190,9 @@ def search(
         limit = plan.depth(depth(top_k, fusion) if mode == "hybrid" else top_k)
         if index_version is not None:
             params["candidate"] = True
+        if served_instead:
+            params["served_documents"] = list(served_instead)
+            params["served_builds"] = list(served_instead.values())
         # Vector mode: the index walk in one statement, unless a client filter is probed first.
         walk_first = mode == "vector" and not (NARROW_VECTOR and filtered(params))
         if walk_first:

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext
 
 from kb.completeness import build_completeness
 from kb.models import Build, Chunk, Document, IndexVersion, KnowledgeBase, Publication
@@ -226,29 +227,48 @@ def hits_visibility(
         ).values_list("build_id", "published_at")
     )
     active = version.pk == kb.active_index_version_id
-    which = f"v{version.number} ({'active' if active else state or version.state})"
+    which = f"v{version.number} ({gettext('active') if active else state or version.state})"
     result = {}
     for hit in hits:
         groups = sorted(groups_of.get(hit.document_key) or [])
         matched = sorted(set(groups) & principal.access_groups)
+        # the admin's test search shows these (in the person's language); no API does
+        facts = {"which": which, "build": hit.build_id, "revision": hit.revision}
         if as_of is not None:
-            pointer = (
-                f"At {timezone.localtime(as_of):%Y-%m-%d %H:%M:%S} the document's pointer in "
-                f"{which} named build {hit.build_id} (r{hit.revision}) and it was not deleted; "
-                "its chunks are still retained."
-            )
+            pointer = gettext(
+                "At %(at)s the document's pointer in %(which)s named build %(build)s "
+                "(r%(revision)s) and it was not deleted; its chunks are still retained."
+            ) % {**facts, "at": _moment(as_of)}
         else:
             published = since.get(hit.build_id)
-            when = f", since {timezone.localtime(published):%Y-%m-%d %H:%M:%S}" if published else ""
             pointer = (
-                f"The document's pointer in {which} names build {hit.build_id} "
-                f"(r{hit.revision}){when}; the document is not deleted."
+                gettext(
+                    "The document's pointer in %(which)s names build %(build)s (r%(revision)s), "
+                    "since %(since)s; the document is not deleted."
+                )
+                % {**facts, "since": _moment(published)}
+                if published
+                else gettext(
+                    "The document's pointer in %(which)s names build %(build)s (r%(revision)s); "
+                    "the document is not deleted."
+                )
+                % facts
             )
         if not groups:
-            words = "No access groups: everyone in the tenant reads it."
+            words = gettext("No access groups: everyone in the tenant reads it.")
         elif principal.all_groups:
-            words = f"Behind {', '.join(groups)}; this search reads every group."
+            words = gettext("Behind %(groups)s; this search reads every group.") % {
+                "groups": ", ".join(groups)
+            }
         else:
-            words = f"Behind {', '.join(groups)}; matched: {', '.join(matched)}."
+            words = gettext("Behind %(groups)s; matched: %(matched)s.") % {
+                "groups": ", ".join(groups),
+                "matched": ", ".join(matched),
+            }
         result[hit.chunk_id] = HitVisibility(pointer, groups, matched, words)
     return result
+
+
+def _moment(at: datetime) -> str:
+    """To the second, in the server's zone, as the active language writes it."""
+    return formats.date_format(timezone.localtime(at), "SHORT_DATETIME_FORMAT")

@@ -9,9 +9,15 @@ measurement on B8's tuning questions (`bench/quality`, docs/BENCHMARKS.md):
   BM25 score as a share of the most the query's terms could score (`Leg.bound`), its ranks, how
   strong and how flat each leg is, and the languages of the query and the chunk. So a keyword
   leg that only found a common word in the other language than the answer's stands aside, and
-  a confident identifier match still wins. The parameters are `fusion_model.json`, fitted by
-  `python -m bench.quality.fusion_fit` on the tuning half only; `retrieval.search.ranking`
-  says how much each feature gave a hit.
+  a confident identifier match still wins. The model is monotone: in every cell (a Chinese
+  query or not, the chunk in its language or not) a higher cosine or BM25 never lowers a
+  candidate. Then the keyword gate (`KeywordGate`, queries not in Chinese): the keyword leg's
+  near-best matches keep a place in the answer and its strong ones their keyword rank, so the
+  default never buries what its keyword leg is sure of. The parameters are
+  `fusion_model.json`, fitted by `python -m bench.quality.fusion_fit` on B8's first corpus's
+  tuning half, the recipe chosen by how it did on a second corpus it never saw
+  (`bench.quality.cross_corpus`); `retrieval.search.ranking` says how much each feature gave a
+  hit, and why the gate kept one.
 - `convex`: each leg's scores divided by the leg's best, fused as `w * vector + (1 - w) *
   keyword` (`CANON_HYBRID_VECTOR_WEIGHT`), a chunk missing from a leg scoring 0 there.
 - `rrf`: weighted reciprocal rank fusion, `sum(w_leg / (k + rank))`.
@@ -28,6 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -78,8 +85,48 @@ def depth(top_k: int, method: str | None = None) -> int:
 
 
 @dataclass(frozen=True)
+class KeywordGate:
+    """The keyword leg's floor under the learned order. Among the keyword leg's first `ranks`
+    hits, one scoring at least `share` of the most the query's terms could score (`Leg.bound`)
+    and at least `of_best` of the leg's best hit keeps its document in the answer (the last
+    places of top_k are its if the model ranked it lower); one scoring at least `at_rank` of
+    the bound (None: none) keeps its document at or above its keyword rank. The model alone can
+    bury such a hit when the vector leg did not find it (its weights were fitted on one
+    corpus's questions); the gate is what the keyword leg guarantees. `chinese`: whether it
+    holds for Chinese queries too, whose keyword leg often matches a page in the wrong
+    language (the answer being in English)."""
+
+    ranks: int
+    share: float
+    of_best: float = 0.0
+    at_rank: float | None = None
+    chinese: bool = False
+
+    def floors(self, keyword: Sequence[tuple[int, float]], bound: float) -> dict[int, Floor]:
+        """The keyword matches this gate keeps, best first: chunk id -> (keyword rank, whether
+        it keeps that rank rather than only a place in the answer)."""
+        if bound <= 0 or not keyword:
+            return {}
+        best = keyword[0][1]
+        floors: dict[int, Floor] = {}
+        for rank, (cid, score) in enumerate(keyword[: self.ranks], start=1):
+            at_rank = self.at_rank is not None and score / bound >= self.at_rank
+            if at_rank or (score / bound >= self.share and score >= self.of_best * best):
+                floors[cid] = (rank, at_rank)
+        return floors
+
+    def holds_for(self, query_cjk: float) -> bool:
+        return self.chinese or query_cjk < ZH_SHARE
+
+
+# A kept keyword match: its keyword rank, and whether it keeps that rank (else only top_k).
+Floor = tuple[int, bool]
+
+
+@dataclass(frozen=True)
 class FusionModel:
-    """A logistic model: `bias + sum(weight * (x - mean) / scale)` over FEATURES."""
+    """A logistic model: `bias + sum(weight * (x - mean) / scale)` over FEATURES, and the
+    keyword gate applied to its order (None: no gate)."""
 
     features: tuple[str, ...]
     mean: tuple[float, ...]
@@ -87,6 +134,7 @@ class FusionModel:
     weights: tuple[float, ...]
     bias: float
     depth: int
+    gate: KeywordGate | None = None
 
     def contributions(self, x: Sequence[float]) -> list[float]:
         """Each feature's share of the score (the bias apart)."""
@@ -101,17 +149,24 @@ class FusionModel:
 
 @functools.cache
 def model(path: Path = MODEL_PATH) -> FusionModel:
-    """The shipped parameters; their feature names must be FEATURES, in order."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    """The shipped parameters (the default); their feature names must be FEATURES, in order."""
+    return model_from(json.loads(path.read_text(encoding="utf-8")), name=path.name)
+
+
+def model_from(raw: dict[str, Any], *, name: str = "the parameters") -> FusionModel:
+    """A model from its parameters as `fusion_model.json` holds them (and a knowledge base's
+    calibration, `retrieval.models.FusionCalibration.parameters`). Raises ValueError for
+    parameters of other features."""
     if tuple(raw["features"]) != FEATURES:
-        raise ValueError(f"{path.name} was fitted for other features; fit it again")
+        raise ValueError(f"{name} were fitted for other features; fit them again")
     return FusionModel(
         features=FEATURES,
-        mean=tuple(raw["mean"]),
-        scale=tuple(raw["scale"]),
-        weights=tuple(raw["weights"]),
+        mean=tuple(float(v) for v in raw["mean"]),
+        scale=tuple(float(v) for v in raw["scale"]),
+        weights=tuple(float(v) for v in raw["weights"]),
         bias=float(raw["bias"]),
         depth=int(raw["depth"]),
+        gate=KeywordGate(**raw["gate"]) if raw.get("gate") else None,
     )
 
 
@@ -218,40 +273,129 @@ def fuse(
     vector_weight: float = 0.15,
     query: str = "",
     keyword_bound: float | None = None,
+    parameters: FusionModel | None = None,
 ) -> list[Hit]:
     """The fused top `top_k`; each hit's score is its fused score (for `learned`, the model's
-    probability that the chunk answers). `learned` needs the query and the keyword leg's bound;
-    without a bound it fuses by `convex`."""
+    probability that the chunk answers, by `parameters`: by default the shipped ones).
+    `learned` needs the query and the keyword leg's bound; without a bound it fuses by
+    `convex`."""
     if method not in METHODS:
         raise ValueError(f"unknown fusion method {method!r}")
     if method == "learned" and keyword_bound is None:
         method = "convex"
-    ranks: dict[int, int] = {}
     hits: dict[int, Hit] = {}
-    for ranked in (vector, keyword):
-        for rank, hit in enumerate(ranked):
-            ranks[hit.chunk_id] = min(rank, ranks.get(hit.chunk_id, rank))
-            hits.setdefault(hit.chunk_id, hit)
-    scores: dict[int, float] = dict.fromkeys(hits, 0.0)
+    for hit in (*vector, *keyword):
+        hits.setdefault(hit.chunk_id, hit)
     if method == "learned":
-        fitted = model()
-        features = candidate_features(query, vector, keyword, keyword_bound or 0.0)
-        for cid, x in features.items():
-            scores[cid] = 1.0 / (1.0 + math.exp(-fitted.score(x)))
-    elif method == "rrf":
+        learned = learned_ranking(
+            vector,
+            keyword,
+            top_k=top_k,
+            query=query,
+            keyword_bound=keyword_bound or 0.0,
+            parameters=parameters,
+        )
+        order = _passages_by_words(learned.order, hits, _convex(vector, keyword, vector_weight))
+        # Each place keeps its score (the model's, best first), so scores still fall with rank.
+        places = sorted(learned.scores.values(), reverse=True)
+        return [
+            replace(hits[cid], score=round(score, 6))
+            for cid, score in zip(order, places, strict=False)
+        ]
+    scores: dict[int, float] = dict.fromkeys(hits, 0.0)
+    if method == "rrf":
         for ranked, weight in ((vector, vector_weight), (keyword, 1 - vector_weight)):
             for rank, hit in enumerate(ranked):
                 scores[hit.chunk_id] += 2 * weight / (RRF_K + rank + 1)
     else:
         scores.update(_convex(vector, keyword, vector_weight))
+    ranks = _best_ranks(vector, keyword)
     order = sorted(scores, key=lambda cid: (-scores[cid], ranks[cid], cid))[:top_k]
-    if method == "learned":
-        order = _passages_by_words(order, hits, _convex(vector, keyword, vector_weight))
-        return [
-            replace(hits[cid], score=round(score, 6))
-            for cid, score in zip(order, sorted(scores.values(), reverse=True), strict=False)
-        ]
     return [replace(hits[cid], score=round(scores[cid], 6)) for cid in order]
+
+
+def _best_ranks(vector: Sequence[Hit], keyword: Sequence[Hit]) -> dict[int, int]:
+    """Each candidate's better 0-based rank in either leg (the ties' first key)."""
+    ranks: dict[int, int] = {}
+    for ranked in (vector, keyword):
+        for rank, hit in enumerate(ranked):
+            ranks[hit.chunk_id] = min(rank, ranks.get(hit.chunk_id, rank))
+    return ranks
+
+
+@dataclass(frozen=True)
+class LearnedRanking:
+    """The learned fusion's answer: its first `top_k` chunk ids, the model's probability of
+    every candidate, and the keyword matches the gate moved up (id -> `Floor`)."""
+
+    order: list[int]
+    scores: dict[int, float]
+    kept: dict[int, Floor]
+
+
+def learned_ranking(
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    *,
+    top_k: int,
+    query: str,
+    keyword_bound: float,
+    parameters: FusionModel | None = None,
+) -> LearnedRanking:
+    """The candidates in the model's order (`parameters`, by default the shipped ones; ties by
+    the better leg rank, then chunk id), then the keyword gate's floor (`keyword_floor`). Pure:
+    search and its explanation share it."""
+    fitted = parameters or model()
+    features = candidate_features(query, vector, keyword, keyword_bound)
+    scores = {cid: 1.0 / (1.0 + math.exp(-fitted.score(x))) for cid, x in features.items()}
+    ranks = _best_ranks(vector, keyword)
+    order = sorted(scores, key=lambda cid: (-scores[cid], ranks[cid], cid))
+    kept: dict[int, Floor] = {}
+    gate = fitted.gate
+    if gate is not None and gate.holds_for(cjk_share(query)):
+        floors = gate.floors([(h.chunk_id, h.score) for h in keyword], keyword_bound)
+        documents = {h.chunk_id: h.document_key for h in (*vector, *keyword)}
+        order, kept = keyword_floor(order, floors, documents, top_k)
+    return LearnedRanking(order=order[:top_k], scores=scores, kept=kept)
+
+
+def keyword_floor(
+    order: Sequence[int], floors: dict[int, Floor], document_of: dict[int, str], top_k: int
+) -> tuple[list[int], dict[int, Floor]]:
+    """`order` cut to `top_k`, with each kept keyword match's document (`floors`, best first:
+    `KeywordGate.floors`) at or above its keyword rank, or within top_k. A document already
+    there, with any of its chunks, stays where it is; otherwise its keyword match takes the
+    lowest place it may have and the rest keep their order around it. Returns the order and
+    the chunks moved."""
+    first_place: dict[str, int] = {}
+    for place, cid in enumerate(order):
+        first_place.setdefault(document_of[cid], place)
+    kept: dict[int, Floor] = {}
+    last: dict[int, int] = {}  # the lowest place each kept chunk may take (0-based)
+    documents: set[str] = set()
+    for cid, (rank, at_rank) in floors.items():
+        document = document_of[cid]
+        if document in documents or rank > top_k:
+            continue  # the document's better keyword match decides
+        documents.add(document)
+        lowest = rank - 1 if at_rank else top_k - 1
+        if first_place.get(document, len(order)) > lowest:
+            kept[cid], last[cid] = (rank, at_rank), lowest
+    if not kept:
+        return list(order[:top_k]), kept
+    pending = sorted(kept, key=lambda cid: (last[cid], kept[cid][0]))
+    rest = [cid for cid in order if cid not in kept]
+    out: list[int] = []
+    while len(out) < top_k and (pending or rest):
+        # The earliest-due kept chunk takes this place when it, or the kept chunks due no
+        # later than some one of them, would otherwise run out of places.
+        place = len(out)
+        due = any(last[cid] - place <= j for j, cid in enumerate(pending))
+        if pending and (due or not rest):
+            out.append(pending.pop(0))
+        else:
+            out.append(rest.pop(0))
+    return out, kept
 
 
 def _passages_by_words(
@@ -273,9 +417,17 @@ def _passages_by_words(
     return [queues[hits[cid].document_key].pop(0) for cid in order]
 
 
-def fuse_legs(legs: list[Leg], top_k: int, *, query: str, method: str | None = None) -> list[Hit]:
+def fuse_legs(
+    legs: list[Leg],
+    top_k: int,
+    *,
+    query: str,
+    method: str | None = None,
+    parameters: FusionModel | None = None,
+) -> list[Hit]:
     """The hybrid ranking of the vector and keyword legs, by `method` or as the settings choose
-    (CANON_HYBRID_FUSION)."""
+    (CANON_HYBRID_FUSION); the learned fusion by `parameters` (a knowledge base's calibration,
+    `retrieval.search.parameters`), by default the shipped ones."""
     vector, keyword = legs
     return fuse(
         vector=vector.hits,
@@ -285,4 +437,5 @@ def fuse_legs(legs: list[Leg], top_k: int, *, query: str, method: str | None = N
         vector_weight=settings.HYBRID_VECTOR_WEIGHT,
         query=query,
         keyword_bound=keyword.bound,
+        parameters=parameters,
     )

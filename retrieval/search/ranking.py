@@ -2,9 +2,11 @@
 search): its place and score in each leg, and, for hybrid, what the fusion made of them.
 
 For the learned fusion that is each feature's value and its contribution to the model's logit
-(`bias + sum of contributions`; the probability is its logistic), the largest first; for
-`convex` and `rrf`, each leg's share of the fused score. A caller reads only hits it may see,
-so an explanation names nothing else: the legs' other candidates are not listed.
+(`bias + sum of contributions`; the probability is its logistic), the largest first, and for a
+hit the keyword gate moved up (`fusion.KeywordGate`), `kept`: the keyword rank it was kept at
+and why, in words; for `convex` and `rrf`, each leg's share of the fused score. A caller reads
+only hits it may see, so an explanation names nothing else: the legs' other candidates are not
+listed.
 """
 
 from __future__ import annotations
@@ -31,9 +33,52 @@ def _places(leg: Leg, *, bounded: bool) -> dict[int, dict[str, Any]]:
     return places
 
 
-def _learned(query: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, Any]]:
+def kept_words(rank: int, at_rank: bool, top_k: int, *, share: float, of_best: float) -> str:
+    """Why the keyword gate kept a hit where it is, in words."""
+    if at_rank:
+        return (
+            f"kept at rank {rank} or better by the keyword gate: keyword rank {rank}, a strong "
+            f"keyword match ({share:.0%} of what the query's words could score)"
+        )
+    return (
+        f"kept in the top {top_k} by the keyword gate: keyword rank {rank}, "
+        f"{of_best:.0%} of the keyword list's best match"
+    )
+
+
+def _kept(query: str, vector: Leg, keyword: Leg, hits: Sequence[Hit]) -> dict[int, dict[str, Any]]:
+    """The hits whose document the keyword gate moved up (`fusion.keyword_floor`), with why in
+    words. Keyed by the hit that holds the place: within a document the passages are then put
+    in the order of their words, so that can be another chunk of the same document."""
+    bound = keyword.bound or 0.0
+    learned = fusion.learned_ranking(
+        vector.hits, keyword.hits, top_k=len(hits), query=query, keyword_bound=bound
+    )
+    by_id = {h.chunk_id: h for h in keyword.hits}
+    best = keyword.hits[0].score if keyword.hits else 0.0
+    in_vector = {h.chunk_id for h in vector.hits}
+    moved = {}
+    for cid, (rank, at_rank) in learned.kept.items():
+        score = by_id[cid].score
+        why = kept_words(
+            rank, at_rank, len(hits), share=score / bound, of_best=score / best if best else 0.0
+        )
+        if cid not in in_vector:
+            why += ", which the vector leg did not find"
+        moved[by_id[cid].document_key] = {"keyword_rank": rank, "at_rank": at_rank, "why": why}
+    kept: dict[int, dict[str, Any]] = {}
+    for hit in hits:
+        if hit.document_key in moved:
+            kept[hit.chunk_id] = moved.pop(hit.document_key)
+    return kept
+
+
+def _learned(
+    query: str, vector: Leg, keyword: Leg, hits: Sequence[Hit]
+) -> dict[int, dict[str, Any]]:
     model = fusion.model()
     features = fusion.candidate_features(query, vector.hits, keyword.hits, keyword.bound or 0.0)
+    kept = _kept(query, vector, keyword, hits) if model.gate is not None else {}
     explained: dict[int, dict[str, Any]] = {}
     for cid, x in features.items():
         contributions = model.contributions(x)
@@ -49,6 +94,7 @@ def _learned(query: str, vector: Leg, keyword: Leg) -> dict[int, dict[str, Any]]
                 {"feature": name, "value": round(value, 6), "contribution": round(part, 6)}
                 for name, value, part in terms
             ],
+            **({"kept": kept[cid]} if cid in kept else {}),
         }
     return explained
 
@@ -97,7 +143,7 @@ def explain_ranking(
         vector, keyword = legs
         method = (fused_by or settings.HYBRID_FUSION) if keyword.bound is not None else "convex"
         if method == "learned":
-            fused = _learned(query, vector, keyword)
+            fused = _learned(query, vector, keyword, hits)
         else:
             fused = _shares(method, vector, keyword)
     places = {

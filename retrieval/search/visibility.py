@@ -75,6 +75,25 @@ def filters_sql(params: dict[str, Any]) -> str:
     return sql
 
 
+def _pointers(iv: int, params: dict[str, Any]) -> str:
+    """The publication pointers `p` are read from: the table, or, for an evaluation of a pending
+    revision (`search(served_instead=...)`, `served_documents` and `served_builds` in `params`),
+    the table without those documents' pointers plus one pointer per named build, each a build
+    of that very document in this version and knowledge base (so no pairing can serve another
+    document's chunks). Read in the search's own statement, hence its own snapshot."""
+    if params.get("served_documents") is None:
+        return "kb_publication"
+    return f"""(
+      SELECT op.document_id, op.build_id, op.index_version_id, op.kb_id FROM kb_publication op
+      WHERE op.index_version_id = {int(iv)} AND op.kb_id = %(kb)s
+        AND op.document_id <> ALL(%(served_documents)s::bigint[])
+      UNION ALL
+      SELECT sb.document_id, sb.id, sb.index_version_id, sb.kb_id
+      FROM unnest(%(served_documents)s::bigint[], %(served_builds)s::bigint[]) AS s(doc, build)
+      JOIN kb_build sb ON sb.id = s.build AND sb.document_id = s.doc
+      WHERE sb.index_version_id = {int(iv)} AND sb.kb_id = %(kb)s)"""  # noqa: S608 (ids bound)
+
+
 def visible_sql(*, iv: int, params: dict[str, Any] | None = None, chunks: str = "kb_chunk") -> str:
     """FROM/WHERE of every search: the visibility rule, tenant and access groups (and the
     client's filters in `params`), chunk-first so the planner can drive the version's HNSW
@@ -93,7 +112,7 @@ def visible_sql(*, iv: int, params: dict[str, Any] | None = None, chunks: str = 
     active = "" if (params or {}).get("candidate") else f" AND k.active_index_version_id = {iv}"
     return f"""
     FROM {chunks} c
-    JOIN kb_publication p
+    JOIN {_pointers(iv, params or {})} p
       ON p.build_id = c.build_id AND p.index_version_id = {iv} AND p.kb_id = %(kb)s
     JOIN kb_document d ON d.id = p.document_id
     JOIN kb_build b ON b.id = p.build_id

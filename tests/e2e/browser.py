@@ -33,9 +33,28 @@ IMPLICIT_WAIT = 2.0
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
+    driver = chromium()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def chinese_browser() -> Iterator[WebDriver]:
+    """A browser whose person reads Simplified Chinese (Accept-Language zh-CN): the admin
+    answers in Chinese (console/locale.py). Needs a CJK font (the Makefile's `browser`)."""
+    driver = chromium(languages="zh-CN,zh")
+    yield driver
+    driver.quit()
+
+
+def chromium(languages: str = "") -> WebDriver:
+    """Headless Chromium; `languages` its Accept-Language (empty: Chromium's own, English)."""
     if CHROMIUM is None or CHROMEDRIVER is None:  # make test installs them; say so if it could not
         pytest.skip("Debian's chromium and chromium-driver are not installed")
     options = webdriver.ChromeOptions()
+    if languages:
+        options.add_argument(f"--lang={languages.split(',')[0]}")
+        options.add_experimental_option("prefs", {"intl.accept_languages": languages})
     options.binary_location = CHROMIUM or ""
     for flag in (
         "--headless=new",
@@ -51,8 +70,7 @@ def browser() -> Iterator[WebDriver]:
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER or ""))
     driver.implicitly_wait(IMPLICIT_WAIT)
-    yield driver
-    driver.quit()
+    return driver
 
 
 @contextmanager
@@ -76,13 +94,15 @@ class Person:
         self.username = username
         self.shots = 0
 
-    def log_in(self) -> None:
+    def log_in(self, *, signed_in: str = "Recent actions") -> None:
+        """Sign in; `signed_in` is the front page's words that say it worked (Django's "Recent
+        actions", "最近动作" in Chinese)."""
         self.driver.delete_all_cookies()
         self.visit("/admin/login/")
         self.fill("id_username", self.username)
         self.fill("id_password", PASSWORD)
         self.driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        self.wait_for_text("Recent actions")
+        self.wait_for_text(signed_in)
 
     def visit(self, path: str) -> None:
         self.driver.get(self.base_url + path)

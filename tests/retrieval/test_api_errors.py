@@ -92,6 +92,7 @@ def test_every_api_route_is_exact_about_its_slash(
         "run_id": 1,
         "question_set_id": 1,
         "evaluation_id": 1,
+        "other_id": 1,
     }
 
     for operation in api_operations():
@@ -116,6 +117,7 @@ def test_every_method_an_api_route_does_not_serve_is_a_json_405(
         "run_id": 1,
         "question_set_id": 1,
         "evaluation_id": 1,
+        "other_id": 1,
     }
     served: dict[str, set[str]] = {}
     for operation in api_operations():

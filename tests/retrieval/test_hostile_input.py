@@ -170,6 +170,7 @@ def values(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, str]:
         "run_id": str(run.pk),
         "question_set_id": str(question_set.pk),
         "evaluation_id": str(evaluation.pk),
+        "other_id": str(evaluation.pk),  # a run compared with itself: as good as any pair here
         "kb": "handbook",
         "chunk_id": str(live.chunks.get(ordinal=0).pk),
         "document_id": str(live.document_id),

@@ -67,6 +67,7 @@ OPERATIONS = {
     ("POST", "/api/v1/kbs/{kb}/evaluations"),
     ("GET", "/api/v1/evaluations/{evaluation_id}"),
     ("GET", "/api/v1/evaluations/{evaluation_id}/results"),
+    ("GET", "/api/v1/evaluations/{evaluation_id}/compare/{other_id}"),
 }
 
 # Besides no 5xx: every answer is documented (status, content type, body schema), and every
@@ -165,6 +166,7 @@ def fuzz_target(
             "run_id": run.pk,
             "question_set_id": question_set.pk,
             "evaluation_id": evaluation.pk,
+            "other_id": evaluation.pk,
         },
     }
 

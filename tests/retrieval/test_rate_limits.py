@@ -34,6 +34,7 @@ VALUES = {
     "run_id": 10**12,
     "question_set_id": 10**12,
     "evaluation_id": 10**12,
+    "other_id": 10**12,
 }
 
 

@@ -49,6 +49,7 @@ def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[st
         "run_id": {},  # of the readable source: a run of another source is not its run
         "question_set_id": {},
         "evaluation_id": {},
+        "other_id": {},  # the run compared with: scoped like evaluation_id
     }
     for reason, build in [
         ("access group", restricted),
@@ -76,11 +77,13 @@ def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[st
         question_set, evaluation = question_set_with_run(place)
         world["question_set_id"][reason] = str(question_set.pk)
         world["evaluation_id"][reason] = str(evaluation.pk)
+        world["other_id"][reason] = str(evaluation.pk)
     world["readable"] = {
         "source_id": str(own.pk),
         "run_id": str(own.runs.get().pk),
         "question_set_id": str(own_set.pk),
         "evaluation_id": str(own_evaluation.pk),
+        "other_id": str(own_evaluation.pk),
     }
     return world
 

@@ -15,10 +15,11 @@ from pathlib import Path
 from textkit.extract import rows
 from textkit.extract.base import ZIP_MAGIC, Extracted, ParseError, UnsupportedMediaType
 from textkit.extract.encoding import decode, refuse_binary
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("text/csv", "text/tab-separated-values")
 EXTENSIONS = {".csv": "text/csv", ".tsv": "text/tab-separated-values"}
-LABEL = "CSV (.csv, .tsv)"
+LABEL = gettext_noop("CSV (.csv, .tsv)")
 
 _DELIMITERS = ",;\t|"
 # Enough lines for the delimiter guess; csv.Sniffer is slow on more.

@@ -44,10 +44,11 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",)
 EXTENSIONS = {".docx": MEDIA_TYPES[0]}
-LABEL = "Word (.docx)"
+LABEL = gettext_noop("Word (.docx)")
 
 
 def check_head(head: bytes, media_type: str) -> None:

@@ -42,10 +42,11 @@ from textkit.extract.base import (
     UnsupportedMediaType,
     too_long,
 )
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/epub+zip",)
 EXTENSIONS = {".epub": MEDIA_TYPES[0]}
-LABEL = "EPUB e-book"
+LABEL = gettext_noop("EPUB e-book")
 
 _WHAT = "e-book"
 _ARCHIVE_LABEL = "book in EPUB format"

@@ -24,10 +24,11 @@ from lxml import etree
 
 from textkit.extract.base import CODE, HEADING, PARAGRAPH, TABLE, Block, Extracted
 from textkit.extract.encoding import decode, refuse_binary
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("text/html",)
 EXTENSIONS = {".htm": "text/html", ".html": "text/html"}
-LABEL = "HTML"
+LABEL = gettext_noop("HTML")
 
 
 def check_head(head: bytes, media_type: str) -> None:

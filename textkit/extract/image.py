@@ -32,6 +32,7 @@ from textkit.extract.base import (
     UnsupportedMediaType,
 )
 from textkit.extract.plain import MAX_TITLE_LINE
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("image/png", "image/jpeg", "image/tiff", "image/webp")
 EXTENSIONS = {
@@ -42,12 +43,12 @@ EXTENSIONS = {
     ".tiff": "image/tiff",
     ".webp": "image/webp",
 }
-LABEL = "images (PNG, JPEG, TIFF, WebP; read by OCR)"
+LABEL = gettext_noop("images (PNG, JPEG, TIFF, WebP; read by OCR)")
 LABELS = {
-    "image/png": "PNG image",
-    "image/jpeg": "JPEG image",
-    "image/tiff": "TIFF image",
-    "image/webp": "WebP image",
+    "image/png": gettext_noop("PNG image"),
+    "image/jpeg": gettext_noop("JPEG image"),
+    "image/tiff": gettext_noop("TIFF image"),
+    "image/webp": gettext_noop("WebP image"),
 }
 
 # Pillow's names of the formats read, by media type.

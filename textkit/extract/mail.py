@@ -67,12 +67,13 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.words import gettext_noop
 
 MESSAGE_RFC822 = "message/rfc822"
 OUTLOOK_MSG = "application/vnd.ms-outlook"
 MEDIA_TYPES = (MESSAGE_RFC822, OUTLOOK_MSG)
 EXTENSIONS = {".eml": MESSAGE_RFC822, ".msg": OUTLOOK_MSG}
-LABEL = "e-mail (.eml, .msg)"
+LABEL = gettext_noop("e-mail (.eml, .msg)")
 
 MAX_ATTACHMENTS = 50
 MAX_PARTS = 1000

@@ -15,10 +15,11 @@ from textkit.extract.base import CODE, HEADING, Block, Extracted
 from textkit.extract.encoding import decode, refuse_binary
 from textkit.extract.front_matter import split_front_matter
 from textkit.extract.plain import paragraph_blocks
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("text/markdown",)
 EXTENSIONS = {".md": "text/markdown", ".markdown": "text/markdown"}
-LABEL = "Markdown"
+LABEL = gettext_noop("Markdown")
 
 
 def check_head(head: bytes, media_type: str) -> None:

@@ -23,10 +23,11 @@ from textkit.extract.base import (
     ParseError,
 )
 from textkit.extract.odfxml import q
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.oasis.opendocument.presentation",)
 EXTENSIONS = {".odp": MEDIA_TYPES[0]}
-LABEL = "OpenDocument presentation (.odp)"
+LABEL = gettext_noop("OpenDocument presentation (.odp)")
 NO_TEXT = (
     "The presentation has no text: its slides hold no text, tables or notes "
     "(pictures and charts are not read)."

@@ -16,10 +16,11 @@ from typing import Any
 from textkit.extract import odfxml, rows
 from textkit.extract.base import Block, Extracted
 from textkit.extract.odfxml import q
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.oasis.opendocument.spreadsheet",)
 EXTENSIONS = {".ods": MEDIA_TYPES[0]}
-LABEL = "OpenDocument spreadsheet (.ods)"
+LABEL = gettext_noop("OpenDocument spreadsheet (.ods)")
 
 _TABLE = q("table:table")
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from textkit.extract import odfxml, options
 from textkit.extract.base import HEADING, Block, Extracted
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.oasis.opendocument.text",)
 EXTENSIONS = {".odt": MEDIA_TYPES[0]}
-LABEL = "OpenDocument text (.odt)"
+LABEL = gettext_noop("OpenDocument text (.odt)")
 
 
 def check_head(head: bytes, media_type: str) -> None:

@@ -53,13 +53,14 @@ from textkit.extract.base import (
 )
 from textkit.extract.pdf_tables import Table, find_tables, line_key, table_blocks
 from textkit.extract.plain import MAX_TITLE_LINE
+from textkit.words import gettext_noop
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
 MEDIA_TYPES = ("application/pdf",)
 EXTENSIONS = {".pdf": "application/pdf"}
-LABEL = "PDF"
+LABEL = gettext_noop("PDF")
 
 
 def check_head(head: bytes, media_type: str) -> None:

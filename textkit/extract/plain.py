@@ -7,10 +7,11 @@ from pathlib import Path
 
 from textkit.extract.base import PARAGRAPH, Block, Extracted
 from textkit.extract.encoding import decode, refuse_binary
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("text/plain",)
 EXTENSIONS = {".txt": "text/plain", ".text": "text/plain"}
-LABEL = "plain text"
+LABEL = gettext_noop("plain text")
 
 
 def check_head(head: bytes, media_type: str) -> None:

@@ -31,10 +31,11 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.presentationml.presentation",)
 EXTENSIONS = {".pptx": MEDIA_TYPES[0]}
-LABEL = "PowerPoint (.pptx)"
+LABEL = gettext_noop("PowerPoint (.pptx)")
 
 _DAMAGED = "The PowerPoint presentation is damaged and cannot be read."
 NO_TEXT = (

@@ -38,10 +38,11 @@ from textkit.extract.base import (
     UnsupportedMediaType,
 )
 from textkit.extract.plain import first_line_title
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/rtf",)
 EXTENSIONS = {".rtf": MEDIA_TYPES[0]}
-LABEL = "Rich Text (.rtf)"
+LABEL = gettext_noop("Rich Text (.rtf)")
 
 MAX_RTF_BYTES = 200 * 1024 * 1024
 MAX_GROUPS = 2_000_000

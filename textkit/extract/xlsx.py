@@ -28,10 +28,11 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",)
 EXTENSIONS = {".xlsx": MEDIA_TYPES[0]}
-LABEL = "Excel (.xlsx)"
+LABEL = gettext_noop("Excel (.xlsx)")
 
 _DAMAGED = "The Excel workbook is damaged and cannot be read."
 
