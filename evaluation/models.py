@@ -328,3 +328,95 @@ class QualityGate(models.Model):
 
     def __str__(self) -> str:
         return f"Quality gate of {self.kb}"
+
+
+class Calibration(models.Model):
+    """The learned fusion refitted on a question set of a knowledge base (issue 39, item 6;
+    `evaluation.services.calibration`): the candidate parameters, cross-validated against the
+    shipped default on the set, which a person may adopt through the gate a swap passes.
+
+    Computed once per (set, set version, index version) (`calibration_request`); each
+    question's held-out ranking is kept under the default and under the candidate (document
+    keys: the admin names only those the viewer may read), and each fold's figures."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", gettext_lazy("queued")
+        RUNNING = "running", gettext_lazy("computing")
+        # a refit beat the default on the held-out folds: it may be adopted
+        CANDIDATE = "candidate", gettext_lazy("candidate")
+        # no refit beat the default by more than noise: nothing to adopt
+        DEFAULT_KEPT = "default_kept", gettext_lazy("default kept")
+        FAILED = "failed", gettext_lazy("failed")
+        ADOPTED = "adopted", gettext_lazy("adopted")
+        ROLLED_BACK = "rolled_back", gettext_lazy("rolled back")
+        # another calibration was adopted after it
+        REPLACED = "replaced", gettext_lazy("replaced")
+
+    OPEN_STATES = (State.QUEUED, State.RUNNING)
+    # Those a person may adopt (again).
+    ADOPTABLE = (State.CANDIDATE, State.ROLLED_BACK, State.REPLACED)
+
+    kb = models.ForeignKey(
+        "kb.KnowledgeBase",
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.CASCADE,
+        related_name="calibrations",
+    )
+    question_set = models.ForeignKey(
+        QuestionSet,
+        verbose_name=gettext_lazy("question set"),
+        on_delete=models.PROTECT,
+        related_name="calibrations",
+    )
+    question_set_version = models.PositiveIntegerField()
+    # The version whose legs were read (the active one when it was asked for).
+    index_version = models.ForeignKey("kb.IndexVersion", on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    # The shipped default's SHA-256 when computed: a calibration of another default is stale.
+    default_sha256 = models.CharField(max_length=64, blank=True)
+    # The candidate's parameters (`fusion_fitting.parameters_of`); the default's when kept.
+    parameters = models.JSONField(default=dict, blank=True)
+    # The L2 strength toward the default that cross-validation chose (None: the default kept).
+    l2 = models.FloatField(null=True, blank=True)
+    questions = models.PositiveIntegerField(default=0)
+    teaching = models.PositiveIntegerField(default=0)
+    # Held-out MRR@10 over every question: the default's, the candidate's.
+    default_mrr = models.FloatField(null=True, blank=True)
+    candidate_mrr = models.FloatField(null=True, blank=True)
+    # [{"n", "default_mrr", "candidate_mrr"}] per fold; {l2: {"mrr@10", "gain", "se"}}.
+    folds = models.JSONField(default=list, blank=True)
+    grid = models.JSONField(default=dict, blank=True)
+    # [{"question", "external_id", "text", "expected", "default", "candidate"}]: each
+    # question's documents when held out, best first, under the default and the candidate.
+    per_question = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    adopted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    adopted_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)  # rolled back or replaced
+
+    class Meta:
+        verbose_name = gettext_lazy("fusion calibration")
+        verbose_name_plural = gettext_lazy("fusion calibrations")
+        indexes = [models.Index(fields=["kb", "-created_at"], name="evaluation_calib_recent")]
+        constraints = [
+            # one computation per set version and index version (a failed one may be retried)
+            models.UniqueConstraint(
+                fields=["question_set", "question_set_version", "index_version"],
+                condition=~Q(state="failed"),
+                name="evaluation_calibration_once",
+            ),
+            # at most one adopted per knowledge base
+            models.UniqueConstraint(
+                fields=["kb"], condition=Q(state="adopted"), name="evaluation_calibration_adopted"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Calibration {self.pk}"

@@ -41,6 +41,7 @@ from evaluation.services.schedule import quality_drop_check
 from ingestion.task_outcomes import task_succeed
 from kb.models import IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import index_version_settings_record
+from retrieval.models import FusionCalibration
 from retrieval.principals import Principal
 from retrieval.search import fusion
 from retrieval.search.engine import search
@@ -177,7 +178,8 @@ def _set_changed(run: EvaluationRun) -> str:
 
 def search_settings(version: IndexVersion, *, top_k: int) -> dict[str, object]:
     """What makes two runs' figures comparable, beside the questions: the index version's
-    settings, how hybrid fuses (the method and the learned model file's SHA-256), the reranker
+    settings, how hybrid fuses (the method, the learned model file's SHA-256 and the knowledge
+    base's adopted calibration), the reranker
     (protocol and model, never its address or key) and top_k. (A revision run's build is its
     `served_build`, never copied here: the API shows these settings to keys that may not read
     that document.)"""
@@ -186,6 +188,10 @@ def search_settings(version: IndexVersion, *, top_k: int) -> dict[str, object]:
         "fusion": {
             "method": settings.HYBRID_FUSION,
             "model_sha256": hashlib.sha256(fusion.MODEL_PATH.read_bytes()).hexdigest(),
+            # the knowledge base's adopted calibration, if any (`retrieval.search.parameters`)
+            "calibration": FusionCalibration.objects.filter(kb_id=version.kb_id)
+            .values_list("calibration_id", flat=True)
+            .first(),
         },
         "rerank": {
             "configured": bool(settings.RERANK_URL),

@@ -292,7 +292,7 @@ class RunComparison:
         return [c for c in self.changes if c.change in kinds]
 
 
-def _change(before: int | None, after: int | None) -> str:
+def rank_change(before: int | None, after: int | None) -> str:
     if before is None and after is None:
         return MISSED
     if before is None:
@@ -355,7 +355,7 @@ def run_comparison(before: EvaluationRun, after: EvaluationRun) -> RunComparison
         elif "after" not in entry:
             change = REMOVED
         else:
-            change = _change(entry["before"], entry["after"])
+            change = rank_change(entry["before"], entry["after"])
         comparison.changes.append(
             QuestionChange(
                 external_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from evaluation.services.calibration import calibration_compute
 from evaluation.services.runs import evaluation_runs_close_orphaned
 from evaluation.services.schedule import evaluation_runs_start_due
 from work.jobs import job_ran
@@ -17,3 +18,10 @@ def scheduled_runs() -> int:
     job_ran("evaluation")
     evaluation_runs_close_orphaned()
     return evaluation_runs_start_due()
+
+
+@shared_task(name="evaluation.tasks.calibration_compute", ignore_result=True)
+def calibration_compute_task(calibration_id: int) -> None:
+    """Compute a calibration asked for (`calibration_compute`); quiet when it is gone or no
+    longer queued. Not retried: a failure is kept on the row, and asking again starts anew."""
+    calibration_compute(calibration_id=calibration_id)

@@ -15,6 +15,12 @@ Named once here, so a writer and its readers cannot drift apart.
   `details["reason"]`, `details["previous_id"]`.
 - QUALITY_GATE_CHANGED: the quality gate set, changed or removed
   (`evaluation.services.gates`); subject the gate's knowledge base, `action` what it is now.
+  QUALITY_GATE_OVERRIDDEN also records a calibration adopted although the gate refused it
+  (subject_type "calibration").
+- FUSION_CALIBRATION_ADOPTED / FUSION_CALIBRATION_ROLLED_BACK: search's fusion for the
+  knowledge base set to a calibration on its own questions, or back to the shipped default
+  (`evaluation.services.calibration`); subject the calibration, `details["reason"]`,
+  `details["quality_gate"]` (the verdict an adoption passed).
 """
 
 from __future__ import annotations
@@ -25,3 +31,5 @@ SYNC_DELETIONS_KEPT = "sync_deletions_kept"
 SYNC_ANSWERS = (SYNC_DELETIONS_CONFIRMED, SYNC_DELETIONS_KEPT)
 QUALITY_GATE_OVERRIDDEN = "quality_gate_overridden"
 QUALITY_GATE_CHANGED = "quality_gate_changed"
+FUSION_CALIBRATION_ADOPTED = "fusion_calibration_adopted"
+FUSION_CALIBRATION_ROLLED_BACK = "fusion_calibration_rolled_back"

@@ -48,6 +48,8 @@ AUDIT_KINDS = (
     *audit_kinds.SYNC_ANSWERS,
     audit_kinds.QUALITY_GATE_OVERRIDDEN,
     audit_kinds.QUALITY_GATE_CHANGED,
+    audit_kinds.FUSION_CALIBRATION_ADOPTED,
+    audit_kinds.FUSION_CALIBRATION_ROLLED_BACK,
 )
 SWAP_KINDS = ("index_version_swap", "index_version_rollback")
 PAGE_SIZE = 25
@@ -74,6 +76,10 @@ _LABELS = {
     audit_kinds.SYNC_DELETIONS_KEPT: gettext_lazy("kept what a sync would delete"),
     audit_kinds.QUALITY_GATE_OVERRIDDEN: gettext_lazy("overrode the quality gate"),
     audit_kinds.QUALITY_GATE_CHANGED: gettext_lazy("changed the quality gate"),
+    audit_kinds.FUSION_CALIBRATION_ADOPTED: gettext_lazy("adopted a search calibration"),
+    audit_kinds.FUSION_CALIBRATION_ROLLED_BACK: gettext_lazy(
+        "rolled search back to the default fusion"
+    ),
     "settings_added": gettext_lazy("created the knowledge base"),
     "settings_changed": gettext_lazy("changed settings"),
 }

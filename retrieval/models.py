@@ -90,3 +90,33 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} -> {self.response_status}"
+
+
+class FusionCalibration(models.Model):
+    """The learned fusion's parameters a knowledge base adopted (issue 39, item 6): search
+    fuses that knowledge base's hybrid legs by them instead of the shipped default
+    (`retrieval.search.parameters`). No row: the default.
+
+    Retrieval's own row, so search reads it without importing evaluation (the floor above,
+    which computes and judges calibrations: `evaluation.services.calibration`). Written and
+    deleted only by those services, under the knowledge base's row lock; `calibration_id`
+    names evaluation's record of where the parameters came from (not a foreign key: a lower
+    floor does not point up)."""
+
+    kb = models.OneToOneField(
+        "kb.KnowledgeBase",
+        verbose_name=gettext_lazy("knowledge base"),
+        on_delete=models.CASCADE,
+        related_name="fusion_calibration",
+    )
+    # As `fusion_model.json` holds them (`fusion_fitting.parameters_of`).
+    parameters = models.JSONField(verbose_name=gettext_lazy("parameters"))
+    calibration_id = models.BigIntegerField(verbose_name=gettext_lazy("calibration"))
+    adopted_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("adopted at"))
+
+    class Meta:
+        verbose_name = gettext_lazy("adopted fusion calibration")
+        verbose_name_plural = gettext_lazy("adopted fusion calibrations")
+
+    def __str__(self) -> str:
+        return f"Fusion calibration {self.calibration_id} of {self.kb_id}"

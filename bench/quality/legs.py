@@ -152,16 +152,9 @@ class Legs:
             return {}
         out: dict[int, dict[str, int]] = {}
         with connection.cursor() as cursor:
-            cursor.execute(  # each chunk's tf in its block (kb.postings' format)
-                """
-                SELECT c.id, p.term, p.postings[cardinality(p.postings) / 3 + x.i]
-                FROM kb_chunk c
-                JOIN kb_posting p ON p.build_id = c.build_id AND p.term = ANY(%s)
-                                 AND p.block / 65536 = c.ordinal / 32768
-                CROSS JOIN LATERAL (SELECT array_position(
-                    p.postings, mod(c.ordinal, 32768)::smallint) AS i) x
-                WHERE c.id = ANY(%s) AND x.i <= cardinality(p.postings) / 3
-                """,
+            cursor.execute(  # each chunk's tf (kb.Posting: one row per chunk and term)
+                "SELECT p.chunk_id, p.term, p.tf FROM kb_posting p "
+                "WHERE p.term = ANY(%s) AND p.chunk_id = ANY(%s)",
                 [terms, chunk_ids],
             )
             for chunk_id, term, tf in cursor.fetchall():

@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from console.admin import evaluation_pages
+from console.admin import evaluation_calibration, evaluation_pages
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from console.admin.sources import run_state_html
 from evaluation.documents import HIDDEN, key_views
@@ -411,6 +411,26 @@ class EvaluationRunAdmin(ReadOnlyAdmin):
     def get_urls(self) -> list[Any]:
         wrap = self.bound_view
         return [
+            path(
+                "quality/<int:kb_id>/calibrate/",
+                wrap(evaluation_calibration.calibrate_view),
+                name="evaluation_calibrate",
+            ),
+            path(
+                "quality/<int:kb_id>/calibration/rollback/",
+                wrap(evaluation_calibration.rollback_view),
+                name="evaluation_calibration_rollback",
+            ),
+            path(
+                "calibration/<int:calibration_id>/",
+                wrap(evaluation_calibration.calibration_view),
+                name="evaluation_calibration",
+            ),
+            path(
+                "calibration/<int:calibration_id>/adopt/",
+                wrap(evaluation_calibration.adopt_view),
+                name="evaluation_calibration_adopt",
+            ),
             path(
                 "quality/<path:kb_id>/",
                 wrap(evaluation_pages.quality_view),

@@ -28,6 +28,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
 from console.admin.confirmation import require
+from console.admin.evaluation_calibration import calibration_section
 from console.admin.evaluation_charts import legend, line_chart
 from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
@@ -689,6 +690,7 @@ def quality_view(model_admin: TenantScopedAdmin, request: HttpRequest, kb_id: st
         ],
         "home_url": reverse("admin:kb_knowledgebase_home", args=[kb.pk]),
         "can_run": request.user.has_perm("evaluation.run_evaluation"),
+        "calibration": calibration_section(request, kb),
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, "admin/evaluation/quality.html", context)

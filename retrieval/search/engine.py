@@ -9,12 +9,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.fusion import depth
+from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import (
     Hit,
     Leg,
@@ -26,6 +27,7 @@ from retrieval.search.hits import (
 )
 from retrieval.search.lexical.bm25 import Narrow, Statistics, filtered, narrow_ids
 from retrieval.search.lexical.leg import keyword_rows
+from retrieval.search.parameters import adopted_parameters
 from retrieval.search.ranking import explain_ranking
 from retrieval.search.rerank import rerank_plan, rerank_stage
 from retrieval.search.snapshot import (
@@ -168,7 +170,8 @@ def search(
 
     `fusion`: how a hybrid search fuses its legs (`retrieval.search.fusion.METHODS`), by default
     CANON_HYBRID_FUSION; the compatibility doors ask for the learned fusion, whose 0-1 score is
-    what their thresholds mean.
+    what their thresholds mean. The learned fusion uses the parameters `kb` adopted
+    (`retrieval.search.parameters`, read in the lists' snapshot), else the shipped default.
 
     `served_instead` (evaluation's runs of a pending revision only; the API never passes it):
     {document id: build id}, each document served from that build of the version searched
@@ -203,7 +206,11 @@ def search(
                 hits = hits_from_rows(rows)
                 why = _why(explain, mode, query, [Leg(hits, 1.0)], hits)
                 return _result(kb, version, started, hits, why, Rerank(reason=plan.skipped))
+        parameters: FusionModel | None = None
         with search_snapshot(using):
+            if mode == "hybrid" and (fusion or settings.HYBRID_FUSION) == "learned":
+                # the knowledge base's calibration, in the snapshot its lists are read in
+                parameters = adopted_parameters(kb_id=kb.pk)
             ranked = _ranked_lists(
                 kb_id=kb.pk,
                 version=version,
@@ -216,8 +223,10 @@ def search(
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None
             continue
-        hits, reranked = rerank_stage(plan, query=query, legs=ranked, top_k=top_k, fusion=fusion)
-        why = _why(explain, mode, query, ranked, hits, fusion)
+        hits, reranked = rerank_stage(
+            plan, query=query, legs=ranked, top_k=top_k, fusion=fusion, parameters=parameters
+        )
+        why = _why(explain, mode, query, ranked, hits, fusion, parameters)
         return _result(kb, version, started, hits, why, reranked)
 
 
@@ -228,11 +237,14 @@ def _why(
     legs: list[Leg],
     hits: list[Hit],
     fusion: str | None = None,
+    parameters: FusionModel | None = None,
 ) -> Ranking | None:
     """Why `hits` rank where they do, when the caller asked (`explain`)."""
     if not explain:
         return None
-    return explain_ranking(mode=mode, query=query, legs=legs, hits=hits, fused_by=fusion)
+    return explain_ranking(
+        mode=mode, query=query, legs=legs, hits=hits, fused_by=fusion, parameters=parameters
+    )
 
 
 def _result(
@@ -252,3 +264,42 @@ def _result(
         ranking=ranking,
         rerank=rerank or Rerank(),
     )
+
+
+def search_legs(
+    *,
+    principal: Principal,
+    kb: KnowledgeBase,
+    query: str,
+    top_k: int = 10,
+    index_version: IndexVersion | None = None,
+    using: str = DEFAULT_DB_ALIAS,
+) -> tuple[IndexVersion, list[Leg]]:
+    """A hybrid search's legs (vector, keyword), unfused: what `search` reads for the learned
+    fusion of `top_k` (`depth(top_k, "learned")`, the shipped depth, no reranker's), by the
+    same statements, visibility and snapshot, starting again after a swap as it does. For
+    fitting the fusion to a knowledge base's questions (`evaluation.services.calibration`):
+    the legs the fused ranking is made of. Returns the version read and the legs."""
+    if index_version is not None and index_version.kb_id != kb.pk:
+        raise ValueError("index_version belongs to another knowledge base")
+    version = index_version or kb.active_index_version
+    while True:
+        if version is None:
+            version = _active_version(kb_id=kb.pk, using=using)
+        vector = embed_query(version, query)
+        params = search_params(principal=principal, kb=kb, filters=None)
+        if index_version is not None:
+            params["candidate"] = True
+        with search_snapshot(using):
+            ranked = _ranked_lists(
+                kb_id=kb.pk,
+                version=version,
+                params=params,
+                vector=vector,
+                query=query,
+                limit=depth(top_k, "learned"),
+            )
+        if ranked is None:  # swapped since `version` was read: start again with the new one
+            version = None
+            continue
+        return version, ranked

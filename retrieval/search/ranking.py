@@ -46,13 +46,24 @@ def kept_words(rank: int, at_rank: bool, top_k: int, *, share: float, of_best: f
     )
 
 
-def _kept(query: str, vector: Leg, keyword: Leg, hits: Sequence[Hit]) -> dict[int, dict[str, Any]]:
+def _kept(
+    query: str,
+    vector: Leg,
+    keyword: Leg,
+    hits: Sequence[Hit],
+    parameters: fusion.FusionModel | None = None,
+) -> dict[int, dict[str, Any]]:
     """The hits whose document the keyword gate moved up (`fusion.keyword_floor`), with why in
     words. Keyed by the hit that holds the place: within a document the passages are then put
     in the order of their words, so that can be another chunk of the same document."""
     bound = keyword.bound or 0.0
     learned = fusion.learned_ranking(
-        vector.hits, keyword.hits, top_k=len(hits), query=query, keyword_bound=bound
+        vector.hits,
+        keyword.hits,
+        top_k=len(hits),
+        query=query,
+        keyword_bound=bound,
+        parameters=parameters,
     )
     by_id = {h.chunk_id: h for h in keyword.hits}
     best = keyword.hits[0].score if keyword.hits else 0.0
@@ -74,11 +85,15 @@ def _kept(query: str, vector: Leg, keyword: Leg, hits: Sequence[Hit]) -> dict[in
 
 
 def _learned(
-    query: str, vector: Leg, keyword: Leg, hits: Sequence[Hit]
+    query: str,
+    vector: Leg,
+    keyword: Leg,
+    hits: Sequence[Hit],
+    parameters: fusion.FusionModel | None = None,
 ) -> dict[int, dict[str, Any]]:
-    model = fusion.model()
+    model = parameters or fusion.model()
     features = fusion.candidate_features(query, vector.hits, keyword.hits, keyword.bound or 0.0)
-    kept = _kept(query, vector, keyword, hits) if model.gate is not None else {}
+    kept = _kept(query, vector, keyword, hits, model) if model.gate is not None else {}
     explained: dict[int, dict[str, Any]] = {}
     for cid, x in features.items():
         contributions = model.contributions(x)
@@ -131,10 +146,12 @@ def explain_ranking(
     legs: Sequence[Leg],
     hits: Sequence[Hit],
     fused_by: str | None = None,
+    parameters: fusion.FusionModel | None = None,
 ) -> Ranking:
     """The explanation of `hits`, the answer a search of `mode` made of `legs` (vector then
     keyword for hybrid; the one leg otherwise), fused by `fused_by` (default
-    CANON_HYBRID_FUSION). Pure: no I/O."""
+    CANON_HYBRID_FUSION; the learned fusion by `parameters`, by default the shipped ones). Pure:
+    no I/O."""
     bound = legs[-1].bound if mode != "vector" else None
     method: str | None = None
     fused: dict[int, dict[str, Any]] = {}
@@ -143,7 +160,7 @@ def explain_ranking(
         vector, keyword = legs
         method = (fused_by or settings.HYBRID_FUSION) if keyword.bound is not None else "convex"
         if method == "learned":
-            fused = _learned(query, vector, keyword, hits)
+            fused = _learned(query, vector, keyword, hits, parameters)
         else:
             fused = _shares(method, vector, keyword)
     places = {

@@ -33,7 +33,7 @@ from embeddings import (
 )
 from embeddings.rerank import Reranker, RerankTimeout, reranker_from_settings
 from retrieval.metrics import RERANK_OUTCOMES
-from retrieval.search.fusion import fuse_legs
+from retrieval.search.fusion import FusionModel, fuse_legs
 from retrieval.search.hits import Hit, Leg, Rerank
 
 logger = logging.getLogger(__name__)
@@ -86,19 +86,30 @@ def rerank_plan(*, mode: str, requested: bool = True) -> RerankPlan:
 
 
 def rerank_stage(
-    plan: RerankPlan, *, query: str, legs: list[Leg], top_k: int, fusion: str | None = None
+    plan: RerankPlan,
+    *,
+    query: str,
+    legs: list[Leg],
+    top_k: int,
+    fusion: str | None = None,
+    parameters: FusionModel | None = None,
 ) -> tuple[list[Hit], Rerank]:
     """The search's top_k hits from its legs (one leg's own, or the legs fused by `fusion`, by
     default CANON_HYBRID_FUSION) and what the rerank stage did. With a reranker, the first
     `plan.candidates` fused hits go in its order (a text it did not score after those it did, in
     their fused order), then the rest of the fused order. Call it outside any transaction: it
     may wait on HTTP for the reranker's timeout. Never raises the reranker's errors: it answers
-    the fused order instead."""
+    the fused order instead. `parameters`: the learned fusion's (a knowledge base's calibration),
+    by default the shipped ones."""
     if len(legs) == 1:
         return legs[0].hits, Rerank(reason=plan.skipped)
     if plan.reranker is None:
-        return fuse_legs(legs, top_k, query=query, method=fusion), Rerank(reason=plan.skipped)
-    fused = fuse_legs(legs, max(top_k, plan.candidates), query=query, method=fusion)
+        return fuse_legs(legs, top_k, query=query, method=fusion, parameters=parameters), Rerank(
+            reason=plan.skipped
+        )
+    fused = fuse_legs(
+        legs, max(top_k, plan.candidates), query=query, method=fusion, parameters=parameters
+    )
     head = fused[: plan.candidates]
     if not head:
         return [], Rerank(reranked=True)  # nothing to reorder: no call
@@ -110,7 +121,9 @@ def rerank_stage(
         logger.warning("search not reranked (%s); answering in the fused order: %s", reason, exc)
         # Fused for top_k afresh: the learned fusion orders a document's passages among the
         # places it gave them, so the first top_k of a longer list can differ.
-        return fuse_legs(legs, top_k, query=query, method=fusion), Rerank(reason=reason)
+        return fuse_legs(legs, top_k, query=query, method=fusion, parameters=parameters), Rerank(
+            reason=reason
+        )
     RERANK_OUTCOMES.labels(outcome="reranked").inc()
     return [*reorder(head, scores), *fused[len(head) :]][:top_k], Rerank(reranked=True)
 

@@ -17,7 +17,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Model
 from django.test import Client
 
-from evaluation.models import EvaluationRun, Question
+from evaluation.models import Calibration, EvaluationRun, Question
 from evaluation.services.question_sets import question_set_create
 from evaluation.services.runs import evaluation_request
 from ingestion.pipeline.run import task_execute
@@ -99,6 +99,30 @@ def _evaluated(kb: KnowledgeBase, name: str, questions: list[tuple[str, list[str
     IngestionTask.objects.filter(pk=run.task_id).update(available_at=None)
     task_execute(task_id=run.task_id, worker_id="world")
     assert EvaluationRun.objects.get(pk=run.pk).state == "succeeded"
+    # a calibration of the set, as computed, naming its questions and documents
+    text, keys, _ = questions[0]
+    version = KnowledgeBase.objects.get(pk=kb.pk).active_index_version
+    assert version is not None
+    Calibration.objects.create(
+        kb=kb,
+        question_set=question_set,
+        question_set_version=question_set.version,
+        index_version=version,
+        state=Calibration.State.CANDIDATE,
+        default_mrr=0.5,
+        candidate_mrr=1.0,
+        folds=[{"n": 1, "default_mrr": 0.5, "candidate_mrr": 1.0}],
+        per_question=[
+            {
+                "question": None,
+                "external_id": "q0",
+                "text": text,
+                "expected": keys,
+                "default": ["other", *keys],
+                "candidate": keys,
+            }
+        ],
+    )
 
 
 def _tenant_a() -> Tenant:

@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
 
-from evaluation.models import EvaluationRun
+from evaluation.models import Calibration, EvaluationRun
 from kb.models import Build, Document, IndexVersion, KnowledgeBase, MetadataField
 from tests.console.admin_world import MARK_A, MARK_HR, World, build_world
 from work.models import AuditEvent
@@ -38,6 +38,7 @@ PARAMETER_MODELS: dict[str, type[Model]] = {
     "field_id": MetadataField,
     "kb_id": KnowledgeBase,  # a knowledge base's page of another admin (evaluation's Quality)
     "other_id": EvaluationRun,  # the run a comparison puts beside the page's
+    "calibration_id": Calibration,  # a knowledge base's fusion calibration (its page, Adopt…)
 }
 MALFORMED = ["abc", "1%20OR%201=1", "-1", "0", "99999999999999999999", "1.5", "%00", "1/2"]
 NO_POST = {"logout", "password_change"}  # they would end or change the session
