@@ -55,8 +55,8 @@ class ApiKey(models.Model):
     )
 
     class Meta:
-        verbose_name = gettext_lazy("api key")
-        verbose_name_plural = gettext_lazy("api keys")
+        verbose_name = gettext_lazy("API key")
+        verbose_name_plural = gettext_lazy("API keys")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

@@ -193,7 +193,21 @@ def rank_words(ranking: dict[str, Any] | None) -> str:
             gettext("fused %(score)s: %(why)s")
             % {"score": f"{fused['score']:.3f}", "why": fused_words(fused)}
         )
+        if fused.get("kept"):
+            parts.append(kept_words(fused["kept"]))
     return " · ".join(parts)
+
+
+def kept_words(kept: dict[str, Any]) -> str:
+    """Why the keyword gate (`fusion.KeywordGate`) kept a hit where it is, in the page's
+    language (the API's `why` says it in English)."""
+    if kept["at_rank"]:
+        return gettext(
+            "kept at rank %(n)s or better by the keyword gate, a strong keyword match"
+        ) % {"n": kept["keyword_rank"]}
+    return gettext(
+        "kept in the answer by the keyword gate, a near-best keyword match (keyword rank %(n)s)"
+    ) % {"n": kept["keyword_rank"]}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from console.admin import search_explained
-from console.admin.search_explained import fused_words
+from console.admin.search_explained import fused_words, rank_words
 from kb import storage
 from kb.models import Chunk, KnowledgeBase
 from kb.services.documents import document_create
@@ -174,3 +174,14 @@ def test_a_hit_in_another_language_is_told_so() -> None:
 
     assert "in another language than the query (+0.90)" in words
     assert "similarity 0.40 across languages (+0.30)" in words
+
+
+def test_a_hit_the_keyword_gate_kept_says_so() -> None:
+    fused = {**_fused(in_keyword=1, keyword_reciprocal_rank=0.5), "score": 0.2}
+    at_rank = {**fused, "kept": {"keyword_rank": 1, "at_rank": True, "why": "..."}}
+    in_top = {**fused, "kept": {"keyword_rank": 7, "at_rank": False, "why": "..."}}
+
+    assert "kept at rank 1 or better by the keyword gate" in rank_words({"fused": at_rank})
+    words = rank_words({"fused": in_top})
+    assert "kept in the answer by the keyword gate" in words and "keyword rank 7" in words
+    assert "keyword gate" not in rank_words({"fused": fused})
