@@ -7,4 +7,6 @@ from django.utils.translation import gettext_noop
 
 DJANGO_WORDS = (
     gettext_noop("Model name"),  # admin/app_list.html, a table's hidden column header
+    gettext_noop("Add link"),  # the same table's hidden headers
+    gettext_noop("Change or view list link"),
 )

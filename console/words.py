@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import pgettext, pgettext_lazy
 
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS
 
@@ -66,6 +66,43 @@ ROLE_WORDS = {
     CONTENT_MANAGERS: pgettext_lazy("role", "Content managers"),
     INDEX_ADMINS: pgettext_lazy("role", "Index admins"),
 }
+
+
+# Search modes (the API's names: `retrieval.search.engine.MODES`), as Test search names them.
+SEARCH_MODE = {
+    "hybrid": pgettext_lazy("search mode", "hybrid"),
+    "vector": pgettext_lazy("search mode", "vector"),
+    "keyword": pgettext_lazy("search mode", "keyword"),
+}
+# How a question's rank changed between two evaluation runs (`evaluation.selectors`).
+RANK_CHANGE = {
+    "gained": pgettext_lazy("rank change", "gained"),
+    "lost": pgettext_lazy("rank change", "lost"),
+    "up": pgettext_lazy("rank change", "up"),
+    "down": pgettext_lazy("rank change", "down"),
+    "same": pgettext_lazy("rank change", "same"),
+    "missed": pgettext_lazy("rank change", "missed"),
+    "added": pgettext_lazy("rank change", "added"),
+    "removed": pgettext_lazy("rank change", "removed"),
+}
+
+
+def search_mode(code: str) -> str:
+    return word(SEARCH_MODE, code)
+
+
+def search_modes(codes: Any) -> str:
+    """ "hybrid, keyword", in the page's language."""
+    return pgettext("list separator", ", ").join(search_mode(code) for code in codes)
+
+
+def figure_group(group: str) -> str:
+    """A row of a run's figures: "all", a language code, or "tag: faq"."""
+    if group == "all":
+        return str(pgettext_lazy("figure group", "all questions"))
+    if group.startswith("tag: "):
+        return pgettext("figure group", "tag: %(tag)s") % {"tag": group[5:]}
+    return group
 
 
 def word(words: dict[str, Any], code: Any) -> str:

@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy
 
 
 class EvaluationConfig(AppConfig):
     name = "evaluation"
-    verbose_name = "Evaluation"
+    verbose_name = gettext_lazy("Evaluation")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

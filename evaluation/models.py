@@ -15,7 +15,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from evaluation.metrics import METRICS
 
@@ -29,8 +29,8 @@ EXTERNAL_ID_MAX = 200
 
 
 class Language(models.TextChoices):
-    EN = "en", "English"
-    ZH = "zh", "Chinese"
+    EN = "en", gettext_lazy("English")
+    ZH = "zh", gettext_lazy("Chinese")
 
 
 class QuestionSet(models.Model):
@@ -39,13 +39,13 @@ class QuestionSet(models.Model):
 
     kb = models.ForeignKey(
         "kb.KnowledgeBase",
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.PROTECT,
         related_name="question_sets",
     )
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
-    version = models.PositiveIntegerField(default=1, editable=False)
+    name = models.CharField(gettext_lazy("name"), max_length=200)
+    description = models.TextField(gettext_lazy("description"), blank=True)
+    version = models.PositiveIntegerField(gettext_lazy("version"), default=1, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -62,10 +62,12 @@ class QuestionSet(models.Model):
         related_name="+",
         editable=False,
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(gettext_lazy("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(gettext_lazy("updated"), auto_now=True)
 
     class Meta:
+        verbose_name = gettext_lazy("question set")
+        verbose_name_plural = gettext_lazy("question sets")
         constraints = [
             models.UniqueConstraint(fields=["kb", "name"], name="question_set_name_per_kb"),
         ]
@@ -79,25 +81,30 @@ class Question(models.Model):
     passage that does, its language and a tag (a kind of question, a team, a topic)."""
 
     question_set = models.ForeignKey(
-        QuestionSet, on_delete=models.CASCADE, related_name="questions"
+        QuestionSet,
+        verbose_name=gettext_lazy("question set"),
+        on_delete=models.CASCADE,
+        related_name="questions",
     )
     external_id = models.CharField(
-        "id", max_length=EXTERNAL_ID_MAX, help_text="Unique within the set; how files name it."
+        gettext_lazy("id"),
+        max_length=EXTERNAL_ID_MAX,
+        help_text=gettext_lazy("Unique within the set; how files name it."),
     )
-    text = models.TextField("question", max_length=QUESTION_MAX)
+    text = models.TextField(gettext_lazy("question"), max_length=QUESTION_MAX)
     expected_keys = ArrayField(
         models.CharField(max_length=KEY_MAX),
-        verbose_name="expected documents",
-        help_text="The keys of the documents that answer it.",
+        verbose_name=gettext_lazy("expected documents"),
+        help_text=gettext_lazy("The keys of the documents that answer it."),
     )
     expected_passage = models.TextField(
-        "expected passage",
+        gettext_lazy("expected passage"),
         blank=True,
         max_length=PASSAGE_MAX,
-        help_text="Optional: the words that answer it, as the document has them.",
+        help_text=gettext_lazy("Optional: the words that answer it, as the document has them."),
     )
-    language = models.CharField(max_length=8, choices=Language.choices)
-    tag = models.CharField(max_length=TAG_MAX, blank=True)
+    language = models.CharField(gettext_lazy("language"), max_length=8, choices=Language.choices)
+    tag = models.CharField(gettext_lazy("tag"), max_length=TAG_MAX, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -110,6 +117,8 @@ class Question(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = gettext_lazy("question")
+        verbose_name_plural = pgettext_lazy("model", "questions")
         constraints = [
             models.UniqueConstraint(
                 fields=["question_set", "external_id"], name="question_id_per_set"
@@ -124,29 +133,36 @@ class EvaluationRun(models.Model):
     """Every question of a set asked of one index version, in each mode (`evaluation.run`)."""
 
     class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
+        QUEUED = "queued", gettext_lazy("Queued")
+        RUNNING = "running", gettext_lazy("Running")
+        SUCCEEDED = "succeeded", gettext_lazy("Succeeded")
+        FAILED = "failed", gettext_lazy("Failed")
 
     OPEN_STATES = (State.QUEUED, State.RUNNING)
 
     class Target(models.TextChoices):
-        ACTIVE = "active", "the active version"
-        CANDIDATE = "candidate", "another index version"
+        ACTIVE = "active", gettext_lazy("the active version")
+        CANDIDATE = "candidate", gettext_lazy("another index version")
         # One document's pending revision: its build served instead of the live one, the rest
         # of the knowledge base as it is (`retrieval.search.engine.search(served_instead=...)`).
         REVISION = "revision", gettext_lazy("a pending revision served instead")
 
     kb = models.ForeignKey(
         "kb.KnowledgeBase",
-        verbose_name="knowledge base",
+        verbose_name=gettext_lazy("knowledge base"),
         on_delete=models.PROTECT,
         related_name="evaluation_runs",
     )
-    question_set = models.ForeignKey(QuestionSet, on_delete=models.PROTECT, related_name="runs")
-    question_set_version = models.PositiveIntegerField()
-    target = models.CharField(max_length=16, choices=Target.choices, default=Target.ACTIVE)
+    question_set = models.ForeignKey(
+        QuestionSet,
+        verbose_name=gettext_lazy("question set"),
+        on_delete=models.PROTECT,
+        related_name="runs",
+    )
+    question_set_version = models.PositiveIntegerField(gettext_lazy("question set version"))
+    target = models.CharField(
+        gettext_lazy("asked"), max_length=16, choices=Target.choices, default=Target.ACTIVE
+    )
     # The version asked: chosen with a candidate target, pinned at the first attempt for the
     # active one (a swap during the run does not mix two versions' answers).
     index_version = models.ForeignKey(
@@ -160,7 +176,9 @@ class EvaluationRun(models.Model):
     top_k = models.PositiveSmallIntegerField(default=10)
     # Started by the knowledge base's nightly schedule (`evaluation.services.schedule`).
     scheduled = models.BooleanField(default=False)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    state = models.CharField(
+        gettext_lazy("state"), max_length=16, choices=State.choices, default=State.QUEUED
+    )
     task = models.OneToOneField(
         "ingestion.IngestionTask",
         null=True,
@@ -182,12 +200,14 @@ class EvaluationRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(gettext_lazy("created"), auto_now_add=True)
+    started_at = models.DateTimeField(gettext_lazy("started"), null=True, blank=True)
+    finished_at = models.DateTimeField(gettext_lazy("finished"), null=True, blank=True)
 
     class Meta:
-        permissions = [("run_evaluation", "Can run evaluations of a knowledge base")]
+        verbose_name = gettext_lazy("evaluation run")
+        verbose_name_plural = gettext_lazy("evaluation runs")
+        permissions = [("run_evaluation", gettext_lazy("Can run evaluations of a knowledge base"))]
         indexes = [
             models.Index(fields=["kb", "-created_at"], name="evaluation_run_recent"),
             models.Index(fields=["question_set", "-created_at"], name="evaluation_run_of_set"),
@@ -205,7 +225,7 @@ class EvaluationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Evaluation {self.pk}"
+        return gettext("Evaluation %(n)s") % {"n": self.pk}
 
 
 class EvaluationResult(models.Model):
@@ -231,6 +251,8 @@ class EvaluationResult(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = gettext_lazy("evaluation result")
+        verbose_name_plural = gettext_lazy("evaluation results")
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "question", "mode"], name="evaluation_result_once"
@@ -322,7 +344,9 @@ class QualityGate(models.Model):
         permissions = [
             (
                 "override_quality_gate",
-                "Can swap in an index version the quality gate refuses, giving a reason",
+                gettext_lazy(
+                    "Can swap in an index version the quality gate refuses, giving a reason"
+                ),
             )
         ]
 

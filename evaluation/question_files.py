@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import gettext, ngettext
+
 from evaluation.models import (
     EXTERNAL_ID_MAX,
     KEY_MAX,
@@ -117,12 +119,23 @@ class Checked:
 
     def summary(self) -> str:
         if self.ok:
-            return f"{self.total} question{'' if self.total == 1 else 's'}, no problem."
-        return (
-            f"{self.invalid} of {self.total} row{'' if self.total == 1 else 's'} "
-            f"{'has' if self.invalid == 1 else 'have'} problems; {len(self.rows)} "
-            f"{'is' if len(self.rows) == 1 else 'are'} valid."
+            return ngettext(
+                "%(n)s question, no problem.", "%(n)s questions, no problem.", self.total
+            ) % {"n": self.total}
+        problems = (
+            gettext("1 of 1 row has problems;")
+            if self.total == 1
+            else ngettext(
+                "%(invalid)s of %(total)s rows has problems;",
+                "%(invalid)s of %(total)s rows have problems;",
+                self.invalid,
+            )
+            % {"invalid": self.invalid, "total": self.total}
         )
+        valid = ngettext("%(n)s is valid.", "%(n)s are valid.", len(self.rows)) % {
+            "n": len(self.rows)
+        }
+        return f"{problems} {valid}"
 
 
 Raw = tuple[str, Any]  # (where, the row as read)
@@ -142,16 +155,18 @@ def read_file(data: bytes, name: str) -> list[Raw]:
     first character. Raises FileUnreadable with a sentence for the person."""
     if len(data) > MAX_FILE_BYTES:
         raise FileUnreadable(
-            f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; split it."
+            gettext("The file is larger than %(n)s MB; split it.")
+            % {"n": MAX_FILE_BYTES // (1024 * 1024)}
         )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FileUnreadable(
-            f"The file is not UTF-8 text (byte {exc.start + 1} cannot be read); save it as UTF-8."
+            gettext("The file is not UTF-8 text (byte %(n)s cannot be read); save it as UTF-8.")
+            % {"n": exc.start + 1}
         ) from None
     if "\x00" in text:
-        raise FileUnreadable("The file holds NUL characters: it is not a text file.")
+        raise FileUnreadable(gettext("The file holds NUL characters: it is not a text file."))
     lowered = name.lower()
     if lowered.endswith(".csv"):
         return _csv_rows(text)
@@ -159,7 +174,7 @@ def read_file(data: bytes, name: str) -> list[Raw]:
         return _json_rows(text, array=False)
     if lowered.endswith(".json") or text.lstrip()[:1] in ("{", "["):
         return _json_rows(text, array=text.lstrip().startswith("["))
-    raise FileUnreadable("Give a .jsonl file (one JSON object per line) or a .csv file.")
+    raise FileUnreadable(gettext("Give a .jsonl file (one JSON object per line) or a .csv file."))
 
 
 def _json_rows(text: str, *, array: bool) -> list[Raw]:
@@ -168,19 +183,25 @@ def _json_rows(text: str, *, array: bool) -> list[Raw]:
         try:
             items = json.loads(text)
         except (ValueError, RecursionError) as exc:
-            raise FileUnreadable(f"The file is not valid JSON: {exc}.") from None
+            raise FileUnreadable(
+                gettext("The file is not valid JSON: %(error)s.") % {"error": exc}
+            ) from None
         if not isinstance(items, list):
-            raise FileUnreadable("A .json file holds one array of questions.")
-        return [(f"item {n}", item) for n, item in enumerate(items, start=1)]
+            raise FileUnreadable(gettext("A .json file holds one array of questions."))
+        return [(gettext("item %(n)s") % {"n": n}, item) for n, item in enumerate(items, start=1)]
     rows: list[Raw] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            rows.append((f"line {number}", json.loads(line)))
+            rows.append((_line(number), json.loads(line)))
         except (ValueError, RecursionError) as exc:
-            rows.append((f"line {number}", _NotJson(str(exc))))
+            rows.append((_line(number), _NotJson(str(exc))))
     return rows
+
+
+def _line(number: int) -> str:
+    return gettext("line %(n)s") % {"n": number}
 
 
 @dataclass(frozen=True)
@@ -193,11 +214,15 @@ def _csv_rows(text: str) -> list[Raw]:
     try:
         header = [name.strip().lower() for name in reader.fieldnames or []]
     except csv.Error as exc:
-        raise FileUnreadable(f"The CSV file cannot be read: {exc}.") from None
+        raise FileUnreadable(
+            gettext("The CSV file cannot be read: %(error)s.") % {"error": exc}
+        ) from None
     if not any(name in ALIASES["question"] for name in header):
         raise FileUnreadable(
-            "The CSV file's first line must name its columns, one of them question (also: id, "
-            "expected_documents, expected_passage, language, tag)."
+            gettext(
+                "The CSV file's first line must name its columns, one of them question (also: "
+                "id, expected_documents, expected_passage, language, tag)."
+            )
         )
     reader.fieldnames = header
     rows: list[Raw] = []
@@ -209,10 +234,11 @@ def _csv_rows(text: str) -> list[Raw]:
                 if alias in values:
                     cell = str(values[alias])
                     values[alias] = [k.strip() for k in cell.split(KEY_SEPARATOR) if k.strip()]
-            rows.append((f"line {reader.line_num}", values))
+            rows.append((_line(reader.line_num), values))
     except csv.Error as exc:
         raise FileUnreadable(
-            f"The CSV file cannot be read at line {reader.line_num}: {exc}."
+            gettext("The CSV file cannot be read at line %(n)s: %(error)s.")
+            % {"n": reader.line_num, "error": exc}
         ) from None
     return rows
 
@@ -236,47 +262,54 @@ def _text(value: Any, what: str, limit: int) -> tuple[str, str | None]:
     if value is None:
         return "", None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return "", f"{what} must be text"
+        return "", gettext("%(what)s must be text") % {"what": what}
     text = str(value)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "", f"{what} holds an unpaired surrogate (\\ud800-\\udfff), which is not text"
+        return "", gettext(
+            "%(what)s holds an unpaired surrogate (\\ud800-\\udfff), which is not text"
+        ) % {"what": what}
     if "\x00" in text:
-        return "", f"{what} holds a NUL character"
+        return "", gettext("%(what)s holds a NUL character") % {"what": what}
     text = _CONTROL.sub("", text).strip()
     if len(text) > limit:
-        return "", f"{what} is longer than {limit} characters"
+        return "", gettext("%(what)s is longer than %(limit)s characters") % {
+            "what": what,
+            "limit": limit,
+        }
     return text, None
 
 
 def _keys(value: Any) -> tuple[tuple[str, ...], list[str]]:
     """(the keys, deduplicated in order; the problems with them)."""
     if value is None or value == "" or value == []:
-        return (), ["no expected document: give the key of at least one document that answers it"]
+        return (), [NO_EXPECTED()]
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
-        return (), ["expected_documents must be a list of document keys"]
+        return (), [gettext("expected_documents must be a list of document keys")]
     keys: list[str] = []
     problems: list[str] = []
     for item in value:
-        key, problem = _text(item, "a document key", KEY_MAX)
+        key, problem = _text(item, gettext("a document key"), KEY_MAX)
         if problem:
             problems.append(problem)
         elif key:
             keys.append(key)
     if not keys and not problems:
-        problems.append(
-            "no expected document: give the key of at least one document that answers it"
-        )
+        problems.append(NO_EXPECTED())
     if len(set(keys)) > MAX_EXPECTED:
-        problems.append(f"more than {MAX_EXPECTED} expected documents")
+        problems.append(gettext("more than %(n)s expected documents") % {"n": MAX_EXPECTED})
     return tuple(dict.fromkeys(keys)), problems
 
 
+def NO_EXPECTED() -> str:
+    return gettext("no expected document: give the key of at least one document that answers it")
+
+
 def _language(value: Any, text: str) -> tuple[str, str | None]:
-    given, problem = _text(value, "language", 16)
+    given, problem = _text(value, gettext("language"), 16)
     if problem:
         return "", problem
     code = given.lower().replace("_", "-")
@@ -285,7 +318,9 @@ def _language(value: Any, text: str) -> tuple[str, str | None]:
     base = code.split("-")[0]
     if base in Language.values:
         return base, None
-    return "", f"language {given!r} is not en or zh (leave it empty to detect it)"
+    return "", gettext("language %(given)s is not en or zh (leave it empty to detect it)") % {
+        "given": repr(given)
+    }
 
 
 def auto_id(text: str) -> str:
@@ -310,7 +345,11 @@ def check(
     checked = Checked(total=len(raw))
     if len(raw) > limit:
         checked.problems.append(
-            Problem("", f"{len(raw)} questions: a question set holds at most {limit}.")
+            Problem(
+                "",
+                gettext("%(n)s questions: a question set holds at most %(limit)s.")
+                % {"n": len(raw), "limit": limit},
+            )
         )
         return checked
     seen_ids: dict[str, str] = {}
@@ -319,44 +358,54 @@ def check(
     for where, row in raw:
         problems: list[str] = []
         if isinstance(row, _NotJson):
-            checked.problems.append(Problem(where, f"not valid JSON: {row.error}"))
+            checked.problems.append(
+                Problem(where, gettext("not valid JSON: %(error)s") % {"error": row.error})
+            )
             continue
         if not isinstance(row, Mapping):
-            checked.problems.append(Problem(where, "not a question: give an object with fields"))
+            checked.problems.append(
+                Problem(where, gettext("not a question: give an object with fields"))
+            )
             continue
-        text, problem = _text(_value(row, "question"), "the question", QUESTION_MAX)
+        text, problem = _text(_value(row, "question"), gettext("the question"), QUESTION_MAX)
         text = " ".join(text.split())  # a query: its spacing means nothing to search
         if problem:
             problems.append(problem)
         elif not text:
-            problems.append("empty question")
-        external_id, problem = _text(_value(row, "id"), "id", EXTERNAL_ID_MAX)
+            problems.append(gettext("empty question"))
+        external_id, problem = _text(_value(row, "id"), gettext("id"), EXTERNAL_ID_MAX)
         if problem:
             problems.append(problem)
         external_id = external_id or (auto_id(text) if text else "")
         keys, key_problems = _keys(_value(row, "expected_documents"))
         problems += key_problems
         passage, problem = _text(
-            _value(row, "expected_passage"), "the expected passage", PASSAGE_MAX
+            _value(row, "expected_passage"), gettext("the expected passage"), PASSAGE_MAX
         )
         if problem:
             problems.append(problem)
         language, problem = _language(_value(row, "language"), text)
         if problem:
             problems.append(problem)
-        tag, problem = _text(_value(row, "tag"), "tag", TAG_MAX)
+        tag, problem = _text(_value(row, "tag"), gettext("tag"), TAG_MAX)
         if problem:
             problems.append(problem)
         if external_id:
             if external_id in seen_ids:
-                problems.append(f"duplicate id {external_id!r} (also at {seen_ids[external_id]})")
+                problems.append(
+                    gettext("duplicate id %(id)s (also at %(where)s)")
+                    % {"id": repr(external_id), "where": seen_ids[external_id]}
+                )
             else:
                 seen_ids[external_id] = where
         if text:
             if same_question(text) in seen_texts:
                 problems.append(
-                    f"the same question as {seen_texts[same_question(text)]}: give it one row "
-                    "with all its expected documents"
+                    gettext(
+                        "the same question as %(where)s: give it one row with all its expected "
+                        "documents"
+                    )
+                    % {"where": seen_texts[same_question(text)]}
                 )
             else:
                 seen_texts[same_question(text)] = where
@@ -368,10 +417,14 @@ def check(
         unknown = [key for key in data.expected_keys if key not in found]
         if unknown:
             problems.append(
-                f"unknown document key{'s' if len(unknown) > 1 else ''} "
-                + ", ".join(repr(k) for k in unknown)
-                + " (no document of this knowledge base you may read has "
-                + ("them)" if len(unknown) > 1 else "it)")
+                ngettext(
+                    "unknown document key %(keys)s (no document of this knowledge base you may "
+                    "read has it)",
+                    "unknown document keys %(keys)s (no document of this knowledge base you may "
+                    "read has them)",
+                    len(unknown),
+                )
+                % {"keys": ", ".join(repr(k) for k in unknown)}
             )
         if problems:
             checked.problems += [Problem(where, p, data.external_id) for p in problems]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.utils.translation import gettext
 
 from evaluation.documents import HIDDEN, READABLE, KeyView, key_views
 from evaluation.metrics import METRICS
@@ -140,8 +141,8 @@ def run_status(run: EvaluationRun) -> RunStatus:
         task = IngestionTask.objects.filter(pk=run.task_id).first() if run.task_id else None
         if task is None or task.status not in IngestionTask.OPEN_STATUSES:
             state = EvaluationRun.State.FAILED
-            error = (task.last_error if task else "") or "The run's worker stopped."
-    label = EvaluationRun.State(state).label
+            error = (task.last_error if task else "") or gettext("The run's worker stopped.")
+    label = str(EvaluationRun.State(state).label)
     return RunStatus(state, label, done, total, error)
 
 
@@ -305,11 +306,16 @@ def rank_change(before: int | None, after: int | None) -> str:
 def _settings_notes(before: EvaluationRun, after: EvaluationRun) -> list[str]:
     notes = []
     if before.question_set_id != after.question_set_id:
-        notes.append("The runs asked different question sets: only the questions both asked count.")
+        notes.append(
+            gettext("The runs asked different question sets: only the questions both asked count.")
+        )
     elif before.question_set_version != after.question_set_version:
         notes.append(
-            f"The question set changed between the runs (version {before.question_set_version}"
-            f" → {after.question_set_version}): questions asked by one run only are listed apart."
+            gettext(
+                "The question set changed between the runs (version %(before)s → %(after)s): "
+                "questions asked by one run only are listed apart."
+            )
+            % {"before": before.question_set_version, "after": after.question_set_version}
         )
     a, b = before.search_settings or {}, after.search_settings or {}
     version_a, version_b = a.get("index_version") or {}, b.get("index_version") or {}
@@ -319,11 +325,13 @@ def _settings_notes(before: EvaluationRun, after: EvaluationRun) -> list[str]:
         if version_a.get(name) != version_b.get(name)
     ]
     if differ:
-        notes.append(f"The index versions differ in {', '.join(differ)}.")
+        notes.append(
+            gettext("The index versions differ in %(what)s.") % {"what": ", ".join(differ)}
+        )
     if a.get("fusion") != b.get("fusion"):
-        notes.append("Hybrid fused its legs differently (the fusion method or its model).")
+        notes.append(gettext("Hybrid fused its legs differently (the fusion method or its model)."))
     if a.get("rerank") != b.get("rerank"):
-        notes.append("The reranker differed.")
+        notes.append(gettext("The reranker differed."))
     return notes
 
 

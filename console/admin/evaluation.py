@@ -23,6 +23,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin import evaluation_calibration, evaluation_pages
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
@@ -57,7 +58,11 @@ class QuestionSetForm(forms.ModelForm):
         if kb is not None and name:
             clash = QuestionSet.objects.filter(kb=kb, name=name).exclude(pk=self.instance.pk)
             if clash.exists():
-                self.add_error("name", f"{kb.name} already has a question set named {name!r}.")
+                self.add_error(
+                    "name",
+                    gettext("%(kb)s already has a question set named %(name)s.")
+                    % {"kb": kb.name, "name": repr(name)},
+                )
         return data
 
 
@@ -79,7 +84,7 @@ class QuestionSetAdmin(TenantScopedAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ["kb", "name", "description", "version"] if obj else ["kb", "name", "description"]
 
-    @admin.display(description="knowledge base", ordering="kb__slug")
+    @admin.display(description=gettext_lazy("knowledge base"), ordering="kb__slug")
     def knowledge_base(self, question_set: QuestionSet) -> str:
         return format_html(
             '<a href="{}">{}</a>',
@@ -87,19 +92,19 @@ class QuestionSetAdmin(TenantScopedAdmin):
             question_set.kb,
         )
 
-    @admin.display(description="questions", ordering="question_count")
+    @admin.display(description=gettext_lazy("questions"), ordering="question_count")
     def questions(self, question_set: QuestionSet) -> int:
         return int(getattr(question_set, "question_count", 0))
 
-    @admin.display(description="last run")
+    @admin.display(description=gettext_lazy("last run"))
     def last_run(self, question_set: QuestionSet) -> str:
         run_id = getattr(question_set, "last_run_id", None)
         state = getattr(question_set, "last_run_state", None)
         if run_id is None or state is None:
-            return "never run"
+            return gettext("never run")
         return run_state_html(
             state,
-            EvaluationRun.State(state).label,
+            str(EvaluationRun.State(state).label),
             reverse("admin:evaluation_evaluationrun_change", args=[run_id]),
         )
 
@@ -188,27 +193,30 @@ class QuestionForm(forms.ModelForm):
     passage of a question that has some."""
 
     external_id = forms.CharField(
-        label="Id",
+        label=gettext_lazy("Id"),
         max_length=200,
         required=False,
-        help_text="Unique in the set; empty: made from the question's words.",
+        help_text=gettext_lazy("Unique in the set; empty: made from the question's words."),
     )
     text = forms.CharField(
-        label="Question", max_length=QUESTION_MAX, widget=forms.Textarea(attrs={"rows": 2})
+        label=gettext_lazy("Question"),
+        max_length=QUESTION_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
     )
     expected_keys = KeysField(
-        label="Expected documents",
-        help_text="The keys of the documents that answer it, one a line.",
+        label=gettext_lazy("Expected documents"),
+        help_text=gettext_lazy("The keys of the documents that answer it, one a line."),
     )
     expected_passage = forms.CharField(
-        label="Expected passage",
+        label=gettext_lazy("Expected passage"),
         required=False,
         max_length=PASSAGE_MAX,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Optional: the words that answer it, as the document has them.",
+        help_text=gettext_lazy("Optional: the words that answer it, as the document has them."),
     )
     language = forms.ChoiceField(
-        choices=[(DETECT, "detect from the question"), *Language.choices],
+        label=gettext_lazy("Language"),
+        choices=[(DETECT, gettext_lazy("detect from the question")), *Language.choices],
         initial=DETECT,
         required=False,
     )
@@ -233,13 +241,20 @@ class QuestionForm(forms.ModelForm):
             self.hidden = len(question.expected_keys) - len(shown)
             self.initial["expected_keys"] = shown
             if self.hidden:
-                self.fields["expected_keys"].help_text += (
-                    f" {self.hidden} more expected document{'s' if self.hidden > 1 else ''} "
-                    "you may not read stay as they are."
+                self.fields["expected_keys"].help_text = " ".join(
+                    (
+                        str(self.fields["expected_keys"].help_text),
+                        ngettext(
+                            "%(n)s more expected document you may not read stays as it is.",
+                            "%(n)s more expected documents you may not read stay as they are.",
+                            self.hidden,
+                        )
+                        % {"n": self.hidden},
+                    )
                 )
                 passage = self.fields["expected_passage"]
                 passage.disabled = True
-                passage.help_text = (
+                passage.help_text = gettext(
                     "Not shown, and kept: the question expects a document you may not read, "
                     "which the passage may quote."
                 )
@@ -306,11 +321,11 @@ class QuestionAdmin(TenantScopedAdmin):
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return dict(super().get_changeform_initial_data(request))  # ?question_set= preselects
 
-    @admin.display(description="question")
+    @admin.display(description=gettext_lazy("question"))
     def short_text(self, question: Question) -> str:
         return question.text if len(question.text) <= 80 else f"{question.text[:77]}…"
 
-    @admin.display(description="expected documents")
+    @admin.display(description=gettext_lazy("expected documents"))
     def expected(self, question: Question) -> str:
         return str(len(question.expected_keys))
 
@@ -328,7 +343,10 @@ class QuestionAdmin(TenantScopedAdmin):
                 actor=request.user,
             )
         except QuestionsRefused as exc:  # changed between the form's check and the save
-            messages.error(request, f"Nothing was saved: {exc.checked.problems[0]}")
+            messages.error(
+                request,
+                gettext("Nothing was saved: %(problem)s") % {"problem": exc.checked.problems[0]},
+            )
             return
         obj.pk = saved.pk
         obj.external_id = saved.external_id
@@ -370,19 +388,19 @@ class EvaluationRunAdmin(ReadOnlyAdmin):
     fields = RUN_FIELDS
     readonly_fields = RUN_FIELDS
 
-    @admin.display(description="run", ordering="pk")
+    @admin.display(description=gettext_lazy("run"), ordering="pk")
     def run(self, run: EvaluationRun) -> str:
-        return f"Evaluation {run.pk}"
+        return gettext("Evaluation %(n)s") % {"n": run.pk}
 
-    @admin.display(description="asked")
+    @admin.display(description=gettext_lazy("asked"))
     def target_text(self, run: EvaluationRun) -> str:
         return evaluation_pages.target_words(run)
 
-    @admin.display(description="modes")
+    @admin.display(description=gettext_lazy("modes"))
     def modes_text(self, run: EvaluationRun) -> str:
         return ", ".join(run.modes)
 
-    @admin.display(description="state", ordering="state")
+    @admin.display(description=gettext_lazy("state"), ordering="state")
     def state_badge(self, run: EvaluationRun) -> str:
         return run_state_html(run.state, run.get_state_display())
 

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, ngettext
 
+from console.words import search_mode
 from evaluation.selectors import Point
 
 WIDTH, HEIGHT = 460, 180  # two side by side on the admin's content area
@@ -79,7 +81,14 @@ def line_chart(
                             x,
                             y,
                             radius,
-                            f"{mode}, run {p.run_id} ({p.label}): {metric} {p.value:.3f}",
+                            gettext("%(mode)s, run %(run)s (%(label)s): %(metric)s %(value)s")
+                            % {
+                                "mode": search_mode(mode),
+                                "run": p.run_id,
+                                "label": p.label,
+                                "metric": metric,
+                                "value": f"{p.value:.3f}",
+                            },
                         )
                         for x, y, p in xy
                     ),
@@ -95,16 +104,21 @@ def line_chart(
         f"{first:%Y-%m-%d}" if first else "",
         WIDTH - RIGHT,
         HEIGHT - 8,
-        f"{last:%Y-%m-%d} ({len(runs)} run{'' if len(runs) == 1 else 's'})" if last else "",
+        (
+            ngettext("%(date)s (%(n)s run)", "%(date)s (%(n)s runs)", len(runs))
+            % {"date": f"{last:%Y-%m-%d}", "n": len(runs)}
+        )
+        if last
+        else "",
     )
     return format_html(
         '<svg class="canon-chart" role="img" viewBox="0 0 {} {}" width="{}" height="{}" '
-        'aria-label="{} per run and mode">{}{}{}</svg>',
+        'aria-label="{}">{}{}{}</svg>',
         WIDTH,
         HEIGHT,
         WIDTH,
         HEIGHT,
-        metric,
+        gettext("%(metric)s per run and mode") % {"metric": metric},
         grid,
         mark_safe("".join(lines)),  # noqa: S308 (each built by format_html)
         axis,
@@ -124,7 +138,7 @@ def legend(modes: Sequence[str]) -> SafeString:
                 mark_safe(f' stroke-dasharray="{MODES[mode][1]}"')  # noqa: S308 (constant)
                 if mode in MODES and MODES[mode][1]
                 else "",
-                mode,
+                search_mode(mode),
             )
             for mode in modes
         ),

@@ -25,13 +25,14 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from console.admin.confirmation import require
 from console.admin.evaluation_calibration import calibration_section
 from console.admin.evaluation_charts import legend, line_chart
 from console.admin.kb_home import kb_reader
 from console.admin.scoping import TenantScopedAdmin
+from console.words import SEARCH_MODE
 from evaluation.documents import READABLE, KeyView
 from evaluation.models import EvaluationRun, QuestionSet
 from evaluation.question_files import MAX_FILE_BYTES, Checked, FileUnreadable, read_file
@@ -115,11 +116,15 @@ def target_words(run: EvaluationRun) -> str:
     """What the run asked: "the active version (v3)", "candidate v4"."""
     number = run.index_version.number if run.index_version_id and run.index_version else None
     if run.target == EvaluationRun.Target.ACTIVE:
-        return f"the active version (v{number})" if number else "the active version"
+        return (
+            gettext("the active version (v%(n)s)") % {"n": number}
+            if number
+            else gettext("the active version")
+        )
     if run.target == EvaluationRun.Target.REVISION:
         # the document is not named: the run's page is read by who may not read it
         return gettext("v%(n)s with a pending revision served instead") % {"n": number}
-    return f"index version v{number}"
+    return gettext("index version v%(n)s") % {"n": number}
 
 
 def run_mrr(run: EvaluationRun) -> list[tuple[str, float]]:
@@ -145,7 +150,7 @@ def _document(view: KeyView) -> dict[str, Any]:
             "url": reverse("admin:kb_document_change", args=[view.document_id]),
             "state": view.state,
         }
-    note = "deleted" if view.state == "deleted" else "no such document"
+    note = gettext("deleted") if view.state == "deleted" else gettext("no such document")
     return {"title": view.key, "key": view.key, "url": "", "state": view.state, "note": note}
 
 
@@ -203,16 +208,20 @@ def question_set_context(request: HttpRequest, question_set: QuestionSet) -> dic
 
 class UploadForm(forms.Form):
     file = forms.FileField(
-        label="Questions file",
-        help_text="A .jsonl file (one question a line: id, question, expected_documents, "
-        "expected_passage, language, tag) or a .csv file with those columns (several expected "
-        "documents separated by |). UTF-8, at most 2 MB.",
+        label=gettext_lazy("Questions file"),
+        help_text=gettext_lazy(
+            "A .jsonl file (one question a line: id, question, expected_documents, "
+            "expected_passage, language, tag) or a .csv file with those columns (several expected "
+            "documents separated by |). UTF-8, at most 2 MB."
+        ),
     )
     replace = forms.BooleanField(
         required=False,
-        label="Replace the set's questions",
-        help_text="Ticked: the set's questions become the file's. Unticked: the file's are "
-        "added, or update the questions with their ids.",
+        label=gettext_lazy("Replace the set's questions"),
+        help_text=gettext_lazy(
+            "Ticked: the set's questions become the file's. Unticked: the file's are "
+            "added, or update the questions with their ids."
+        ),
     )
 
 
@@ -241,7 +250,9 @@ def upload_view(
                 max_age=UPLOAD_MAX_AGE_SECONDS,
             )
         except signing.BadSignature:
-            messages.error(request, "That report is too old or not yours: upload the file again.")
+            messages.error(
+                request, gettext("That report is too old or not yours: upload the file again.")
+            )
             return HttpResponseRedirect(request.path)
         raw = read_file(kept["content"].encode(), kept["name"])
         return _import(request, question_set, raw, replace=kept["replace"], valid_only=True)
@@ -249,7 +260,7 @@ def upload_view(
         upload = form.cleaned_data["file"]
         try:
             if upload.size > MAX_FILE_BYTES:
-                raise FileUnreadable("The file is larger than 2 MB; split it.")
+                raise FileUnreadable(gettext("The file is larger than 2 MB; split it."))
             data = upload.read()
             raw = read_file(data, upload.name or "")
         except FileUnreadable as exc:
@@ -268,7 +279,7 @@ def upload_view(
             )
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Upload questions to {question_set.name}",
+        "title": gettext("Upload questions to %(set)s") % {"set": question_set.name},
         "question_set": question_set,
         "form": form,
         "report": report,
@@ -299,11 +310,14 @@ def _import(
             actor=request.user,
         )
     except QuestionsRefused as exc:
-        messages.error(request, f"Nothing was imported: {exc.checked.problems[0]}")
+        messages.error(
+            request,
+            gettext("Nothing was imported: %(problem)s") % {"problem": exc.checked.problems[0]},
+        )
         return HttpResponseRedirect(
             reverse("admin:evaluation_questionset_upload", args=[question_set.pk])
         )
-    messages.success(request, f"Imported: {outcome.sentence()}")
+    messages.success(request, gettext("Imported: %(outcome)s") % {"outcome": outcome.sentence()})
     return HttpResponseRedirect(_set_url(question_set))
 
 
@@ -314,7 +328,7 @@ def export_view(
     out and counted (`hidden_documents`), and an upload of the file keeps them."""
     question_set: QuestionSet = model_admin.get_scoped_object_or_404(request, object_id)
     if not model_admin.has_view_permission(request, question_set):
-        raise PermissionDenied("You need the permission to view question sets.")
+        raise PermissionDenied(gettext("You need the permission to view question sets."))
     rows = question_rows(
         questions=list(question_set.questions.order_by("pk")),
         kb_id=question_set.kb_id,
@@ -332,18 +346,21 @@ def export_view(
 
 class StartForm(forms.Form):
     modes = forms.MultipleChoiceField(
-        choices=[(m, m) for m in RUN_MODES],
+        label=gettext_lazy("Modes"),
+        choices=[(m, SEARCH_MODE[m]) for m in RUN_MODES],
         initial=list(RUN_MODES),
         widget=forms.CheckboxSelectMultiple,
-        help_text="Every question is asked in each mode ticked.",
+        help_text=gettext_lazy("Every question is asked in each mode ticked."),
     )
     version = forms.TypedChoiceField(
         coerce=int,
         empty_value=None,
         required=False,
-        label="Index version",
-        help_text="The active version (pinned when the run starts), or another version still "
-        "built for: a candidate before its swap, or a retired one kept for rollback.",
+        label=gettext_lazy("Index version"),
+        help_text=gettext_lazy(
+            "The active version (pinned when the run starts), or another version still "
+            "built for: a candidate before its swap, or a retired one kept for rollback."
+        ),
     )
 
     def __init__(self, *args: Any, versions: list[tuple[int | str, str]], **kwargs: Any) -> None:
@@ -356,7 +373,12 @@ class StartForm(forms.Form):
 def _version_choices(kb: KnowledgeBase) -> list[tuple[int | str, str]]:
     active = kb.active_index_version
     choices: list[tuple[int | str, str]] = [
-        ("", f"the active version (v{active.number})" if active else "the active version")
+        (
+            "",
+            gettext("the active version (v%(n)s)") % {"n": active.number}
+            if active
+            else gettext("the active version"),
+        )
     ]
     for version in live_index_versions(kb_id=kb.pk).order_by("-number"):
         if version.pk == kb.active_index_version_id:
@@ -367,8 +389,14 @@ def _version_choices(kb: KnowledgeBase) -> list[tuple[int | str, str]]:
         choices.append(
             (
                 version.pk,
-                f"v{version.number} ({status.label}: {version.model}, "
-                f"chunks {version.chunk_size}/{version.chunk_overlap})",
+                gettext("v%(n)s (%(status)s: %(model)s, chunks %(size)s/%(overlap)s)")
+                % {
+                    "n": version.number,
+                    "status": status.label,
+                    "model": version.model,
+                    "size": version.chunk_size,
+                    "overlap": version.chunk_overlap,
+                },
             )
         )
     return choices
@@ -399,13 +427,19 @@ def start_view(
             messages.error(request, str(exc))
             return HttpResponseRedirect(request.path)
         if created:
-            messages.success(request, f"Evaluation {run.pk} is queued; its figures appear here.")
+            messages.success(
+                request,
+                gettext("Evaluation %(n)s is queued; its figures appear here.") % {"n": run.pk},
+            )
         else:
-            messages.info(request, f"Evaluation {run.pk} asks the same and is still open.")
+            messages.info(
+                request,
+                gettext("Evaluation %(n)s asks the same and is still open.") % {"n": run.pk},
+            )
         return HttpResponseRedirect(_run_url(run.pk))
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Run an evaluation of {question_set.name}",
+        "title": gettext("Run an evaluation of %(set)s") % {"set": question_set.name},
         "question_set": question_set,
         "question_count": question_set.questions.count(),
         "form": form,
@@ -451,7 +485,7 @@ def add_from_search_view(model_admin: TenantScopedAdmin, request: HttpRequest) -
     ):
         back = reverse("admin:kb_knowledgebase_search", args=[kb.pk])
     if question_set is None:
-        messages.error(request, "Choose a question set of this knowledge base.")
+        messages.error(request, gettext("Choose a question set of this knowledge base."))
         return HttpResponseRedirect(back)
     try:
         question, created = question_add_from_hit(
@@ -462,10 +496,17 @@ def add_from_search_view(model_admin: TenantScopedAdmin, request: HttpRequest) -
             actor=request.user,
         )
     except QuestionsRefused as exc:
-        messages.error(request, f"Not added: {exc.checked.problems[0].message}")
+        messages.error(
+            request,
+            gettext("Not added: %(problem)s") % {"problem": exc.checked.problems[0].message},
+        )
         return HttpResponseRedirect(back)
-    words = "added to" if created else "already in"
-    messages.success(request, f"Question {question.external_id} {words} {question_set.name}.")
+    words = (
+        gettext("Question %(id)s added to %(set)s.")
+        if created
+        else gettext("Question %(id)s already in %(set)s.")
+    )
+    messages.success(request, words % {"id": question.external_id, "set": question_set.name})
     return HttpResponseRedirect(back)
 
 
@@ -488,36 +529,38 @@ def _settings_rows(run: EvaluationRun) -> list[tuple[str, str]]:
     rows = []
     if version:
         rows += [
-            ("index version", f"v{version.get('number')}"),
+            (gettext("index version"), f"v{version.get('number')}"),
             (
-                "model",
+                gettext("model"),
                 f"{version.get('provider')}/{version.get('model')}, "
                 f"{version.get('dimensions')}d {version.get('metric')}",
             ),
             (
-                "chunking",
-                f"{version.get('chunk_size')} characters, {version.get('chunk_overlap')} overlap",
+                gettext("chunking"),
+                gettext("%(size)s characters, %(overlap)s overlap")
+                % {"size": version.get("chunk_size"), "overlap": version.get("chunk_overlap")},
             ),
-            ("pipeline", str(version.get("pipeline_version"))),
+            (gettext("pipeline"), str(version.get("pipeline_version"))),
         ]
     if fusion:
         rows.append(
             (
-                "hybrid fusion",
-                f"{fusion.get('method')} (model {str(fusion.get('model_sha256'))[:12]}…)",
+                gettext("hybrid fusion"),
+                gettext("%(method)s (model %(sha)s…)")
+                % {"method": fusion.get("method"), "sha": str(fusion.get("model_sha256"))[:12]},
             )
         )
     if rerank:
         rows.append(
             (
-                "reranker",
+                gettext("reranker"),
                 f"{rerank.get('protocol')} {rerank.get('model')}".strip()
                 if rerank.get("configured")
-                else "none",
+                else pgettext("reranker", "none"),
             )
         )
     if settings.get("top_k"):
-        rows.append(("top k", str(settings["top_k"])))
+        rows.append((gettext("top k"), str(settings["top_k"])))
     return rows
 
 
@@ -557,7 +600,7 @@ def run_context(request: HttpRequest, run: EvaluationRun) -> dict[str, Any]:
         "quality_url": _quality_url(run.kb_id, run.question_set_id),
         "compare_url": reverse("admin:evaluation_evaluationrun_compare_choose", args=[run.pk]),
         "set_url": _set_url(run.question_set),
-        "title": f"Evaluation {run.pk} of {run.question_set}",
+        "title": gettext("Evaluation %(n)s of %(set)s") % {"n": run.pk, "set": run.question_set},
     }
 
 
@@ -569,7 +612,7 @@ def _run_pair(
 ) -> EvaluationRun:
     run: EvaluationRun = model_admin.get_scoped_object_or_404(request, object_id)
     if not model_admin.has_view_permission(request, run):
-        raise PermissionDenied("You need the permission to view evaluation runs.")
+        raise PermissionDenied(gettext("You need the permission to view evaluation runs."))
     return run
 
 
@@ -580,7 +623,7 @@ def compare_choose_view(
     run = _run_pair(model_admin, request, object_id)
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Compare evaluation {run.pk} with…",
+        "title": gettext("Compare evaluation %(n)s with…") % {"n": run.pk},
         "run": run,
         "others": [
             {
@@ -604,12 +647,13 @@ def compare_view(
     before = _run_pair(model_admin, request, object_id)
     after = model_admin.get_scoped_object_or_404(request, str(other_id))
     if after.kb_id != before.kb_id:
-        raise PermissionDenied("Only runs of one knowledge base can be compared.")
+        raise PermissionDenied(gettext("Only runs of one knowledge base can be compared."))
     comparison = run_comparison(before, after)
     compare = _compare_version(after) or _compare_version(before)
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Evaluation {before.pk} → {after.pk}",
+        "title": gettext("Evaluation %(before)s → %(after)s")
+        % {"before": before.pk, "after": after.pk},
         "comparison": comparison,
         "before_target": target_words(before),
         "after_target": target_words(after),
@@ -644,7 +688,7 @@ def quality_view(model_admin: TenantScopedAdmin, request: HttpRequest, kb_id: st
     one question set at a time (runs of different sets do not compare)."""
     kb: KnowledgeBase = _admin_of(KnowledgeBase).get_scoped_object_or_404(request, kb_id)
     if not model_admin.has_view_permission(request):
-        raise PermissionDenied("You need the permission to view evaluation runs.")
+        raise PermissionDenied(gettext("You need the permission to view evaluation runs."))
     sets = list(question_sets_of_kb(kb.pk))
     chosen_id = _int(request.GET.get("set"))
     chosen = next((s for s in sets if s.pk == chosen_id), None)
@@ -675,7 +719,7 @@ def quality_view(model_admin: TenantScopedAdmin, request: HttpRequest, kb_id: st
         )
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Quality of {kb.name}",
+        "title": gettext("Quality of %(kb)s") % {"kb": kb.name},
         "kb": kb,
         "sets": [{"set": s, "url": _quality_url(kb.pk, s.pk)} for s in sets],
         "chosen": chosen,

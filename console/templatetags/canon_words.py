@@ -108,3 +108,23 @@ def run_count(code: str) -> str:
 def role_words(role: str) -> str:
     """A role's group name ("Index admins") in the page's language."""
     return words.role_words(role)
+
+
+@register.filter
+def search_mode(code: str) -> str:
+    return words.search_mode(code)
+
+
+@register.filter
+def search_modes(codes: Any) -> str:
+    return words.search_modes(codes)
+
+
+@register.filter
+def figure_group(group: str) -> str:
+    return words.figure_group(group)
+
+
+@register.filter
+def rank_change(code: str) -> str:
+    return words.word(words.RANK_CHANGE, code)

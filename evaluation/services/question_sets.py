@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from evaluation.documents import hidden_keys, nameable_keys
 from evaluation.models import Question, QuestionSet
@@ -65,14 +66,20 @@ class Imported:
         return bool(self.added or self.updated or self.removed)
 
     def sentence(self) -> str:
-        parts = [f"{self.added} added", f"{self.updated} updated"]
+        parts = [
+            gettext("%(n)s added") % {"n": self.added},
+            gettext("%(n)s updated") % {"n": self.updated},
+        ]
         if self.removed:
-            parts.append(f"{self.removed} removed")
+            parts.append(gettext("%(n)s removed") % {"n": self.removed})
         if self.unchanged:
-            parts.append(f"{self.unchanged} unchanged")
+            parts.append(gettext("%(n)s unchanged") % {"n": self.unchanged})
         if self.skipped:
-            parts.append(f"{self.skipped} rows with problems left out")
-        return ", ".join(parts) + f"; the set is at version {self.version}."
+            parts.append(gettext("%(n)s rows with problems left out") % {"n": self.skipped})
+        return gettext("%(parts)s; the set is at version %(version)s.") % {
+            "parts": gettext(", ").join(parts),
+            "version": self.version,
+        }
 
 
 def _locked(question_set: QuestionSet) -> QuestionSet:
@@ -94,7 +101,7 @@ def question_set_create(
     knowledge base has already."""
     name = name.strip()
     if not name:
-        raise QuestionSetInvalid("name", "Give the question set a name.")
+        raise QuestionSetInvalid("name", gettext("Give the question set a name."))
     try:
         with transaction.atomic():
             return QuestionSet.objects.create(
@@ -106,7 +113,9 @@ def question_set_create(
             )
     except IntegrityError:
         raise QuestionSetInvalid(
-            "name", f"{kb.name} already has a question set named {name!r}."
+            "name",
+            gettext("%(kb)s already has a question set named %(name)s.")
+            % {"kb": kb.name, "name": repr(name)},
         ) from None
 
 
@@ -116,7 +125,7 @@ def question_set_update(
     """Rename or describe a set (its version stays: its questions did not change)."""
     name = name.strip()
     if not name:
-        raise QuestionSetInvalid("name", "Give the question set a name.")
+        raise QuestionSetInvalid("name", gettext("Give the question set a name."))
     try:
         with transaction.atomic():
             locked = _locked(question_set)
@@ -127,7 +136,9 @@ def question_set_update(
             return locked
     except IntegrityError:
         raise QuestionSetInvalid(
-            "name", f"{question_set.kb} already has a question set named {name!r}."
+            "name",
+            gettext("%(kb)s already has a question set named %(name)s.")
+            % {"kb": question_set.kb, "name": repr(name)},
         ) from None
 
 
@@ -167,7 +178,9 @@ def questions_import(
         incoming = {row.external_id for row in rows}
         total = len(incoming) if replace else len(set(existing) | incoming)
         if total > MAX_QUESTIONS:
-            raise QuestionsRefused(_refusal(f"the set would hold {total} questions"))
+            raise QuestionsRefused(
+                _refusal(gettext("the set would hold %(n)s questions") % {"n": total})
+            )
         hidden = _hidden(locked, [q for key, q in existing.items() if key in incoming], reader)
         added = updated = unchanged = 0
         for row in rows:
@@ -187,7 +200,8 @@ def questions_import(
 
 
 def _refusal(why: str) -> Checked:
-    return Checked(problems=[Problem("", f"{why}; a question set holds at most {MAX_QUESTIONS}.")])
+    message = gettext("%(why)s; a question set holds at most %(n)s.")
+    return Checked(problems=[Problem("", message % {"why": why, "n": MAX_QUESTIONS})])
 
 
 def _hidden(
@@ -273,12 +287,19 @@ def question_check(
             others = others.exclude(pk=question.pk)
         if others.filter(external_id=data.external_id).exists():
             checked.problems.append(
-                Problem("id", f"the set has another question with id {data.external_id!r}")
+                Problem(
+                    "id",
+                    gettext("the set has another question with id %(id)s")
+                    % {"id": repr(data.external_id)},
+                )
             )
         same = _asked_already(question_set, data.text, besides=question)
         if same is not None:
             checked.problems.append(
-                Problem("question", f"the set asks the same question already ({same})")
+                Problem(
+                    "question",
+                    gettext("the set asks the same question already (%(id)s)") % {"id": same},
+                )
             )
         if checked.problems:
             checked.rows = []
@@ -305,7 +326,7 @@ def question_save(
         data = checked.questions[0]
         if question is None:
             if Question.objects.filter(question_set=locked).count() >= MAX_QUESTIONS:
-                raise QuestionsRefused(_refusal("the set is full"))
+                raise QuestionsRefused(_refusal(gettext("the set is full")))
             saved = _create(locked, data, actor)
         else:
             saved = Question.objects.select_for_update().get(pk=question.pk, question_set=locked)
@@ -358,7 +379,7 @@ def question_add_from_hit(
             _bump(locked, actor)
             return same, False
         if Question.objects.filter(question_set=locked).count() >= MAX_QUESTIONS:
-            raise QuestionsRefused(_refusal("the set is full"))
+            raise QuestionsRefused(_refusal(gettext("the set is full")))
         if Question.objects.filter(question_set=locked, external_id=data.external_id).exists():
             data = replace(data, external_id=f"{data.external_id}-{locked.version}")
         created = _create(locked, data, actor)

@@ -48,11 +48,13 @@ def evaluation_request(
     chosen = list(dict.fromkeys(modes))
     unknown = [mode for mode in chosen if mode not in MODES]
     if not chosen or unknown:
-        raise ActionRefused(f"Choose one or more modes of {', '.join(MODES)}.")
+        raise ActionRefused(
+            gettext("Choose one or more modes of %(modes)s.") % {"modes": ", ".join(MODES)}
+        )
     if question_set.kb_id != kb.pk:
-        raise ActionRefused("That question set belongs to another knowledge base.")
+        raise ActionRefused(gettext("That question set belongs to another knowledge base."))
     if kb.active_index_version_id is None:
-        raise ActionRefused(f"{kb.name} has no active index version to ask.")
+        raise ActionRefused(gettext("%(kb)s has no active index version to ask.") % {"kb": kb.name})
     version = _target(kb, index_version)
     if served_build is not None:
         version = _revision_target(kb, served_build)
@@ -61,7 +63,7 @@ def evaluation_request(
         evaluation_runs_close_orphaned(question_set=locked)
         questions = Question.objects.filter(question_set=locked).count()
         if not questions:
-            raise ActionRefused(f"{locked.name} has no questions yet.")
+            raise ActionRefused(gettext("%(set)s has no questions yet.") % {"set": locked.name})
         open_run = (
             EvaluationRun.objects.filter(
                 question_set=locked,
@@ -100,11 +102,14 @@ def _target(kb: KnowledgeBase, index_version: IndexVersion | None) -> IndexVersi
     if index_version is None or index_version.pk == kb.active_index_version_id:
         return None
     if index_version.kb_id != kb.pk:
-        raise ActionRefused("That index version belongs to another knowledge base.")
+        raise ActionRefused(gettext("That index version belongs to another knowledge base."))
     if not live_index_versions(kb_id=kb.pk).filter(pk=index_version.pk).exists():
         raise ActionRefused(
-            f"Index version {index_version.number} is no longer built for (failed, or retired "
-            "and collected): it cannot be asked."
+            gettext(
+                "Index version %(n)s is no longer built for (failed, or retired and collected): "
+                "it cannot be asked."
+            )
+            % {"n": index_version.number}
         )
     return index_version
 

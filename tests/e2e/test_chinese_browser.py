@@ -46,19 +46,17 @@ NAMES = {
 
 
 def english_left(person: Person, data: list[str]) -> list[str]:
-    """The English words on the page's own parts (header, breadcrumbs, the main column), once
-    `data` (what people and files wrote: keys, titles, names, stored errors) and NAMES are
-    taken out. The navigation sidebar and other apps' modules on the front page are other
-    helpers' (evaluation, identity) and left out."""
-    driver = person.driver
-    parts = [
-        element.text
-        for selector in ("#header", ".breadcrumbs", "main")
-        for element in driver.find_elements(By.CSS_SELECTOR, selector)
-    ]
-    for element in driver.find_elements(By.CSS_SELECTOR, ".app-evaluation, .app-identity"):
-        parts = [part.replace(element.text, "") for part in parts]
-    text = "\n".join(parts)
+    """The English words on the page's own parts (header, breadcrumbs, the navigation
+    sidebar, the main column), once `data` (what people and files wrote: keys, titles, names,
+    stored errors) and NAMES are taken out."""
+    # One script reads every part's rendered text at once: a page's progress script may
+    # replace nodes between two reads of them one by one.
+    text = str(
+        person.driver.execute_script(
+            "return [...document.querySelectorAll('#header, .breadcrumbs, #nav-sidebar, main')]"
+            ".map(e => e.innerText).join('\\n');"
+        )
+    )
     for phrase in sorted(data, key=len, reverse=True):
         text = text.replace(phrase, " ")
     words = set(re.findall(r"[A-Za-z][A-Za-z\u2019']{2,}", text))
@@ -193,7 +191,15 @@ def test_a_content_managers_day_reads_in_chinese(
     assert re.search(r"\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}:\d{2} UTC", timeline)
     reads_in_chinese(cm, "timeline")
 
+    # the evaluation pages too: the question sets, the knowledge base's quality
+    cm.visit("/admin/evaluation/questionset/")
+    reads_in_chinese(cm, "question-sets")
+    cm.visit(f"/admin/evaluation/evaluationrun/quality/{kb.pk}/")
+    assert "质量" in cm.text()
+    reads_in_chinese(cm, "quality")
+
     # the switcher turns the same page to English, and back
+    cm.visit(f"/admin/kb/knowledgebase/{kb.pk}/timeline/")
     cm.submit("#language-en")
     cm.wait_for_text("Timeline of")
     assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"

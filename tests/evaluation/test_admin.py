@@ -222,7 +222,7 @@ def test_a_question_edited_by_someone_outside_hr_keeps_its_hidden_document(
     )
 
     assert "hrsecretxq" not in text(form)
-    assert "1 more expected document you may not read stay as they are" in text(form)
+    assert "1 more expected document you may not read stays as it is" in text(form)
     assert saved.status_code == 302, text(saved)[-3000:]
     question.refresh_from_db()
     assert question.text == "on which day are salaries paid"
