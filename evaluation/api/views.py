@@ -59,13 +59,12 @@ from evaluation.services.question_sets import (
     questions_import,
 )
 from evaluation.services.runs import evaluation_request
-from kb.models import IndexVersion, KnowledgeBase
+from kb.models import IndexVersion
 from kb.services.base import ActionRefused
 from retrieval.api import parsers
 from retrieval.api.serializers import ErrorOutput
-from retrieval.api.views import Refused, principal_or_401
-from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.visibility import knowledge_base_for
+from retrieval.api.views import Refused, kb_or_404, principal_or_401
+from retrieval.principals import Principal
 
 MAX_ID = 2**63
 VIEW, WRITE, RUN = "view", "write", "run"
@@ -109,13 +108,6 @@ def _may(request: Request, principal: Principal, need: str) -> None:
         allowed = request.user is not None and request.user.has_perm(SESSION_PERMISSIONS[need])
     if not allowed:
         raise Refused(403, "permission_denied", REFUSED[need])
-
-
-def _kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
-    try:
-        return knowledge_base_for(principal=principal, kb_ref=kb_ref)
-    except KnowledgeBaseNotFound as exc:
-        raise NotFound(f"Knowledge base {kb_ref!r} not found.") from exc
 
 
 def _set_or_404(principal: Principal, question_set_id: int) -> QuestionSet:
@@ -165,7 +157,7 @@ class QuestionSetListView(APIView):
     )
     def get(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         _may(request, principal, VIEW)
         sets = list(question_sets_of_kb(knowledge_base.pk).select_related("kb"))
         return Response(QuestionSetListOutput({"results": sets}).data)
@@ -178,7 +170,7 @@ class QuestionSetListView(APIView):
     )
     def post(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         _may(request, principal, WRITE)
         params = QuestionSetInput(data=request.data)
         params.is_valid(raise_exception=True)
@@ -374,7 +366,7 @@ class EvaluationListView(APIView):
     )
     def get(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         _may(request, principal, VIEW)
         params = EvaluationPageInput(data=request.query_params)
         params.is_valid(raise_exception=True)
@@ -410,7 +402,7 @@ class EvaluationListView(APIView):
     )
     def post(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         _may(request, principal, RUN)
         params = EvaluationInput(data=request.data)
         params.is_valid(raise_exception=True)

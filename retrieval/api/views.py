@@ -93,7 +93,9 @@ def principal_or_401(request: Request) -> Principal:
     return principal
 
 
-def _kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
+def kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
+    """The knowledge base `kb_ref` names, or a 404 that says the same for one that does not
+    exist and one the principal may not read (every door that takes a `kb` in its path)."""
     try:
         return knowledge_base_for(principal=principal, kb_ref=kb_ref)
     except KnowledgeBaseNotFound as exc:
@@ -240,7 +242,7 @@ class DocumentListView(APIView):
         principal = principal_or_401(request)
         params = DocumentPageInput(data=request.query_params)
         params.is_valid(raise_exception=True)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         page = documents_page(
             principal=principal,
             kb=knowledge_base,
@@ -261,7 +263,7 @@ class DocumentListView(APIView):
     @idempotent
     def post(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         idempotency_key = _idempotency_key(request)
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -311,7 +313,7 @@ class KnowledgeBaseMetadataView(APIView):
     )
     def get(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         summary = metadata_summary(kb=knowledge_base, reader=principal)
         return Response(MetadataSummaryOutput((knowledge_base, summary)).data)
 

@@ -25,9 +25,8 @@ from kb.access import access_groups_clearing_refused, access_groups_not_held, ma
 from kb.models import KnowledgeBase
 from kb.services.base import ActionRefused
 from retrieval.api.serializers import ErrorOutput
-from retrieval.api.views import Refused, principal_or_401
-from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.visibility import knowledge_base_for
+from retrieval.api.views import Refused, kb_or_404, principal_or_401
+from retrieval.principals import Principal
 from sources.api.serializers import (
     LAST_RUN_ATTR,
     RunAnswerOutput,
@@ -67,13 +66,6 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
         code: OpenApiResponse(ErrorOutput, description=descriptions[code])
         for code in sorted({401, 403, 404, 429, *statuses})
     }
-
-
-def _kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
-    try:
-        return knowledge_base_for(principal=principal, kb_ref=kb_ref)
-    except KnowledgeBaseNotFound as exc:
-        raise NotFound(f"Knowledge base {kb_ref!r} not found.") from exc
 
 
 def _source_or_404(principal: Principal, source_id: int) -> Source:
@@ -157,7 +149,7 @@ class KnowledgeBaseSourcesView(APIView):
     )
     def get(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         _may_manage(principal)
         sources = list(sources_of_kb(knowledge_base.pk).select_related("kb"))
         latest = [getattr(s, "last_run_id", None) for s in sources]
@@ -176,7 +168,7 @@ class KnowledgeBaseSourcesView(APIView):
     )
     def post(self, request: Request, kb: str) -> Response:
         principal = principal_or_401(request)
-        knowledge_base = _kb_or_404(principal, kb)
+        knowledge_base = kb_or_404(principal, kb)
         _may_manage(principal)
         params = SourceInput(data=request.data)
         params.is_valid(raise_exception=True)
