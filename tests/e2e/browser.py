@@ -17,7 +17,6 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
 from kb.models import Tenant, TenantMembership
@@ -29,6 +28,25 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "e2e"
 PASSWORD = "a-long-e2e-password"
 # How long a find waits for its element to appear (Selenium's implicit wait).
 IMPLICIT_WAIT = 2.0
+
+
+def _replaced(exc: WebDriverException) -> bool:
+    """Whether Selenium's error means the element's page was replaced: Selenium's stale element,
+    or Chromium's inspector saying the same node no longer belongs to the document."""
+    return isinstance(exc, StaleElementReferenceException) or (
+        "does not belong to the document" in str(exc.msg)
+    )
+
+
+def _gone(element: object) -> bool:
+    """`staleness_of` that also reads Chromium's inspector error as "replaced"."""
+    try:
+        element.is_enabled()  # type: ignore[attr-defined]
+    except WebDriverException as exc:
+        if _replaced(exc):
+            return True
+        raise
+    return False
 
 
 @pytest.fixture
@@ -118,9 +136,17 @@ class Person:
     def submit(self, selector: str, *, timeout: float = 30) -> None:
         """Click a button that posts a form and wait until the answer has replaced the page, so
         that a `visit` right after cannot race the post's redirect (which would land last)."""
-        page = self.driver.find_element(By.TAG_NAME, "html")
-        self.click(selector)
-        WebDriverWait(self.driver, timeout).until(staleness_of(page))
+        for attempt in range(5):
+            try:
+                page = self.driver.find_element(By.TAG_NAME, "html")
+                self.click(selector)
+                break
+            except (StaleElementReferenceException, WebDriverException) as exc:
+                # a page that reloads itself (a progress poll) swapped its nodes under the click
+                if attempt == 4 or not _replaced(exc):
+                    raise
+                time.sleep(0.1)
+        WebDriverWait(self.driver, timeout).until(lambda _driver: _gone(page))
 
     def text(self) -> str:
         """The page's text; a body replaced while it was read (a navigation, a reload) is read
@@ -131,7 +157,7 @@ class Person:
             except StaleElementReferenceException:
                 time.sleep(0.1)
             except WebDriverException as exc:  # Chromium's words for the same replaced body
-                if "does not belong to the document" not in str(exc.msg):
+                if not _replaced(exc):
                     raise
                 time.sleep(0.1)
         return str(self.driver.find_element(By.TAG_NAME, "body").text)
