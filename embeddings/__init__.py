@@ -33,14 +33,10 @@ from embeddings.base import (
     provider_specs,
 )
 from embeddings.hash import HashEmbeddingProvider
-from embeddings.openai import (
-    RETRYABLE_STATUS,
-    HttpProviderConfig,
-    OpenAIEmbeddingProvider,
-    breaker_name,
-)
+from embeddings.openai import RETRYABLE_STATUS, HttpProviderConfig, OpenAIEmbeddingProvider
 from embeddings.sentence_transformers import SentenceTransformersProvider, _load_local_model
 from embeddings.sentence_transformers import model_path as local_model_path
+from embeddings.transport import breaker_name
 from embeddings.use import USE_DIMENSIONS, USE_MODEL, UniversalSentenceEncoderProvider
 
 KNOWN_PROVIDERS = tuple(spec.name for spec in provider_specs())

@@ -33,15 +33,8 @@ from embeddings.base import (
     check_shape,
     register,
 )
-from embeddings.breaker import BreakerOpen, CircuitBreaker, Permit
-from embeddings.transport import (
-    breaker_name,
-    breaker_report,
-    http_client,
-    redact,
-    retry_after,
-    snippet,
-)
+from embeddings.breaker import CircuitBreaker
+from embeddings.transport import Endpoint, TotalTimeout, retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +77,6 @@ class HttpProviderConfig:
             breaker_cooldown=settings.BREAKER_COOLDOWN_SECONDS,
             send_dimensions=settings.OPENAI_SEND_DIMENSIONS,
         )
-
-
-class _TotalTimeout(Exception):
-    pass
 
 
 def _worth_retrying(exc: BaseException) -> bool:
@@ -147,15 +136,19 @@ class OpenAIEmbeddingProvider:
         self.model = model
         self.dimensions = dimensions
         self.config = config
-        self.url = f"{config.base_url}/embeddings"
         self.label = f"openai {config.base_url}"
-        self.breaker = breaker or CircuitBreaker(
-            breaker_name(OPENAI_PROVIDER, config.base_url),
+        self.endpoint = Endpoint(
+            provider=OPENAI_PROVIDER,
+            base_url=config.base_url,
+            url=f"{config.base_url}/embeddings",
             label=self.label,
+            api_key=config.api_key,
             threshold=config.breaker_threshold,
             cooldown=config.breaker_cooldown,
             probe_ttl=min(config.total_timeout, config.budget) + 5.0,
+            breaker=breaker,
         )
+        self.breaker = self.endpoint.breaker
         self._sleep = sleep
 
     def __repr__(self) -> str:
@@ -194,36 +187,39 @@ class OpenAIEmbeddingProvider:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ProviderUnavailable(f"the retry budget of {self.config.budget}s is spent")
-        permit = self._acquire()
+        endpoint = self.endpoint
+        permit = endpoint.acquire()
+        # `from None` below: httpx's exceptions carry the request, Authorization header included,
+        # into anything that renders a traceback's objects.
         try:
             status, headers, body = self._post(texts, min(self.config.total_timeout, remaining))
-        except (httpx.TimeoutException, _TotalTimeout) as exc:
+        except (httpx.TimeoutException, TotalTimeout) as exc:
             message = f"no answer within the timeout ({type(exc).__name__})"
-            self._failed(permit, message)
-            raise ProviderUnavailable(message) from exc
+            endpoint.report(permit, message)
+            raise ProviderUnavailable(message) from None
         except httpx.HTTPError as exc:
-            message = self._redact(f"{type(exc).__name__}: {exc}")
-            self._failed(permit, message)
-            raise ProviderUnavailable(message) from exc
+            message = endpoint.redact(f"{type(exc).__name__}: {exc}")
+            endpoint.report(permit, message)
+            raise ProviderUnavailable(message) from None
         if status in RETRYABLE_STATUS:
-            message = f"HTTP {status}: {self._snippet(body)}"
-            self._failed(permit, message)
+            message = f"HTTP {status}: {endpoint.snippet(body)}"
+            endpoint.report(permit, message)
             raise ProviderUnavailable(message, retry_after=retry_after(headers))
         if not 200 <= status < 300:
-            self._succeeded(permit)  # it answered, so it is up; the request is what it refuses
+            endpoint.report(permit)  # it answered, so it is up; the request is what it refuses
             raise ProviderRejected(
-                f"{self.label} refused the request: HTTP {status}: {self._snippet(body)}"
+                f"{self.label} refused the request: HTTP {status}: {endpoint.snippet(body)}"
             )
         try:
             vectors = _parse_embeddings(body)
         except ValueError as exc:
-            message = f"malformed response: {self._redact(str(exc))}"
-            self._failed(permit, message)
+            message = f"malformed response: {endpoint.redact(str(exc))}"
+            endpoint.report(permit, message)
             raise ProviderUnavailable(message) from None
         except EmbeddingShapeError:
-            self._succeeded(permit)
+            endpoint.report(permit)
             raise
-        self._succeeded(permit)
+        endpoint.report(permit)
         check_shape(vectors, expected_count=len(texts), dimensions=self.dimensions)
         return vectors
 
@@ -232,42 +228,13 @@ class OpenAIEmbeddingProvider:
         payload: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.config.send_dimensions:
             payload["dimensions"] = self.dimensions
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         timeout = httpx.Timeout(
             connect=min(self.config.connect_timeout, limit),
             read=min(self.config.read_timeout, limit),
             write=min(self.config.read_timeout, limit),
             pool=min(self.config.connect_timeout, limit),
         )
-        deadline = time.monotonic() + limit
-        client = http_client(self.config.base_url)
-        with client.stream("POST", self.url, json=payload, headers=headers, timeout=timeout) as r:
-            chunks = []
-            for chunk in r.iter_bytes():
-                chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    raise _TotalTimeout(f"the answer took longer than {limit:.1f}s")
-            return r.status_code, r.headers, b"".join(chunks)
-
-    # breaker ------------------------------------------------------------------------------
-
-    def _acquire(self) -> Permit | None:
-        try:
-            return self.breaker.acquire()
-        except BreakerOpen as exc:
-            jitter = random.uniform(0, min(1.0, 0.1 * self.config.breaker_cooldown))
-            raise CircuitOpen(
-                self._redact(f"{self.label}: {exc}"), retry_at=exc.retry_at + jitter
-            ) from None
-        except redis.RedisError as exc:
-            logger.warning("circuit breaker store unreachable (%s); calling without it", exc)
-            return None
-
-    def _succeeded(self, permit: Permit | None) -> None:
-        breaker_report(self.breaker, permit)
-
-    def _failed(self, permit: Permit | None, message: str) -> None:
-        breaker_report(self.breaker, permit, self._redact(message))
+        return self.endpoint.post_json(payload, timeout=timeout, limit=limit)
 
     # waiting ------------------------------------------------------------------------------
 
@@ -306,14 +273,6 @@ class OpenAIEmbeddingProvider:
         if state is not None and state.next_probe_at is not None:
             candidates.append(state.next_probe_at + random.uniform(0, 1.0))
         return max(candidates)
-
-    # secrets ------------------------------------------------------------------------------
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self.config.api_key)
-
-    def _snippet(self, body: bytes) -> str:
-        return snippet(body, self.config.api_key)
 
 
 # The dimensions of OpenAI's own models (text-embedding-3-* can be shortened with

@@ -28,23 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-import redis
 
 from embeddings.base import (
-    CircuitOpen,
     EmbeddingShapeError,
     ProviderRejected,
     ProviderUnavailable,
 )
-from embeddings.breaker import BreakerOpen, CircuitBreaker, Permit
-from embeddings.transport import (
-    breaker_name,
-    breaker_report,
-    http_client,
-    redact,
-    retry_after,
-    snippet,
-)
+from embeddings.breaker import CircuitBreaker
+from embeddings.transport import Endpoint, TotalTimeout, retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -105,10 +96,6 @@ class RerankConfig:
         )
 
 
-class _TotalTimeout(Exception):
-    pass
-
-
 # Per process: the monotonic time before which a URL that sent Retry-After is not called.
 _holds: dict[str, float] = {}
 _holds_lock = threading.Lock()
@@ -135,13 +122,18 @@ class HttpReranker:
         path = "/rerank" if config.protocol == TEI else "/v1/rerank"
         self.endpoint = f"{config.url}{path}"
         self.label = f"rerank {config.url}"
-        self.breaker = breaker or CircuitBreaker(
-            breaker_name(RERANK_PROVIDER, config.url),
+        self.service = Endpoint(
+            provider=RERANK_PROVIDER,
+            base_url=config.url,
+            url=self.endpoint,
             label=self.label,
+            api_key=config.api_key,
             threshold=config.breaker_threshold,
             cooldown=config.breaker_cooldown,
             probe_ttl=config.timeout + 5.0,
+            breaker=breaker,
         )
+        self.breaker = self.service.breaker
 
     def __repr__(self) -> str:
         return f"<HttpReranker {self.config.protocol} {self.config.url}>"
@@ -150,41 +142,41 @@ class HttpReranker:
         if not texts:
             return []
         self._check_hold()
-        permit = self._acquire()
+        service = self.service
+        permit = service.acquire()
         # `from None` below: httpx's exceptions carry the request, Authorization header included,
         # into anything that renders a traceback's objects.
         try:
             status, headers, body = self._post(query, list(texts))
-        except (httpx.TimeoutException, _TotalTimeout):
+        except (httpx.TimeoutException, TotalTimeout):
             message = f"{self.label}: no answer within {self.config.timeout:g}s"
-            self._failed(permit, message)
+            service.report(permit, message)
             raise RerankTimeout(message) from None
         except httpx.HTTPError as exc:
-            message = self._redact(f"{self.label}: {type(exc).__name__}: {exc}")
-            self._failed(permit, message)
+            message = service.redact(f"{self.label}: {type(exc).__name__}: {exc}")
+            service.report(permit, message)
             raise ProviderUnavailable(message) from None
         if status == 429 or status >= 500:
             wait = retry_after(headers)
-            message = f"{self.label}: HTTP {status}: {snippet(body, self.config.api_key)}"
-            self._failed(permit, message)
+            message = f"{self.label}: HTTP {status}: {service.snippet(body)}"
+            service.report(permit, message)
             if wait:
                 self._hold(wait)
             raise ProviderUnavailable(message, retry_after=wait)
         if not 200 <= status < 300:
-            self._succeeded(permit)  # it answered, so it is up; the request is what it refuses
+            service.report(permit)  # it answered, so it is up; the request is what it refuses
             raise ProviderRejected(
-                f"{self.label} refused the request: HTTP {status}: "
-                f"{snippet(body, self.config.api_key)}"
+                f"{self.label} refused the request: HTTP {status}: {service.snippet(body)}"
             )
         try:
             scores = scores_in_order(self.config.protocol, body, len(texts))
         except EmbeddingShapeError as exc:
             # On a search's path a reranker answering garbage costs every search a round trip
             # for nothing: let the breaker stop calling it.
-            message = self._redact(f"{self.label}: {exc}")
-            self._failed(permit, message)
+            message = service.redact(f"{self.label}: {exc}")
+            service.report(permit, message)
             raise EmbeddingShapeError(message) from None
-        self._succeeded(permit)
+        service.report(permit)
         return scores
 
     # the call -----------------------------------------------------------------------------
@@ -203,22 +195,9 @@ class HttpReranker:
         """POST the texts; at most `timeout` seconds per phase and for the whole body, however
         slowly it trickles."""
         limit = self.config.timeout
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        deadline = time.monotonic() + limit
-        client = http_client(self.config.url)
-        with client.stream(
-            "POST",
-            self.endpoint,
-            json=self._payload(query, texts),
-            headers=headers,
-            timeout=httpx.Timeout(limit),
-        ) as response:
-            chunks = []
-            for chunk in response.iter_bytes():
-                chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    raise _TotalTimeout()
-            return response.status_code, response.headers, b"".join(chunks)
+        return self.service.post_json(
+            self._payload(query, texts), timeout=httpx.Timeout(limit), limit=limit
+        )
 
     # Retry-After --------------------------------------------------------------------------
 
@@ -236,26 +215,6 @@ class HttpReranker:
     def _hold(self, seconds: float) -> None:
         with _holds_lock:
             _holds[self.config.url] = time.monotonic() + min(seconds, MAX_HOLD_SECONDS)
-
-    # breaker ------------------------------------------------------------------------------
-
-    def _acquire(self) -> Permit | None:
-        try:
-            return self.breaker.acquire()
-        except BreakerOpen as exc:
-            raise CircuitOpen(self._redact(f"{self.label}: {exc}"), retry_at=exc.retry_at) from None
-        except redis.RedisError as exc:
-            logger.warning("circuit breaker store unreachable (%s); calling without it", exc)
-            return None
-
-    def _succeeded(self, permit: Permit | None) -> None:
-        breaker_report(self.breaker, permit)
-
-    def _failed(self, permit: Permit | None, message: str) -> None:
-        breaker_report(self.breaker, permit, self._redact(message))
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self.config.api_key)
 
 
 def scores_in_order(protocol: str, body: bytes, count: int) -> list[float | None]:

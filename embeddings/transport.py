@@ -1,6 +1,8 @@
-"""What the HTTP providers (`openai`, `rerank`) share: one pooled client per process and
-endpoint, the breaker's name for an endpoint and its outcome reports, the server's Retry-After,
-and redaction of the API key from anything that may be logged, raised or stored."""
+"""What the HTTP providers (`openai`, `rerank`) share: `Endpoint`, the one way they call a
+service — one pooled client per process and endpoint, a JSON POST bounded in all however slowly
+its answer trickles, the breaker shared by every process calling it (asked before, told after),
+the server's Retry-After, and the API key kept out of anything that may be logged, raised or
+stored. A provider adds only its request's shape, its answer's and its retry policy."""
 
 from __future__ import annotations
 
@@ -8,13 +10,16 @@ import email.utils
 import json
 import logging
 import os
+import random
 import re
 import time
+from typing import Any
 
 import httpx
 import redis
 
-from embeddings.breaker import CircuitBreaker, Permit
+from embeddings.base import CircuitOpen
+from embeddings.breaker import BreakerOpen, CircuitBreaker, Permit
 
 logger = logging.getLogger(__name__)
 
@@ -95,3 +100,86 @@ def snippet(body: bytes, api_key: str) -> str:
     except json.JSONDecodeError:
         pass
     return redact(" ".join(text.split())[:300], api_key) or "(empty body)"
+
+
+class TotalTimeout(Exception):
+    """The answer did not arrive whole within the call's limit (its body trickled)."""
+
+
+class Endpoint:
+    """One service a provider calls, at `url` (under `base_url`, which names its breaker):
+    `label` starts every message about it, `api_key` (may be empty) is sent as a bearer token
+    and never appears in a message.
+
+    The breaker is shared by every process calling `base_url` for `provider` (`breaker` to pass
+    one in, as tests do). `acquire` before a call, `report` after it; a breaker whose store
+    (Redis) is unreachable lets the call through and reports nothing."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        url: str,
+        label: str,
+        api_key: str,
+        threshold: int,
+        cooldown: float,
+        probe_ttl: float,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.url = url
+        self.label = label
+        self.api_key = api_key
+        self.cooldown = cooldown
+        self.breaker = breaker or CircuitBreaker(
+            breaker_name(provider, base_url),
+            label=label,
+            threshold=threshold,
+            cooldown=cooldown,
+            probe_ttl=probe_ttl,
+        )
+
+    def acquire(self) -> Permit | None:
+        """The breaker's permit for one call, or None when its store is unreachable; raises
+        CircuitOpen (no call may be made) with when to come back, jittered so the callers a
+        breaker turned away do not all come back at once."""
+        try:
+            return self.breaker.acquire()
+        except BreakerOpen as exc:
+            jitter = random.uniform(0, min(1.0, 0.1 * self.cooldown))
+            raise CircuitOpen(
+                self.redact(f"{self.label}: {exc}"), retry_at=exc.retry_at + jitter
+            ) from None
+        except redis.RedisError as exc:
+            logger.warning("circuit breaker store unreachable (%s); calling without it", exc)
+            return None
+
+    def report(self, permit: Permit | None, failure: str | None = None) -> None:
+        """How the call `permit` allowed went: None when the service answered (even to refuse
+        the request: it is up), else what failed (redacted here)."""
+        breaker_report(self.breaker, permit, None if failure is None else self.redact(failure))
+
+    def post_json(
+        self, payload: dict[str, Any], *, timeout: httpx.Timeout, limit: float
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """POST `payload` as JSON and read the whole answer: `timeout` per phase, and at most
+        `limit` seconds in all however slowly the body trickles (TotalTimeout). httpx's errors
+        propagate; they carry the request, so a caller re-raises them `from None`."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        deadline = time.monotonic() + limit
+        client = http_client(self.base_url)
+        with client.stream("POST", self.url, json=payload, headers=headers, timeout=timeout) as r:
+            chunks = []
+            for chunk in r.iter_bytes():
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise TotalTimeout(f"the answer took longer than {limit:.1f}s")
+            return r.status_code, r.headers, b"".join(chunks)
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.api_key)
+
+    def snippet(self, body: bytes) -> str:
+        return snippet(body, self.api_key)

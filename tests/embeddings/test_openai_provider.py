@@ -394,7 +394,7 @@ def test_get_provider_builds_the_openai_provider_from_settings(
 
     assert isinstance(provider, OpenAIEmbeddingProvider)
     assert (provider.name, provider.model, provider.dimensions) == ("openai", MODEL, DIMENSIONS)
-    assert provider.url == server.url + "/embeddings"
+    assert provider.endpoint.url == server.url + "/embeddings"
     assert provider.embed(["hello"]) == server.expected(["hello"])
 
 
