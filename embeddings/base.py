@@ -14,6 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from textkit.reasons import Reason, ReasonedError, reason
+from textkit.words import gettext_noop
+
 logger = logging.getLogger(__name__)
 
 HASH_PROVIDER = "hash"
@@ -22,8 +25,9 @@ LOCAL_PROVIDER = "sentence-transformers"
 USE_PROVIDER = "use"
 
 
-class EmbeddingError(Exception):
-    """Embedding failed; `retryable` says whether trying again later can succeed."""
+class EmbeddingError(ReasonedError):
+    """Embedding failed; `retryable` says whether trying again later can succeed. Its message is
+    a declared reason (below) where a build's failure may show it to a person."""
 
     retryable: bool = False
 
@@ -38,7 +42,11 @@ class ProviderUnavailable(EmbeddingError):
     retryable = True
 
     def __init__(
-        self, message: str, *, retry_at: float | None = None, retry_after: float | None = None
+        self,
+        message: str | Reason,
+        *,
+        retry_at: float | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.retry_at = retry_at
@@ -79,32 +87,107 @@ class EmbeddingProvider(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+# Why embedding failed for good (a build's failure shows them). Values that are names or
+# numbers read as identifiers (a vector's index, dimensions, an HTTP status) are text.
+REFUSED = reason(
+    "embedding.refused",
+    gettext_noop("%(provider)s refused the request: HTTP %(status)s: %(answer)s"),
+)
+COULD_NOT_EMBED = reason(
+    "embedding.could_not_embed", gettext_noop("%(model)s could not embed the batch: %(detail)s")
+)
+WRONG_COUNT = reason(
+    "embedding.wrong_count",
+    gettext_noop("The embedding provider returned %(vectors)s vectors for %(texts)s texts."),
+)
+WRONG_DIMENSIONS = reason(
+    "embedding.wrong_dimensions",
+    gettext_noop("Vector %(index)s has %(dimensions)s dimensions; expected %(expected)s."),
+)
+NOT_A_NUMBER = reason(
+    "embedding.not_a_number",
+    gettext_noop("Vector %(index)s contains a value that is not a number."),
+)
+NOT_FINITE = reason(
+    "embedding.not_finite", gettext_noop("Vector %(index)s contains NaN or infinity.")
+)
+ALL_ZEROS = reason(
+    "embedding.all_zeros",
+    gettext_noop("Vector %(index)s is all zeros, so its cosine distance is undefined."),
+)
+INPUTS_NOT_NAMED_ONCE = reason(
+    "embedding.inputs_not_named_once",
+    gettext_noop(
+        "The embedding provider's answer does not name each input exactly once (indices "
+        "%(indices)s)."
+    ),
+)
+MODEL_DIMENSIONS = reason(
+    "embedding.model_dimensions",
+    gettext_noop(
+        "The model %(model)s produces %(dimensions)s dimensions; the index version expects "
+        "%(expected)s."
+    ),
+)
+LOCAL_MODEL_DIMENSIONS = reason(
+    "embedding.local_model_dimensions",
+    gettext_noop(
+        "The local model %(model)s produces %(dimensions)s dimensions; the index version "
+        "expects %(expected)s."
+    ),
+)
+NO_SUCH_MODEL = reason(
+    "embedding.no_such_model",
+    gettext_noop("The use provider has no model %(model)s; its one model is %(only)s."),
+)
+PACKAGE_MISSING = reason(
+    "embedding.package_missing",
+    gettext_noop(
+        "The use provider needs the package %(package)s (a dependency of Canon: reinstall with "
+        "pip install -e .)."
+    ),
+)
+COULD_NOT_LOAD = reason(
+    "embedding.could_not_load", gettext_noop("Could not load %(model)s: %(detail)s")
+)
+EXTRA_MISSING = reason(
+    "embedding.extra_missing",
+    gettext_noop(
+        "The sentence-transformers provider needs the optional extra: pip install -e "
+        "'.[local-models]'."
+    ),
+)
+NO_LOCAL_MODEL = reason(
+    "embedding.no_local_model",
+    gettext_noop(
+        "No local model at %(path)s. Put the model directory there (Canon never downloads "
+        "models) or set CANON_LOCAL_MODELS_DIR."
+    ),
+)
+
+
 def check_shape(
     vectors: Sequence[Sequence[float]], *, expected_count: int, dimensions: int
 ) -> None:
     """Raise EmbeddingShapeError unless there are `expected_count` vectors of `dimensions` finite
     numbers, none of them all zeros."""
     if len(vectors) != expected_count:
-        raise EmbeddingShapeError(
-            f"The embedding provider returned {len(vectors)} vectors for {expected_count} texts."
-        )
+        raise EmbeddingShapeError(WRONG_COUNT(vectors=str(len(vectors)), texts=str(expected_count)))
     for index, vector in enumerate(vectors):
         if len(vector) != dimensions:
             raise EmbeddingShapeError(
-                f"Vector {index} has {len(vector)} dimensions; expected {dimensions}."
+                WRONG_DIMENSIONS(
+                    index=str(index), dimensions=str(len(vector)), expected=str(dimensions)
+                )
             )
         try:
             finite = all(math.isfinite(value) for value in vector)
         except TypeError:
-            raise EmbeddingShapeError(
-                f"Vector {index} contains a value that is not a number."
-            ) from None
+            raise EmbeddingShapeError(NOT_A_NUMBER(index=str(index))) from None
         if not finite:
-            raise EmbeddingShapeError(f"Vector {index} contains NaN or infinity.")
+            raise EmbeddingShapeError(NOT_FINITE(index=str(index)))
         if not any(vector):
-            raise EmbeddingShapeError(
-                f"Vector {index} is all zeros, so its cosine distance is undefined."
-            )
+            raise EmbeddingShapeError(ALL_ZEROS(index=str(index)))
 
 
 # --- the registry ------------------------------------------------------------------------

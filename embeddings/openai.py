@@ -24,7 +24,9 @@ from tenacity import (
 )
 
 from embeddings.base import (
+    INPUTS_NOT_NAMED_ONCE,
     OPENAI_PROVIDER,
+    REFUSED,
     CircuitOpen,
     EmbeddingShapeError,
     ProviderRejected,
@@ -104,8 +106,7 @@ def _parse_embeddings(body: bytes) -> list[list[float]]:
     items.sort(key=lambda pair: pair[0])
     if [index for index, _ in items] != list(range(len(items))):
         raise EmbeddingShapeError(
-            "The embedding provider's answer does not name each input exactly once "
-            f"(indices {[index for index, _ in items][:20]})."
+            INPUTS_NOT_NAMED_ONCE(indices=str([index for index, _ in items][:20]))
         )
     return [vector for _, vector in items]
 
@@ -208,7 +209,7 @@ class OpenAIEmbeddingProvider:
         if not 200 <= status < 300:
             endpoint.report(permit)  # it answered, so it is up; the request is what it refuses
             raise ProviderRejected(
-                f"{self.label} refused the request: HTTP {status}: {endpoint.snippet(body)}"
+                REFUSED(provider=self.label, status=str(status), answer=endpoint.snippet(body))
             )
         try:
             vectors = _parse_embeddings(body)

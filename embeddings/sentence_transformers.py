@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from embeddings.base import (
+    EXTRA_MISSING,
+    LOCAL_MODEL_DIMENSIONS,
     LOCAL_PROVIDER,
+    NO_LOCAL_MODEL,
     EmbeddingShapeError,
     ProviderMisconfigured,
     ProviderSpec,
@@ -27,15 +30,9 @@ def _load_local_model(path: str, device: str) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise ProviderMisconfigured(
-            "The sentence-transformers provider needs the optional extra: "
-            "pip install -e '.[local-models]'."
-        ) from exc
+        raise ProviderMisconfigured(EXTRA_MISSING()) from exc
     if not Path(path).is_dir():
-        raise ProviderMisconfigured(
-            f"No local model at {path}. Put the model directory there (Canon never downloads "
-            "models) or set CANON_LOCAL_MODELS_DIR."
-        )
+        raise ProviderMisconfigured(NO_LOCAL_MODEL(path=path))
     return SentenceTransformer(path, device=device, local_files_only=True)
 
 
@@ -57,8 +54,9 @@ class SentenceTransformersProvider:
         actual = get_dimension() if get_dimension is not None else None
         if actual is not None and actual != dimensions:
             raise EmbeddingShapeError(
-                f"The local model {model} produces {actual} dimensions; the index version "
-                f"expects {dimensions}."
+                LOCAL_MODEL_DIMENSIONS(
+                    model=model, dimensions=str(actual), expected=str(dimensions)
+                )
             )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

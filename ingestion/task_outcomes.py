@@ -14,7 +14,9 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from kb import locks
+from kb.failures import GAVE_UP, failure_fields
 from kb.models import Build
+from textkit.reasons import Reason
 from work.backoff import backoff_seconds
 from work.leases import Lease, lease_check
 from work.models import IngestionTask
@@ -33,12 +35,15 @@ def task_succeed(*, lease: Lease) -> None:
     )
 
 
-def task_fail(*, lease: Lease, code: str, message: str) -> None:
-    """Terminal failure: the task fails and its build fails with a readable reason; whatever is
-    live keeps serving. Fenced: a worker that lost its lease changes nothing."""
+def task_fail(*, lease: Lease, code: str, message: str, reason: Reason | None = None) -> None:
+    """Terminal failure: the task fails and its build fails with a readable reason (`reason`,
+    when declared, which the admin words in the person's language; else `message`); whatever
+    is live keeps serving. Fenced: a worker that lost its lease changes nothing."""
     with transaction.atomic():
         task = _lock_build_then_task(lease)
-        task_close(task, status=IngestionTask.Status.FAILED, code=code, message=message)
+        task_close(
+            task, status=IngestionTask.Status.FAILED, code=code, message=message, reason=reason
+        )
 
 
 def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
@@ -46,11 +51,13 @@ def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
     with transaction.atomic():
         task = _lock_build_then_task(lease)
         if task.attempt >= task.max_attempts:
+            gave_up = GAVE_UP(attempts=task.attempt, detail=message)
             task_close(
                 task,
                 status=IngestionTask.Status.DEAD,
                 code=code,
-                message=f"gave up after {task.attempt} attempts: {message}",
+                message=gave_up.english(),
+                reason=gave_up,
             )
             return
         delay = backoff_seconds(
@@ -107,8 +114,11 @@ def task_requeue(task: IngestionTask, *, status: str, delay: float = 0.0) -> Non
     outbox_add(task=task, delay=delay)
 
 
-def task_close(task: IngestionTask, *, status: str, code: str, message: str) -> None:
-    """Close a task; its build, unless already decided, fails. Caller holds build and task."""
+def task_close(
+    task: IngestionTask, *, status: str, code: str, message: str, reason: Reason | None = None
+) -> None:
+    """Close a task; its build, unless already decided, fails with `reason` (a declared one:
+    its English is the message) or, without one, `message`. Caller holds build and task."""
     task.status = status
     task.last_error_code = code
     task.last_error = message[:4000]
@@ -118,4 +128,8 @@ def task_close(task: IngestionTask, *, status: str, code: str, message: str) -> 
     if task.build_id:
         Build.objects.filter(pk=task.build_id).exclude(
             state__in=[Build.State.LIVE, Build.State.SUPERSEDED, Build.State.READY]
-        ).update(state=Build.State.FAILED, error=message[:4000], finished_at=Now())
+        ).update(
+            state=Build.State.FAILED,
+            **failure_fields(reason, message=message),
+            finished_at=Now(),
+        )

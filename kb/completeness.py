@@ -12,11 +12,18 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from kb.failures import INCOMPLETE
 from kb.models import Build
+from textkit.reasons import ReasonedError
 
 
-class IncompleteBuild(Exception):
+class IncompleteBuild(ReasonedError):
     """The build failed its completeness check; it must never be switched live."""
+
+
+def incomplete_build(build_id: int, problems: list[str]) -> IncompleteBuild:
+    """The error for a build whose chunks fail the check with `problems` (in English)."""
+    return IncompleteBuild(INCOMPLETE(build=str(build_id), problems="; ".join(problems)))
 
 
 # Count, embedded, distinct ordinals, ordinal range, dimension range, manifest hash.

@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from django.utils.translation import gettext, gettext_lazy
 
 from kb import document_states
+from kb.failures import build_error_words
 from kb.models import Build, Document, IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import index_version_progress, index_version_status
 
@@ -90,7 +91,13 @@ def knowledge_base_failures(
     total = failed.count()
     readable = Document.objects.filter(kb=kb) if named is None else Document.objects.filter(named)
     shown = [
-        Failure(b.document_id, b.document.key, b.document.title, b.revision.number, b.error)
+        Failure(
+            b.document_id,
+            b.document.key,
+            b.document.title,
+            b.revision.number,
+            build_error_words(b),
+        )
         for b in failed.filter(document__in=readable)
         .select_related("document", "revision")
         .order_by("-updated_at", "-id")[:limit]

@@ -450,7 +450,20 @@ class Build(models.Model):
     verified_at = models.DateTimeField(
         null=True, blank=True, verbose_name=gettext_lazy("verified at")
     )
+    # Why it failed or was set aside, in English (the API's and the logs' words); and, when the
+    # reason was a declared one (`textkit.reasons`), its code and values, which the admin words
+    # in the person's language (`kb.failures`). "" and {} for rows from before codes were kept.
     error = models.TextField(blank=True, verbose_name=gettext_lazy("error"))
+    error_code = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("error code"),
+    )
+    error_params = models.JSONField(
+        blank=True, default=dict, db_default={}, verbose_name=gettext_lazy("error values")
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
     finished_at = models.DateTimeField(

@@ -26,6 +26,7 @@ from console.admin.confirmation import ReasonForm, confirm_label, require
 from kb import document_states
 from kb.diff import ChunkDiff, chunk_diff
 from kb.document_states import utc_text
+from kb.failures import build_error_words
 from kb.models import Build, Document, Publication
 from kb.services.base import ActionRefused
 from kb.services.documents import build_retry, document_delete, document_restore
@@ -195,7 +196,7 @@ def _retry_plan(documents: list[Document]) -> Plan:
             words = {"r": build.revision.number, "v": build.index_version.number}
             change = (
                 gettext("r%(r)s in v%(v)s builds again (failed: %(error)s)")
-                % {**words, "error": build.error}
+                % {**words, "error": build_error_words(build)}
                 if build.error
                 else gettext("r%(r)s in v%(v)s builds again") % words
             )

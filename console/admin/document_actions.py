@@ -23,6 +23,7 @@ from console.words import build_state
 from kb import document_states
 from kb.diff import chunk_diff
 from kb.document_states import utc_text
+from kb.failures import build_error_words
 from kb.models import (
     Build,
     Document,
@@ -215,7 +216,7 @@ def retry_view(
                     % {"revision": _revision_text(build), "v": build.index_version.number},
                 ),
                 (gettext("state"), build_state(build.state)),
-                (gettext("error"), build.error or "—"),
+                (gettext("error"), build_error_words(build) or "—"),
                 (
                     gettext("after"),
                     gettext("built again from the start with a fresh attempt budget"),

@@ -21,6 +21,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import floatformat
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy, ngettext
@@ -28,6 +29,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 from console.admin import evaluation_calibration, evaluation_pages
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from console.admin.sources import run_state_html
+from console.words import search_mode, search_modes
 from evaluation.documents import HIDDEN, key_views
 from evaluation.models import EvaluationRun, Language, Question, QuestionSet
 from evaluation.question_files import PASSAGE_MAX, QUESTION_MAX
@@ -398,7 +400,7 @@ class EvaluationRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=gettext_lazy("modes"))
     def modes_text(self, run: EvaluationRun) -> str:
-        return ", ".join(run.modes)
+        return search_modes(run.modes)
 
     @admin.display(description=gettext_lazy("state"), ordering="state")
     def state_badge(self, run: EvaluationRun) -> str:
@@ -406,10 +408,11 @@ class EvaluationRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="MRR@10")
     def mrr(self, run: EvaluationRun) -> str:
+        summary = run.summary or {}
         figures = [
-            f"{mode} {((run.summary or {}).get(mode) or {}).get('all', {}).get('mrr@10', 0):.3f}"
+            f"{search_mode(mode)} " + floatformat(summary[mode].get("all", {}).get("mrr@10", 0), 3)
             for mode in run.modes
-            if (run.summary or {}).get(mode)
+            if summary.get(mode)
         ]
         return " · ".join(figures) or "—"
 

@@ -5,13 +5,18 @@ vendored library would be the admin's only JavaScript bundle, and a line over a 
 needs none. The lines and text take their colours from the admin's CSS variables
 (`_styles.html`), so they follow its light and dark themes; modes differ by dash pattern and
 marker too, so a chart still reads without colour. Every point carries a `<title>` (the run,
-its index version and set version, the value) and links to its run's page.
+its index version and set version, the value) and links to its run's page. Dates and numbers are
+written as the page's language writes them ("2026年5月3日" on a Chinese page, `DATE_FORMAT`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
+from django.template.defaultfilters import floatformat
+from django.utils import timezone
+from django.utils.formats import date_format, number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, ngettext
@@ -40,6 +45,11 @@ def _y(value: float) -> float:
     return TOP + inner * (1 - max(0.0, min(1.0, value)))
 
 
+def _day(when: datetime) -> str:
+    """The day of a run, in the page's language (in the admin's time zone, as its times are)."""
+    return date_format(timezone.localtime(when) if timezone.is_aware(when) else when)
+
+
 def line_chart(
     *,
     metric: str,
@@ -55,7 +65,15 @@ def line_chart(
         '<line class="canon-chart-grid" x1="{}" x2="{}" y1="{}" y2="{}"/>'
         '<text class="canon-chart-tick" x="{}" y="{}" text-anchor="end">{}</text>',
         (
-            (LEFT, WIDTH - RIGHT, f"{_y(t):.1f}", f"{_y(t):.1f}", LEFT - 6, f"{_y(t) + 4:.1f}", t)
+            (
+                LEFT,
+                WIDTH - RIGHT,
+                f"{_y(t):.1f}",
+                f"{_y(t):.1f}",
+                LEFT - 6,
+                f"{_y(t) + 4:.1f}",
+                floatformat(t, 2),
+            )
             for t in TICKS
         ),
     )
@@ -87,7 +105,8 @@ def line_chart(
                                 "run": p.run_id,
                                 "label": p.label,
                                 "metric": metric,
-                                "value": f"{p.value:.3f}",
+                                # rounded, in the language's digits (as the run table's)
+                                "value": floatformat(p.value, 3),
                             },
                         )
                         for x, y, p in xy
@@ -101,12 +120,12 @@ def line_chart(
         '<text class="canon-chart-tick" x="{}" y="{}" text-anchor="end">{}</text>',
         LEFT,
         HEIGHT - 8,
-        f"{first:%Y-%m-%d}" if first else "",
+        _day(first) if first else "",
         WIDTH - RIGHT,
         HEIGHT - 8,
         (
             ngettext("%(date)s (%(n)s run)", "%(date)s (%(n)s runs)", len(runs))
-            % {"date": f"{last:%Y-%m-%d}", "n": len(runs)}
+            % {"date": _day(last), "n": number_format(len(runs), force_grouping=True)}
         )
         if last
         else "",

@@ -14,6 +14,7 @@ from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from console.admin.users import TenantMembershipForm
 from console.words import build_state
+from kb.failures import build_error_words
 from kb.models import (
     Build,
     IndexVersion,
@@ -98,7 +99,12 @@ class BuildAdmin(TenantScopedAdmin):
     list_filter = ["state", "index_version"]
     # find a build by its document, file or error (issue 13, item 4)
     search_fields = ["document__key", "document__title", "revision__original_name", "error"]
-    readonly_fields = ["role", *[f.name for f in Build._meta.fields]]
+    # The error in the reader's language in place of the stored English (its code beside it).
+    readonly_fields = [
+        "role",
+        *["error_words" if f.name == "error" else f.name for f in Build._meta.fields],
+    ]
+    exclude = ["error"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return builds_with_roles(super().get_queryset(request))
@@ -119,6 +125,10 @@ class BuildAdmin(TenantScopedAdmin):
     @admin.display(description=gettext_lazy("stored state"), ordering="state")
     def stored_state(self, build: Build) -> str:
         return format_html(RAW_STATE, build_state(build.state))
+
+    @admin.display(description=gettext_lazy("error"))
+    def error_words(self, build: Build) -> str:
+        return build_error_words(build)
 
     @admin.display(description=gettext_lazy("chunks"))
     def progress(self, build: Build) -> str:

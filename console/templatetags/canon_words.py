@@ -1,7 +1,8 @@
 """Words the admin's pages share: who did something when no person did (`who`), a file's
 kind as the upload pages name it rather than its media type (`format_label`), and the words for
 codes the models store (a task's status, a build's state, a History action, a metadata field's
-type, a sync run's outcome), each the code itself in English."""
+type, a sync run's outcome), each the code itself in English, and why a task failed
+(`task_error`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
 from console import words
 from console.formats import format_words, location_words
+from kb.failures import ERROR_MAX_CHARS, build_error_words
 from textkit.extract import Location
 
 register = template.Library()
@@ -128,3 +130,14 @@ def figure_group(group: str) -> str:
 @register.filter
 def rank_change(code: str) -> str:
     return words.word(words.RANK_CHANGE, code)
+
+
+@register.filter
+def task_error(task: Any) -> str:
+    """Why a failed or dead task ended, in the page's language: its build's reason
+    (`kb.failures`) when the build failed with it for a declared reason; else the task's own
+    words, in English as stored (a task without a build, an unexpected error)."""
+    build = task.build if task.build_id else None
+    if build is not None and build.error_code and build.error == task.last_error[:ERROR_MAX_CHARS]:
+        return build_error_words(build)
+    return str(task.last_error)

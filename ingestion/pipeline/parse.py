@@ -14,14 +14,17 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Now
+from django.utils.translation import gettext_noop
 
 from ingestion.pipeline.stages import JsonDict, TerminalError
 from kb import storage
+from kb.failures import STORED_FILE_DAMAGED, STORED_FILE_MISSING, STORED_FILE_PROBLEM
 from kb.models import Build, Document, KnowledgeBase, Revision
 from textkit import extract as extractors
 from textkit.extract import ocr
 from textkit.extract import options as extract_options
 from textkit.extract import progress as extract_progress
+from textkit.reasons import Reason
 from work import faults
 from work.leases import Lease, fenced
 
@@ -42,12 +45,9 @@ def parse(revision: Revision) -> JsonDict:
             faults.poison(path.read_bytes()[:1_000_000])
             extracted = extractors.extract(path, media_type, max_chars=settings.PARSE_MAX_CHARS)
     except storage.StoredFileProblem as exc:
-        raise TerminalError(
-            "stored_file_missing",
-            f"stored file {exc.problem}: {revision.sha256}; restore storage from backup",
-        ) from None
+        raise TerminalError("stored_file_missing", _stored_file_reason(exc, revision)) from None
     except extractors.ParseError as exc:
-        raise TerminalError("unparseable", str(exc)) from exc
+        raise TerminalError("unparseable", exc.reason or str(exc)) from exc
     stored = storage.store_bytes(extracted.to_json(), kind="derived")
     for note in extracted.notes:
         logger.warning("revision %s: %s", revision.pk, note)
@@ -58,6 +58,14 @@ def parse(revision: Revision) -> JsonDict:
         "title": extracted.title,
         "notes": extracted.notes,
     }
+
+
+def _stored_file_reason(exc: storage.StoredFileProblem, revision: Revision) -> Reason:
+    if exc.problem == storage.MISSING:
+        return STORED_FILE_MISSING(sha256=revision.sha256)
+    if exc.problem == storage.DAMAGED:
+        return STORED_FILE_DAMAGED(sha256=revision.sha256)
+    return STORED_FILE_PROBLEM(problem=exc.problem, sha256=revision.sha256)
 
 
 @dataclass(frozen=True)
@@ -82,13 +90,14 @@ class ParseOptions:
 
 def ocr_off_reason(*, kb: KnowledgeBase) -> str:
     """Why OCR is off for `kb`'s builds in this process, or "" when it is on. The process's
-    switches win over the knowledge base's setting."""
+    switches win over the knowledge base's setting. In English (it is in a stored reason and the
+    parse's fingerprint), marked: the admin words a reason holding it in the person's language."""
     if not settings.OCR_ENABLED:
-        return "OCR is off on this server (CANON_OCR=off)"
+        return gettext_noop("OCR is off on this server (CANON_OCR=off)")
     if settings.OCR_MAX_PAGES <= 0:
-        return "OCR is off on this server (CANON_OCR_MAX_PAGES=0)"
+        return gettext_noop("OCR is off on this server (CANON_OCR_MAX_PAGES=0)")
     if kb.ocr_mode == KnowledgeBase.OcrMode.OFF:
-        return "OCR is off for this knowledge base"
+        return gettext_noop("OCR is off for this knowledge base")
     return ""
 
 
@@ -97,7 +106,7 @@ def parse_options(*, kb: KnowledgeBase) -> ParseOptions:
     return ParseOptions(
         ocr=ocr.OcrOptions(
             mode=ocr.OFF if off_reason else kb.ocr_mode,
-            off_reason=off_reason or "OCR is off",
+            off_reason=off_reason or ocr.OcrOptions.off_reason,
             threads=settings.OCR_THREADS,
             max_pages=settings.OCR_MAX_PAGES,
             max_seconds=settings.OCR_MAX_SECONDS,

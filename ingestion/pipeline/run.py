@@ -33,10 +33,12 @@ from ingestion.task_outcomes import (
 from kb import storage
 from kb.ann_build import ann_index_after_build
 from kb.completeness import IncompleteBuild
+from kb.failures import NOTHING_TO_INDEX
 from kb.models import Build
 from kb.services.documents import document_purge
 from kb.services.publication import build_publish
 from kb.transactions import retry_conflicts
+from textkit.reasons import ReasonedError
 from work import faults
 from work.backoff import backoff_seconds
 from work.leases import Heartbeat, Lease, LeaseLost, fenced, task_claim
@@ -120,7 +122,9 @@ def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
             _fail_quietly(task_retry_later, lease=lease, code=code, message=message)
             return "retry"
         logger.warning("task failed: %s", message, extra=log)
-        _fail_quietly(task_fail, lease=lease, code=code, message=message)
+        # A declared reason (a file's, a provider's, the pipeline's) the admin words again.
+        reason = exc.reason if isinstance(exc, ReasonedError) else None
+        _fail_quietly(task_fail, lease=lease, code=code, message=message, reason=reason)
         return "failed"
 
 
@@ -215,7 +219,7 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
             expected_chunk_count=len(pieces), manifest_sha256=chunked["manifest"], verified_at=None
         )
     if not pieces:
-        raise TerminalError("empty", "The document produced no text to index.")
+        raise TerminalError("empty", NOTHING_TO_INDEX())
     stage_run(
         lease=lease,
         stage=StageResult.Stage.EMBED,

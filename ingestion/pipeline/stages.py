@@ -12,15 +12,17 @@ from django.db.models.functions import Now
 
 from ingestion.models import StageResult
 from kb.models import PIPELINE_VERSION
+from textkit.reasons import Reason, ReasonedError
 from work.leases import Lease, fenced
 
 JsonDict = dict[str, Any]
 
 
-class TerminalError(Exception):
-    """Retrying cannot help (bad file, shape mismatch): the build fails with this message."""
+class TerminalError(ReasonedError):
+    """Retrying cannot help (bad file, shape mismatch): the build fails with this message, a
+    declared reason where a person may read it (`kb.failures`). `code` is the task's."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str | Reason) -> None:
         super().__init__(message)
         self.code = code
 

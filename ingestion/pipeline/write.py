@@ -28,7 +28,7 @@ from django.db.models.functions import Now
 from ingestion.pipeline.chunk import chunk_key
 from ingestion.pipeline.embed import cache_model
 from ingestion.pipeline.stages import JsonDict
-from kb.completeness import IncompleteBuild, build_completeness
+from kb.completeness import build_completeness, incomplete_build
 from kb.models import Build
 from textkit import analysis, text
 from work import faults
@@ -310,7 +310,7 @@ def build_verify(*, build: Build, lease: Lease) -> None:
             manifest=row.manifest_sha256,
         )
         if problems:
-            raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
+            raise incomplete_build(build.pk, problems)
         Build.objects.filter(pk=build.pk).update(verified_at=Now())
 
 

@@ -13,6 +13,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
+from kb.failures import build_error_words
 from kb.models import (
     Build,
     Document,
@@ -151,7 +152,8 @@ def build_progress_of(*, build: Build) -> dict[str, object]:
         "expected": expected,
         "percent": percent,
         "label": label,
-        "error": build.error,
+        # in the reader's language (the admin's JSON; the API never reads this)
+        "error": build_error_words(build),
     }
 
 
@@ -239,7 +241,7 @@ def build_role_of(*, build: Build, pointed: bool | None = None, now: Any = None)
             )
         return BuildRole(
             "failed",
-            gettext("failed: %(error)s") % {"error": build.error}
+            gettext("failed: %(error)s") % {"error": build_error_words(build)}
             if build.error
             else gettext("failed"),
         )

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
 from kb import audit_kinds
+from kb.failures import build_error_words
 from kb.models import (
     Build,
     Document,
@@ -91,7 +92,7 @@ def document_status(*, document: Document) -> str:
                 revision__number=document.desired_revision,
                 index_version_id=document.kb.active_index_version_id,
             )
-            .only("state", "error")
+            .only("state", "error", "error_code", "error_params")
             .first()
         )
         if pending is not None:
@@ -100,7 +101,7 @@ def document_status(*, document: Document) -> str:
                 pending.state
             ) or str(STATE_WORDS.get(pending.state, pending.state))
             detail = (
-                f": {pending.error}"
+                f": {build_error_words(pending)}"
                 if pending.state == Build.State.FAILED and pending.error
                 else ""
             )

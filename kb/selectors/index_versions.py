@@ -3,6 +3,7 @@ status (ready computed from coverage), the rollback target and two versions side
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from django.utils import formats, timezone
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from kb.ann import ann_index_state
+from kb.failures import build_error_words, reason_words
 from kb.models import (
     Build,
     Chunk,
@@ -158,7 +160,8 @@ def index_version_coverage(*, version: IndexVersion, kb: KnowledgeBase) -> Cover
         total, covered, running = cursor.fetchone() or (0, 0, 0)
         cursor.execute(
             f"""SELECT d.id, d.key, d.title, d.desired_revision, coalesce(cb.state, 'missing'),
-                       coalesce(cb.error, ''), ar.number, cr.number, ab.state
+                       coalesce(cb.error, ''), coalesce(cb.error_code, ''),
+                       coalesce(cb.error_params, '{{}}')::text, ar.number, cr.number, ab.state
                 {_DESIRED}
                 LEFT JOIN kb_build ab ON ab.revision_id = r.id AND ab.index_version_id = %(active)s
                 LEFT JOIN kb_publication ap
@@ -227,7 +230,9 @@ NOT_BUILT_WAYS = gettext_lazy(
 def _coverage_entry(row: tuple[Any, ...], number: int, active: int | None) -> CoverageEntry:
     """One row of `index_version_coverage`'s second query, judged: would the swap serve this
     document exactly as the active version serves it now?"""
-    document_id, key, title, desired, state, error, served_now, served_after, active_state = row
+    document_id, key, title, desired, state, stored, code, values, *rest = row
+    served_now, served_after, active_state = rest
+    error = reason_words(code, json.loads(values), fallback=stored)
     cause = {Build.State.FAILED: "failed", Build.State.READY: "awaiting_approval"}.get(
         state, "not_built"
     )
@@ -326,7 +331,7 @@ def index_version_progress(*, version: IndexVersion, named: Q | None = None) -> 
     failures = builds.filter(current_failure_q())  # an older revision's failure is history
     shown = failures if named is None else failures.filter(document__in=documents.filter(named))
     failed = [
-        f"{b.document.key} r{b.revision.number}: {b.error}"
+        f"{b.document.key} r{b.revision.number}: {build_error_words(b)}"
         for b in shown.select_related("document", "revision")
     ]
     hidden = 0 if named is None else failures.count() - len(failed)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
 from kb import document_states, locks
+from kb.failures import SUPERSEDED_BY_REVISION, failure_fields
 from kb.models import (
     Build,
     Document,
@@ -61,7 +62,7 @@ def _revision_add(
     # would supersede it); say so at once instead of listing it as awaiting approval.
     Build.objects.filter(document=document, state=Build.State.READY).update(
         state=Build.State.SUPERSEDED,
-        error=f"revision {revision.number} was uploaded after this one",
+        **failure_fields(SUPERSEDED_BY_REVISION(revision=str(revision.number))),
         updated_at=timezone.now(),
     )
     builds_ensure(document=document, revision=revision)
@@ -309,7 +310,7 @@ def _rebuild_desired_after_restore(document: Document) -> None:
         if task is None or task.status in IngestionTask.OPEN_STATUSES:
             continue
         Build.objects.filter(pk=build.pk).update(
-            state=Build.State.PENDING, error="", updated_at=timezone.now()
+            state=Build.State.PENDING, **failure_fields(None), updated_at=timezone.now()
         )
         IngestionTask.objects.filter(pk=task.pk).update(
             status=IngestionTask.Status.QUEUED,
@@ -401,9 +402,11 @@ def build_retry(*, build_id: int, actor: Actor = None, reason: str = "") -> Inge
         task = locks.lock_task(build.tasks.order_by("-id").values_list("id", flat=True)[0])
         assert task is not None  # deleted only with its build, which this transaction holds
         build.state = Build.State.PENDING
-        build.error = ""
+        cleared = failure_fields(None)
+        for field, value in cleared.items():
+            setattr(build, field, value)
         build.finished_at = None
-        build.save(update_fields=["state", "error", "finished_at", "updated_at"])
+        build.save(update_fields=["state", *cleared, "finished_at", "updated_at"])
         task.status = IngestionTask.Status.QUEUED
         task.attempt = 0
         task.last_error = ""

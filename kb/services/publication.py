@@ -14,7 +14,8 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from kb import locks
-from kb.completeness import IncompleteBuild, build_switch_problems
+from kb.completeness import build_switch_problems, incomplete_build
+from kb.failures import DOCUMENT_DELETED, ROLLED_BACK, SUPERSEDED_BY_REVISION, failure_fields
 from kb.models import (
     Build,
     Document,
@@ -76,17 +77,19 @@ def build_publish(
             return PublishResult(PublishOutcome.ALREADY_DONE, build.pk)
         if document.deleted_at is not None or build.revision.number != document.desired_revision:
             build.state = Build.State.SUPERSEDED
-            build.error = (
-                "the document was deleted before this build finished"
+            why = failure_fields(
+                DOCUMENT_DELETED()
                 if document.deleted_at is not None
-                else f"revision {document.desired_revision} was uploaded after this one"
+                else SUPERSEDED_BY_REVISION(revision=str(document.desired_revision))
             )
+            for field, value in why.items():
+                setattr(build, field, value)
             build.finished_at = timezone.now()
-            build.save(update_fields=["state", "error", "finished_at", "updated_at"])
+            build.save(update_fields=["state", *why, "finished_at", "updated_at"])
             return PublishResult(PublishOutcome.STALE, build.pk)
         problems = build_switch_problems(build)
         if problems:
-            raise IncompleteBuild(f"build {build.pk} is incomplete: {'; '.join(problems)}")
+            raise incomplete_build(build.pk, problems)
         if build.kb.require_approval and not approve and not _revision_approved(build):
             if build.state != Build.State.READY:
                 build.state = Build.State.READY
@@ -254,7 +257,7 @@ def document_rollback(
             document=document, state=Build.State.READY, revision__number__gt=build.revision.number
         ).update(
             state=Build.State.SUPERSEDED,
-            error=f"rolled back to revision {build.revision.number}",
+            **failure_fields(ROLLED_BACK(revision=str(build.revision.number))),
             updated_at=timezone.now(),
         )
         return _pointer_move(

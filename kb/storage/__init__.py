@@ -28,6 +28,7 @@ from kb.storage.base import (
     CONTENT_PATH,
     DAMAGED,
     KINDS,
+    MISSING,
     Backend,
     StorageError,
     StorageUnavailable,
@@ -44,6 +45,7 @@ __all__ = [
     "CONTENT_PATH",
     "DAMAGED",
     "KINDS",
+    "MISSING",
     "Backend",
     "StorageError",
     "StorageUnavailable",
@@ -159,7 +161,7 @@ def read_bytes(relative: str) -> bytes:
     try:
         data = backend().read_bytes(relative)
     except FileNotFoundError:
-        raise StoredFileProblem(relative, "missing") from None
+        raise StoredFileProblem(relative, MISSING) from None
     _checked(relative, hashlib.sha256(data).hexdigest())
     return data
 
@@ -180,7 +182,7 @@ def local_copy(
         try:  # only the fetch: a FileNotFoundError of the caller's own is not this file's
             path, sha = stack.enter_context(backend().fetched(relative, digest=verify))
         except FileNotFoundError:
-            raise StoredFileProblem(relative, "missing") from None
+            raise StoredFileProblem(relative, MISSING) from None
         if verify:
             actual = path.stat().st_size
             if size is not None and actual != size:
@@ -199,7 +201,7 @@ def file_problem(
     `sha256` is given (else one stat, or one HEAD). StorageUnavailable when it cannot tell."""
     actual = backend().size_of(relative)
     if actual is None:
-        return "missing"
+        return MISSING
     if size is not None and actual != size:
         return f"truncated or replaced ({actual} bytes, {size} expected)"
     if sha256 is not None:

@@ -40,6 +40,7 @@ class StoredFileProblem(StorageError):
 
 
 DAMAGED = "damaged (its bytes do not match its SHA-256)"
+MISSING = "missing"
 
 
 @dataclass(frozen=True)

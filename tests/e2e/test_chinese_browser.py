@@ -1,9 +1,10 @@
 """A content manager's day in Simplified Chinese (issue 41, item 5), in a real headless Chromium
 whose person reads Chinese, a real Celery worker building: she uploads files to a knowledge base
 that needs approval, one fails; she retries a build a provider refused; an index admin approves;
-she tries test search. Every page reads in Chinese: what is left in English is only what she or
-the files wrote (keys, file names, titles), names of formats and APIs, and a build's error as
-the worker stored it. The switcher in the header turns the same page to English and back.
+she tries test search. Every page reads in Chinese, why a build failed too (`kb.failures`): what
+is left in English is only what she or the files wrote (keys, file names, titles), names of
+formats and APIs, and a provider's own answer inside its reason. The switcher in the header turns
+the same page to English and back.
 
 Screenshots land in artifacts/e2e/ (look at them)."""
 
@@ -19,18 +20,23 @@ from django.contrib.auth.models import Group, Permission
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from embeddings.base import REFUSED
+from kb.failures import failure_fields
 from kb.metadata import BUILT_IN_FIELDS
 from kb.models import Build, Document, KnowledgeBase
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from tests.conftest import wait_for
 from tests.e2e.browser import Person, chinese_browser, make_user
-from tests.kb.test_swap_with_known_failures import BROKEN_PDF, fail_build
+from tests.kb.test_swap_with_known_failures import BROKEN_PDF
+from work.models import IngestionTask
 
 __all__ = ["chinese_browser"]
 
 pytestmark = pytest.mark.integration
 
 SIGNED_IN = "最近动作"  # Django's own "Recent actions"
+# Why the truncated PDF failed, in Chinese (textkit.extract.pdf.DAMAGED).
+DAMAGED_PDF = "PDF 已损坏或被截断，无法读取。"
 # Words that are not the admin's to translate: names of formats, standards and APIs, the
 # site's name, the switcher's "English", the API's names shown beside their Chinese words
 # (a filter operator's "gte", the search API's path) and the names of a JSON example (its
@@ -41,7 +47,7 @@ NAMES = {
     "TIFF", "docx", "pptx", "xlsx", "odt", "ods", "odp", "rtf", "tsv", "csv", "eml", "msg",
     "api", "search", "filter", "YYYY", "gte", "lte", "nin", "contains", "starts", "ends", "with",
     "exists", "hash", "canon", "cosine", "Git", "department", "year", "draft", "tags", "field",
-    "value", "not",
+    "value", "not", "HTTP",
 }  # fmt: skip
 
 
@@ -84,13 +90,11 @@ def test_a_content_managers_day_reads_in_chinese(
     data = [
         "cm-zh", "ia-zh", str(kb), kb.tenant.slug, kb.slug, "travel.md", "leave.md", "scan.pdf",
         "travel", "leave", "scan", "canon-hash-v1", *BUILT_IN_FIELDS,
+        "openai", "the input is too long",  # a provider's name and its own answer
     ]  # fmt: skip
 
-    def stored_errors() -> list[str]:
-        return [e for e in Build.objects.filter(kb=kb).values_list("error", flat=True) if e]
-
     def reads_in_chinese(person: Person, shot: str) -> None:
-        left = english_left(person, data + stored_errors())
+        left = english_left(person, data)
         person.screenshot(shot)
         assert not left, f"English left on {person.driver.current_url}: {left}"
 
@@ -112,9 +116,10 @@ def test_a_content_managers_day_reads_in_chinese(
     cm.wait_for_text("新文档 scan，来自 scan.pdf")
     reads_in_chinese(cm, "uploaded")
 
-    # the home: two await approval, the PDF failed, with the worker's words for why
+    # the home: two await approval, the PDF failed, with why in her language
     cm.visit(f"/admin/kb/knowledgebase/{kb.pk}/home/")
-    cm.wait_for_text("damaged or truncated", reload=True, timeout=120)
+    cm.wait_for_text(DAMAGED_PDF, reload=True, timeout=120)
+    assert "damaged" not in cm.text()
     wait_for(
         lambda: Build.objects.filter(kb=kb, state=Build.State.READY).count() == 2,
         timeout=120,
@@ -127,9 +132,13 @@ def test_a_content_managers_day_reads_in_chinese(
 
     # a provider refused leave's build for a while; she retries it from its page
     leave = Build.objects.get(kb=kb, document__key="leave")
-    fail_build(leave, "the provider refused the input")
+    refused = REFUSED(provider="openai", status="400", answer="the input is too long")
+    Build.objects.filter(pk=leave.pk).update(state=Build.State.FAILED, **failure_fields(refused))
+    IngestionTask.objects.filter(build=leave).update(status=IngestionTask.Status.FAILED)
     cm.visit(f"/admin/kb/document/{leave.document_id}/change/")
     cm.wait_for_text("重试…")
+    builds = browser.find_element(By.ID, "builds").text
+    assert "openai 拒绝了请求：HTTP 400：the input is too long" in builds
     reads_in_chinese(cm, "document-page-failed")
     browser.find_element(By.CSS_SELECTOR, f"#build-{leave.pk} .retry-link").click()
     cm.wait_for_text("从头重新构建")

@@ -321,6 +321,17 @@ def test_compare_and_quality_pages(
     assert f"run {elsewhere.pk} (v2, set v2)" in page
     assert f"keyword, run {before.pk} (v1, set v2): hit@1 0.667" in page
     assert f"keyword, run {after.pk} (v1, set v2): hit@1 0.333" in page
+    # the axis dates its runs as the page's language does: ISO in English, 年月日 in Chinese
+    assert re.search(r"canon-chart-tick[^>]*>\d{4}-\d{2}-\d{2} \(3 runs\)<", page)
+    chinese = text(
+        people["cora"].get(
+            f"/admin/evaluation/evaluationrun/quality/{corpus.pk}/",
+            HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9",
+        )
+    )
+    assert re.search(r"canon-chart-tick[^>]*>\d{4}年\d{1,2}月\d{1,2}日（3 次运行）<", chinese)
+    assert not re.search(r"canon-chart-tick[^>]*>\d{4}-\d{2}-\d{2}", chinese)
+    assert f"关键词，运行 {before.pk}（v1, set v2）：hit@1 0.667" in chinese
 
 
 def test_this_hit_answers_the_question_from_test_search(

@@ -98,6 +98,12 @@ def test_sweeper_dead_letters_past_the_attempt_cap_and_the_live_version_serves(
     assert "giving up" in second.last_error
     build = Build.objects.get(tasks=second)
     assert build.state == "failed" and "giving up" in build.error
+    # a declared reason: the admin words it in the reader's language (kb.failures)
+    assert build.error == second.last_error
+    assert (build.error_code, build.error_params) == (
+        "build.worker_stopped",
+        {"attempts": second.max_attempts},
+    )
     assert AuditEvent.objects.get(subject_id=second.pk).escalated
     principal = Principal(tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset())
     hits = search(principal=principal, kb=kb, query="lighthouses").hits

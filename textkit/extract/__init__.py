@@ -8,7 +8,9 @@ the spaces between CJK characters removed from prose, empty blocks dropped, the 
 and a one-line title of at most 500 characters.
 
 Every problem with the file itself raises `ParseError` whose message is a sentence a content
-manager can act on; such errors are terminal (retrying cannot help). Reading the file can still
+manager can act on, a declared reason (`textkit.reasons`: a code, its values and its English
+words, which the admin words in the reader's language); such errors are terminal (retrying
+cannot help). Reading the file can still
 raise `OSError`, which is not the document's fault.
 """
 
@@ -24,8 +26,10 @@ from textkit.extract.base import (
     BLOCK_KINDS,
     CODE,
     DEFAULT_MAX_CHARS,
+    FILE_EMPTY,
     HEADING,
     MAX_TITLE_CHARS,
+    NO_TEXT,
     PAGE,
     PARAGRAPH,
     ROW,
@@ -34,6 +38,7 @@ from textkit.extract.base import (
     TEXT_HTML,
     TEXT_MARKDOWN,
     TEXT_PLAIN,
+    UNSUPPORTED_TYPE,
     Block,
     Extracted,
     Location,
@@ -90,9 +95,9 @@ def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) 
     """
     extractor = EXTRACTORS.get(media_type)
     if extractor is None:
-        raise UnsupportedMediaType(f'Documents of type "{media_type}" are not supported.')
+        raise UnsupportedMediaType(UNSUPPORTED_TYPE(media_type=media_type))
     if path.stat().st_size == 0:
-        raise ParseError("The file is empty.")
+        raise ParseError(FILE_EMPTY())
     raw = extractor(path, max_chars=max_chars)
     blocks: list[Block] = []
     length = -2
@@ -105,7 +110,7 @@ def extract(path: Path, media_type: str, *, max_chars: int = DEFAULT_MAX_CHARS) 
         if length > max_chars:
             raise too_long(max_chars)
     if not blocks:
-        raise ParseError("The document contains no text.")
+        raise ParseError(NO_TEXT())
     if all(block.kind == HEADING for block in blocks):
         # A page of nothing but headings (a part's title page) says what it says in them:
         # as headings they would only label chunks that do not exist.

@@ -12,6 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from textkit.reasons import ReasonedError, reason
+from textkit.words import gettext_noop
+
 TEXT_PLAIN = "text/plain"
 TEXT_MARKDOWN = "text/markdown"
 TEXT_HTML = "text/html"
@@ -38,16 +41,29 @@ BLOCK_KINDS = frozenset({HEADING, PARAGRAPH, CODE, TABLE})
 FORMAT = "canon.extracted/1"
 
 
-class ParseError(Exception):
-    """The file cannot be turned into text; the message says why, for a content manager."""
+class ParseError(ReasonedError):
+    """The file cannot be turned into text; the message says why, for a content manager: a
+    declared reason (`textkit.reasons`), so the admin words it in the person's language."""
 
 
 class UnsupportedMediaType(ParseError):
     """The file is not of a supported type, or its content does not match its name."""
 
 
+# What every format may give; each format declares its own beside its code.
+UNSUPPORTED_TYPE = reason(
+    "file.unsupported_type", gettext_noop('Documents of type "%(media_type)s" are not supported.')
+)
+FILE_EMPTY = reason("file.empty", gettext_noop("The file is empty."))
+NO_TEXT = reason("file.no_text", gettext_noop("The document contains no text."))
+TOO_LONG = reason(
+    "file.too_long",
+    gettext_noop("The document is longer than the limit of %(limit)s characters."),
+)
+
+
 def too_long(max_chars: int) -> ParseError:
-    return ParseError(f"The document is longer than the limit of {max_chars:,} characters.")
+    return ParseError(TOO_LONG(limit=max_chars))
 
 
 # What a Location counts: PDF and scanned pages, slides, spreadsheet or CSV rows.

@@ -15,11 +15,22 @@ from pathlib import Path
 from textkit.extract import rows
 from textkit.extract.base import ZIP_MAGIC, Extracted, ParseError, UnsupportedMediaType
 from textkit.extract.encoding import decode, refuse_binary
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("text/csv", "text/tab-separated-values")
 EXTENSIONS = {".csv": "text/csv", ".tsv": "text/tab-separated-values"}
 LABEL = gettext_noop("CSV (.csv, .tsv)")
+
+ZIP_NAMED_CSV = reason(
+    "csv.zip_named_csv",
+    gettext_noop(
+        "The file is named like a CSV file, but it is a ZIP archive (an Excel .xlsx workbook, "
+        "perhaps); upload it under its own name."
+    ),
+)
+# `detail`: Python's csv module's own words (English, as the logs have them).
+UNREADABLE = reason("csv.unreadable", gettext_noop("The CSV file cannot be read: %(detail)s."))
 
 _DELIMITERS = ",;\t|"
 # Enough lines for the delimiter guess; csv.Sniffer is slow on more.
@@ -28,20 +39,17 @@ _SNIFF_CHARS = 16 * 1024
 
 def check_head(head: bytes, media_type: str) -> None:
     if head.startswith(ZIP_MAGIC):
-        raise UnsupportedMediaType(
-            "The file is named like a CSV file, but it is a ZIP archive (an Excel .xlsx "
-            "workbook, perhaps); upload it under its own name."
-        )
-    refuse_binary(head, "a CSV file")
+        raise UnsupportedMediaType(ZIP_NAMED_CSV())
+    refuse_binary(head, gettext_noop("a CSV file"))
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
     text = decode(path.read_bytes())
-    budget = rows.RowBudget("CSV file")
+    budget = rows.RowBudget(gettext_noop("CSV file"))
     try:
         blocks = list(rows.sheet_blocks(_records(text, budget), heading=False))
     except csv.Error as exc:
-        raise ParseError(f"The CSV file cannot be read: {exc}.") from exc
+        raise ParseError(UNREADABLE(detail=str(exc))) from exc
     return Extracted(title="", blocks=blocks)
 
 

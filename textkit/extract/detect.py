@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from textkit.extract import registry
-from textkit.extract.base import ParseError, UnsupportedMediaType
+from textkit.extract.base import FILE_EMPTY, ParseError, UnsupportedMediaType
 
 # How many leading bytes `detect_media_type` wants to see.
 SNIFF_BYTES = 4096
@@ -32,7 +32,7 @@ def detect_media_type(filename: str, head: bytes) -> str:
             f"upload one of these kinds: {registry.accepted_kinds()}."
         )
     if not head:
-        raise ParseError("The file is empty.")
+        raise ParseError(FILE_EMPTY())
     check = registry.HEAD_CHECKS.get(media_type)
     if check is not None:
         check(head, media_type)

@@ -44,24 +44,38 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",)
 EXTENSIONS = {".docx": MEDIA_TYPES[0]}
 LABEL = gettext_noop("Word (.docx)")
 
+OLD_OR_PROTECTED = reason(
+    "docx.old_or_protected",
+    gettext_noop(
+        "The file is an old-style Word (.doc) file or a password-protected document; save it "
+        "as an unprotected .docx and upload that."
+    ),
+)
+NAMED_NOT_DOCX = reason(
+    "docx.named_not_docx",
+    gettext_noop("The file is named like a Word (.docx) document, but its content is not one."),
+)
+NOT_DOCX = reason("docx.not_docx", gettext_noop("The file is not a Word (.docx) document."))
+OTHER_OFFICE = reason(
+    "docx.other_office",
+    gettext_noop("The file is an Office document, but not a Word (.docx) document."),
+)
+DAMAGED = reason("docx.damaged", gettext_noop("The Word document is damaged and cannot be read."))
+
 
 def check_head(head: bytes, media_type: str) -> None:
     if head.startswith(ZIP_MAGIC):
         return
     if head.startswith(OLE_MAGIC):
-        raise UnsupportedMediaType(
-            "The file is an old-style Word (.doc) file or a password-protected document; "
-            "save it as an unprotected .docx and upload that."
-        )
-    raise UnsupportedMediaType(
-        "The file is named like a Word (.docx) document, but its content is not one."
-    )
+        raise UnsupportedMediaType(OLD_OR_PROTECTED())
+    raise UnsupportedMediaType(NAMED_NOT_DOCX())
 
 
 # Built-in style names (python-docx reports them in English whatever the user's language).
@@ -79,13 +93,11 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
             headers, footers = _page_headers_footers(document, reader)
             blocks = headers + blocks + footers
     except PackageNotFoundError as exc:
-        raise ParseError("The file is not a Word (.docx) document.") from exc
+        raise ParseError(NOT_DOCX()) from exc
     except ValueError as exc:
         if "not a Word file" in str(exc):
-            raise ParseError(
-                "The file is an Office document, but not a Word (.docx) document."
-            ) from exc
-        raise ParseError("The Word document is damaged and cannot be read.") from exc
+            raise ParseError(OTHER_OFFICE()) from exc
+        raise ParseError(DAMAGED()) from exc
     except (
         *archive.ZIP_DAMAGE_ERRORS,
         KeyError,
@@ -93,7 +105,7 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
         RuntimeError,
         AttributeError,
     ) as exc:
-        raise ParseError("The Word document is damaged and cannot be read.") from exc
+        raise ParseError(DAMAGED()) from exc
     if not title:
         title = next((block.text for block in blocks if block.kind == HEADING), "")
     return Extracted(title=title, blocks=blocks)
@@ -113,7 +125,9 @@ def _heading_levels(document: Any) -> dict[str, int]:
 
 def _check_docx_archive(path: Path) -> None:
     """Refuse zip bombs, encrypted archives and XML with a DTD before python-docx sees the file."""
-    archive.check_office_archive(path, what="Word document", label="Word (.docx) document")
+    archive.check_office_archive(
+        path, what=gettext_noop("Word document"), label=gettext_noop("Word (.docx) document")
+    )
 
 
 _W_P = qn("w:p")

@@ -7,6 +7,15 @@ import codecs
 import charset_normalizer
 
 from textkit.extract.base import MAGIC_NUMBERS, UnsupportedMediaType
+from textkit.reasons import reason
+from textkit.words import gettext_noop
+
+# `label`: what the file is named as ("plain text"), words marked where they are written.
+BINARY = reason(
+    "file.binary",
+    gettext_noop("The file is named like %(label)s, but it contains binary data."),
+    words=("label",),
+)
 
 # UTF-32 marks first: the UTF-32-LE mark begins with the UTF-16-LE one.
 BOMS = (
@@ -70,9 +79,10 @@ def _detect_encoding(data: bytes) -> str | None:
 
 
 def refuse_binary(head: bytes, label: str) -> None:
-    """Raise UnsupportedMediaType when a file named as text (`label`: "plain text") starts like
-    binary data: a NUL byte outside a UTF-16/32 file, or another format's magic number."""
+    """Raise UnsupportedMediaType when a file named as text (`label`: "plain text", marked with
+    `gettext_noop`) starts like binary data: a NUL byte outside a UTF-16/32 file, or another
+    format's magic number."""
     if any(head.startswith(bom) for bom, _ in BOMS):
         return
     if b"\x00" in head or head.startswith(MAGIC_NUMBERS):
-        raise UnsupportedMediaType(f"The file is named like {label}, but it contains binary data.")
+        raise UnsupportedMediaType(BINARY(label=label))

@@ -42,19 +42,60 @@ from textkit.extract.base import (
     UnsupportedMediaType,
     too_long,
 )
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/epub+zip",)
 EXTENSIONS = {".epub": MEDIA_TYPES[0]}
 LABEL = gettext_noop("EPUB e-book")
 
-_WHAT = "e-book"
-_ARCHIVE_LABEL = "book in EPUB format"
+_WHAT = gettext_noop("e-book")
+_ARCHIVE_LABEL = gettext_noop("book in EPUB format")
 _CONTAINER = "META-INF/container.xml"
 _ENCRYPTION = "META-INF/encryption.xml"
 # More chapters than an archive may hold parts (archive.MAX_ENTRIES) cannot be read anyway;
 # this bounds the spine walk of a package that lists one part many times.
 MAX_CHAPTERS = 2000
+
+NAMED_NOT_EPUB = reason(
+    "epub.named_not_epub",
+    gettext_noop("The file is named like an EPUB e-book, but its content is not one."),
+)
+DAMAGED = reason("epub.damaged", gettext_noop("The e-book is damaged and cannot be read."))
+NO_PACKAGE = reason(
+    "epub.no_package",
+    gettext_noop("The e-book's META-INF/container.xml names no package document."),
+)
+PART_MISSING = reason(
+    "epub.part_missing", gettext_noop('The e-book is damaged: its part "%(name)s" is missing.')
+)
+PART_NOT_XML = reason(
+    "epub.part_not_xml", gettext_noop('The e-book part "%(name)s" is not well-formed XML.')
+)
+TOO_MANY_CHAPTERS = reason(
+    "epub.too_many_chapters",
+    gettext_noop("The e-book has %(chapters)s chapters, more than the limit of %(limit)s."),
+)
+CHAPTER_OUTSIDE = reason(
+    "epub.chapter_outside",
+    gettext_noop('The e-book names a chapter outside the file ("%(href)s").'),
+)
+CHAPTER_CLIMBS_OUT = reason(
+    "epub.chapter_climbs_out",
+    gettext_noop(
+        'The e-book names a chapter "%(href)s" that points outside the file; it may be malicious.'
+    ),
+)
+DRM = reason(
+    "epub.drm",
+    gettext_noop(
+        "The e-book is protected by DRM, so its text cannot be read; upload a copy without DRM."
+    ),
+)
+CHAPTER_MISSING = reason(
+    "epub.chapter_missing",
+    gettext_noop('The e-book is damaged: its chapter "%(name)s" is missing.'),
+)
 _CHAPTER_MEDIA_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 _NS = {
     "container": "urn:oasis:names:tc:opendocument:xmlns:container",
@@ -66,9 +107,7 @@ _NS = {
 
 def check_head(head: bytes, media_type: str) -> None:
     if not head.startswith(ZIP_MAGIC):
-        raise UnsupportedMediaType(
-            "The file is named like an EPUB e-book, but its content is not one."
-        )
+        raise UnsupportedMediaType(NAMED_NOT_EPUB())
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
@@ -91,7 +130,7 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
                         raise too_long(max_chars)
                     blocks.append(block)
     except archive.ZIP_DAMAGE_ERRORS as exc:
-        raise ParseError("The e-book is damaged and cannot be read.") from exc
+        raise ParseError(DAMAGED()) from exc
     return Extracted(title=title, blocks=blocks)
 
 
@@ -100,7 +139,7 @@ def _package_path(book: zipfile.ZipFile) -> str:
     rootfile = container.find("container:rootfiles/container:rootfile", _NS)
     full_path = "" if rootfile is None else rootfile.get("full-path", "")
     if not full_path:
-        raise ParseError("The e-book's META-INF/container.xml names no package document.")
+        raise ParseError(NO_PACKAGE())
     return _inside_archive(full_path, "")
 
 
@@ -108,11 +147,11 @@ def _parse_xml(book: zipfile.ZipFile, name: str) -> Element:
     try:
         data = book.read(name)
     except KeyError:
-        raise ParseError(f'The e-book is damaged: its part "{name}" is missing.') from None
+        raise ParseError(PART_MISSING(name=name)) from None
     try:
         element: Element = SafeET.fromstring(data)
     except (XmlParseError, DefusedXmlException) as exc:
-        raise ParseError(f'The e-book part "{name}" is not well-formed XML.') from exc
+        raise ParseError(PART_NOT_XML(name=name)) from exc
     return element
 
 
@@ -136,9 +175,7 @@ def _spine_paths(package: Element, base: str) -> list[str]:
         )
     itemrefs = package.findall("opf:spine/opf:itemref", _NS)
     if len(itemrefs) > MAX_CHAPTERS:
-        raise ParseError(
-            f"The e-book has {len(itemrefs):,} chapters, more than the limit of {MAX_CHAPTERS:,}."
-        )
+        raise ParseError(TOO_MANY_CHAPTERS(chapters=len(itemrefs), limit=MAX_CHAPTERS))
     # A dict keeps the spine's order and each document where the spine first names it.
     paths: dict[str, None] = {}
     for itemref in itemrefs:
@@ -154,16 +191,13 @@ def _inside_archive(href: str, base: str) -> str:
     climbs out of the archive."""
     parts = urlsplit(href)
     if parts.scheme or parts.netloc:
-        raise ParseError(f'The e-book names a chapter outside the file ("{href}").')
+        raise ParseError(CHAPTER_OUTSIDE(href=href))
     relative = unquote(parts.path).replace("\\", "/")
     if relative.startswith("/"):
-        raise ParseError(f'The e-book names a chapter outside the file ("{href}").')
+        raise ParseError(CHAPTER_OUTSIDE(href=href))
     resolved = posixpath.normpath(posixpath.join(base, relative))
     if resolved == ".." or resolved.startswith("../"):
-        raise ParseError(
-            f'The e-book names a chapter "{href}" that points outside the file; '
-            "it may be malicious."
-        )
+        raise ParseError(CHAPTER_CLIMBS_OUT(href=href))
     return resolved
 
 
@@ -175,17 +209,14 @@ def _refuse_drm(book: zipfile.ZipFile, chapters: set[str]) -> None:
     for reference in encryption.iterfind(".//enc:CipherReference", _NS):
         uri = reference.get("URI", "")
         if posixpath.normpath(unquote(uri)) in chapters:
-            raise ParseError(
-                "The e-book is protected by DRM, so its text cannot be read; "
-                "upload a copy without DRM."
-            )
+            raise ParseError(DRM())
 
 
 def _chapter_blocks(book: zipfile.ZipFile, name: str) -> list[Block]:
     try:
         data = book.read(name)
     except KeyError:
-        raise ParseError(f'The e-book is damaged: its chapter "{name}" is missing.') from None
+        raise ParseError(CHAPTER_MISSING(name=name)) from None
     # An <aside> of a book is its footnotes, notes and sidebars, never a site's furniture.
     chapter = html.extract_markup(data, asides_are_text=True)
     # A chapter that is only a picture (a cover) yields just its <title>, which often repeats

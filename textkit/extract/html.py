@@ -32,7 +32,7 @@ LABEL = gettext_noop("HTML")
 
 
 def check_head(head: bytes, media_type: str) -> None:
-    refuse_binary(head, "HTML text")
+    refuse_binary(head, gettext_noop("HTML text"))
 
 
 _SKIPPED_TAGS = frozenset(

@@ -32,6 +32,7 @@ from textkit.extract.base import (
     UnsupportedMediaType,
 )
 from textkit.extract.plain import MAX_TITLE_LINE
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("image/png", "image/jpeg", "image/tiff", "image/webp")
@@ -66,6 +67,41 @@ _MAGIC = (
     b"II+\x00",  # BigTIFF
     b"MM\x00+",
 )
+NOT_AN_IMAGE = reason(
+    "image.not_image",
+    gettext_noop(
+        "The file is named like an image, but its content is not a PNG, JPEG, TIFF or WebP image."
+    ),
+)
+# `off`: why OCR is off (`ocr.OcrOptions.off_reason`).
+OCR_OFF = reason(
+    "image.ocr_off",
+    gettext_noop(
+        "%(off)s, and an image's text can only be read by OCR. Turn OCR on, or upload the "
+        "document with a text layer (a PDF or a word-processing file)."
+    ),
+    words=("off",),
+)
+NO_TEXT_FOUND = reason("image.no_text_found", gettext_noop("OCR found no text in the image."))
+# `detail`: Pillow's own words (English, as the logs have them).
+TOO_LARGE = reason("image.too_large", gettext_noop("The image is too large to read: %(detail)s"))
+DAMAGED_OR_UNKNOWN = reason(
+    "image.damaged_or_unknown",
+    gettext_noop("The image is damaged or not a PNG, JPEG, TIFF or WebP file."),
+)
+TIFF_PAGE_DAMAGED = reason(
+    "image.tiff_page_damaged", gettext_noop("The TIFF image is damaged: a page cannot be read.")
+)
+DAMAGED = reason(
+    "image.damaged", gettext_noop("The image is damaged or truncated and cannot be read.")
+)
+PAGE_TOO_LARGE = reason(
+    "image.page_too_large",
+    gettext_noop(
+        "Page %(page)s of the image is %(width)s by %(height)s pixels; the limit for OCR is "
+        "%(limit)s pixels."
+    ),
+)
 # A title is set at least this much larger than the text under it (in box heights, which count
 # ascenders and descenders: 56 and 30 pixel type measure about 50 and 36).
 _TITLE_SIZE = 1.15
@@ -79,19 +115,13 @@ def check_head(head: bytes, media_type: str) -> None:
     # Any of the four image kinds passes for any image name (a screenshot saved as .png that is
     # a JPEG is read as what it is); anything else is refused.
     if not _is_image_head(head):
-        raise UnsupportedMediaType(
-            "The file is named like an image, but its content is not a PNG, JPEG, TIFF or WebP "
-            "image."
-        )
+        raise UnsupportedMediaType(NOT_AN_IMAGE())
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
     options = ocr.current_options()
     if not options.on:
-        raise ParseError(
-            f"{options.off_reason}, and an image's text can only be read by OCR. Turn OCR on, or "
-            "upload the document with a text layer (a PDF or a word-processing file)."
-        )
+        raise ParseError(OCR_OFF(off=options.off_reason))
     pages = _frames(path)
     session = ocr.DocumentOcr(len(pages))
     blocks: list[Block] = []
@@ -105,7 +135,7 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
         location = Location(PAGE, number, number)
         blocks.extend(Block(PARAGRAPH, p.text, location=location) for p in paragraphs)
     if not blocks:
-        raise ParseError("OCR found no text in the image.")
+        raise ParseError(NO_TEXT_FOUND())
     return Extracted(title=_title(paragraphs_of_first), blocks=blocks)
 
 
@@ -115,9 +145,9 @@ def _open(path: Path) -> Image.Image:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             return Image.open(path, formats=list(_PILLOW_FORMATS.values()))
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ParseError(f"The image is too large to read: {exc}") from exc
+        raise ParseError(TOO_LARGE(detail=str(exc))) from exc
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ParseError("The image is damaged or not a PNG, JPEG, TIFF or WebP file.") from exc
+        raise ParseError(DAMAGED_OR_UNKNOWN()) from exc
 
 
 def _frames(path: Path) -> list[int]:
@@ -130,9 +160,13 @@ def _frames(path: Path) -> list[int]:
             try:
                 image.seek(frame)
             except (EOFError, OSError, ValueError) as exc:
-                raise ParseError("The TIFF image is damaged: a page cannot be read.") from exc
-            what = "The image" if count == 1 else f"Page {frame + 1} of the image"
-            ocr.check_pixels(image.width, image.height, what=what)
+                raise ParseError(TIFF_PAGE_DAMAGED()) from exc
+            if count == 1:
+                ocr.check_pixels(image.width, image.height)
+            else:
+                ocr.check_pixels(
+                    image.width, image.height, too_large=PAGE_TOO_LARGE, page=frame + 1
+                )
             frames.append(frame)
     return frames
 
@@ -148,7 +182,7 @@ def _decode(path: Path, frame: int) -> Image.Image:
             # Closing the file below would free the pixels of the image it opened.
             return decoded.copy() if decoded is image else decoded
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            raise ParseError("The image is damaged or truncated and cannot be read.") from exc
+            raise ParseError(DAMAGED()) from exc
 
 
 def _flatten(image: Image.Image) -> Image.Image:

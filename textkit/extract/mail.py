@@ -67,6 +67,7 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MESSAGE_RFC822 = "message/rfc822"
@@ -74,6 +75,21 @@ OUTLOOK_MSG = "application/vnd.ms-outlook"
 MEDIA_TYPES = (MESSAGE_RFC822, OUTLOOK_MSG)
 EXTENSIONS = {".eml": MESSAGE_RFC822, ".msg": OUTLOOK_MSG}
 LABEL = gettext_noop("e-mail (.eml, .msg)")
+
+NAMED_NOT_MSG = reason(
+    "mail.named_not_msg",
+    gettext_noop("The file is named like an Outlook message (.msg), but its content is not one."),
+)
+NESTED_TOO_DEEPLY = reason(
+    "mail.nested_too_deeply", gettext_noop("The e-mail nests its parts too deeply to be read.")
+)
+TOO_MANY_PARTS = reason(
+    "mail.too_many_parts", gettext_noop("The e-mail has more than %(limit)s parts.")
+)
+NOT_MSG = reason("mail.not_msg", gettext_noop("The file is not a valid Outlook message (.msg)."))
+MSG_DAMAGED = reason(
+    "mail.msg_damaged", gettext_noop("The Outlook message is damaged and cannot be read.")
+)
 
 MAX_ATTACHMENTS = 50
 MAX_PARTS = 1000
@@ -101,13 +117,11 @@ def use_formats(formats: tuple[ModuleType, ...]) -> None:
 def check_head(head: bytes, media_type: str) -> None:
     if media_type == OUTLOOK_MSG:
         if not head.startswith(OLE_MAGIC):
-            raise UnsupportedMediaType(
-                "The file is named like an Outlook message (.msg), but its content is not one."
-            )
+            raise UnsupportedMediaType(NAMED_NOT_MSG())
         return
     if _unmarked_utf16(head):
         return  # a mail saved as UTF-16 without a byte-order mark: its NULs are not binary
-    encoding.refuse_binary(head, "an e-mail (.eml)")
+    encoding.refuse_binary(head, gettext_noop("an e-mail (.eml)"))
 
 
 @dataclass
@@ -221,7 +235,7 @@ def _read_eml(data: bytes, *, nested: bool = False) -> _Mail:
         assert isinstance(message, EmailMessage)
         return _eml_mail(message, nested=nested)
     except RecursionError:
-        raise ParseError("The e-mail nests its parts too deeply to be read.") from None
+        raise ParseError(NESTED_TOO_DEEPLY()) from None
 
 
 def _mime_bytes(data: bytes) -> bytes:
@@ -304,7 +318,7 @@ def _eml_leaves(message: EmailMessage) -> list[EmailMessage]:
     while pending:
         part = pending.pop()
         if len(leaves) + len(pending) > MAX_PARTS:
-            raise ParseError(f"The e-mail has more than {MAX_PARTS:,} parts.")
+            raise ParseError(TOO_MANY_PARTS(limit=MAX_PARTS))
         if part.get_content_maintype() == "multipart" and part.is_multipart():
             pending.extend(reversed(part.get_payload()))
         elif isinstance(part, EmailMessage):
@@ -383,11 +397,11 @@ def _read_msg(data: bytes, *, nested: bool) -> _Mail:
     try:
         message = extract_msg.openMsg(data, delayAttachments=nested)
     except (ExMsgBaseException, OSError, ValueError, KeyError, IndexError) as exc:
-        raise ParseError("The file is not a valid Outlook message (.msg).") from exc
+        raise ParseError(NOT_MSG()) from exc
     try:
         return _msg_mail(message, nested=nested)
     except (ExMsgBaseException, OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
-        raise ParseError("The Outlook message is damaged and cannot be read.") from exc
+        raise ParseError(MSG_DAMAGED()) from exc
     finally:
         message.close()
 

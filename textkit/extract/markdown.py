@@ -23,7 +23,7 @@ LABEL = gettext_noop("Markdown")
 
 
 def check_head(head: bytes, media_type: str) -> None:
-    refuse_binary(head, "Markdown text")
+    refuse_binary(head, gettext_noop("Markdown text"))
 
 
 _MD_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")

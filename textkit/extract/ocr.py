@@ -53,6 +53,8 @@ from typing import TYPE_CHECKING, Any
 
 from textkit.extract import cleanup, progress
 from textkit.extract.base import ParseError
+from textkit.reasons import Value, Words, reason
+from textkit.words import gettext_noop
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -81,7 +83,7 @@ class OcrOptions:
     recognised lines the engine is less sure of (0-1)."""
 
     mode: str = PAGES_WITHOUT_TEXT
-    off_reason: str = "OCR is off"
+    off_reason: str = gettext_noop("OCR is off")
     threads: int = 1
     max_pages: int = 100
     max_seconds: float = 600.0
@@ -267,12 +269,46 @@ class Paragraph:
     height: float
 
 
-def check_pixels(width: int, height: int, *, what: str = "The image") -> None:
+IMAGE_TOO_LARGE = reason(
+    "ocr.image_too_large",
+    gettext_noop(
+        "The image is %(width)s by %(height)s pixels; the limit for OCR is %(limit)s pixels."
+    ),
+)
+# `off`: why OCR is off (`OcrOptions.off_reason`).
+OCR_OFF = reason("ocr.off", gettext_noop("%(off)s."), words=("off",))
+TOO_MANY_PAGES = reason(
+    "ocr.too_many_pages",
+    gettext_noop(
+        "The document has %(pages)s pages that need OCR (pages without a text layer); the "
+        "limit is %(limit)s pages per document."
+    ),
+)
+TOO_MANY_PAGES_ALWAYS = reason(
+    "ocr.too_many_pages_always",
+    gettext_noop(
+        "The document has %(pages)s pages that need OCR (pages without a text layer, and pages "
+        "with pictures: OCR is set to always); the limit is %(limit)s pages per document."
+    ),
+)
+TOO_SLOW = reason(
+    "ocr.too_slow",
+    gettext_noop(
+        "OCR took longer than the limit of %(limit)s seconds per document; it had read "
+        "%(read)s of %(pages)s pages. Upload the document in smaller parts, or with a text "
+        "layer."
+    ),
+)
+
+
+def check_pixels(
+    width: int, height: int, *, too_large: Words = IMAGE_TOO_LARGE, **values: Value
+) -> None:
+    """Refuse a picture larger than OCR's pixel limit, with `too_large` (which says where it
+    is, by `values`: a page's number)."""
     limit = current_options().max_pixels
     if width * height > limit:
-        raise ParseError(
-            f"{what} is {width:,} by {height:,} pixels; the limit for OCR is {limit:,} pixels."
-        )
+        raise ParseError(too_large(width=width, height=height, limit=limit, **values))
 
 
 def recognise(image: Image) -> list[Paragraph]:
@@ -469,17 +505,10 @@ class DocumentOcr:
     def __init__(self, pages: int) -> None:
         self.options = current_options()
         if not self.options.on:  # the callers check first, and say what is left unread
-            raise ParseError(f"{self.options.off_reason}.")
+            raise ParseError(OCR_OFF(off=self.options.off_reason))
         if pages > self.options.max_pages:
-            which = (
-                "pages without a text layer, and pages with pictures: OCR is set to always"
-                if self.options.mode == ALWAYS
-                else "pages without a text layer"
-            )
-            raise ParseError(
-                f"The document has {pages:,} pages that need OCR ({which}); "
-                f"the limit is {self.options.max_pages:,} pages per document."
-            )
+            too_many = TOO_MANY_PAGES_ALWAYS if self.options.mode == ALWAYS else TOO_MANY_PAGES
+            raise ParseError(too_many(pages=pages, limit=self.options.max_pages))
         self.total = pages
         self.done = 0
         self.started = time.monotonic()
@@ -507,7 +536,5 @@ class DocumentOcr:
     def _check_time(self, *, read: int) -> None:
         if time.monotonic() - self.started > self.options.max_seconds:
             raise ParseError(
-                f"OCR took longer than the limit of {self.options.max_seconds:,.0f} seconds per "
-                f"document; it had read {read} of {self.total} pages. Upload the document "
-                "in smaller parts, or with a text layer."
+                TOO_SLOW(limit=round(self.options.max_seconds), read=read, pages=self.total)
             )

@@ -29,6 +29,8 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.reasons import reason
+from textkit.words import gettext_noop
 
 NS = {
     "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
@@ -44,10 +46,42 @@ NS = {
 
 # What each kind of document is called, by the tag of its body.
 _KIND_NAMES = {
-    "text": "text document",
-    "spreadsheet": "spreadsheet",
-    "presentation": "presentation",
+    "text": gettext_noop("text document"),
+    "spreadsheet": gettext_noop("spreadsheet"),
+    "presentation": gettext_noop("presentation"),
 }
+# Each kind as the archive's checks name it ("not a %(label)s"): "a OpenDocument" jars.
+_ARCHIVE_LABELS = {
+    "text": gettext_noop("file in OpenDocument text (.odt) format"),
+    "spreadsheet": gettext_noop("file in OpenDocument spreadsheet (.ods) format"),
+    "presentation": gettext_noop("file in OpenDocument presentation (.odp) format"),
+}
+
+# `label`: the format's LABEL ("OpenDocument text (.odt)"); `kind`: one of _KIND_NAMES'.
+OLD_BINARY = reason(
+    "odf.old_binary",
+    gettext_noop(
+        "The file is an old-style binary Office file, not an %(label)s file; save it in "
+        "OpenDocument format and upload that."
+    ),
+    words=("label",),
+)
+NAMED_NOT_ODF = reason(
+    "odf.named_not_odf",
+    gettext_noop("The file is named like an %(label)s file, but its content is not one."),
+    words=("label",),
+)
+DAMAGED = reason(
+    "odf.damaged", gettext_noop("The OpenDocument file is damaged and cannot be read.")
+)
+OTHER_KIND = reason(
+    "odf.other_kind",
+    gettext_noop("The file is an OpenDocument %(kind)s, not an %(label)s file."),
+    words=("kind", "label"),
+)
+NOT_ODF = reason(
+    "odf.not_odf", gettext_noop("The file is not an %(label)s file."), words=("label",)
+)
 
 Events = Iterator[tuple[str, Any]]
 
@@ -62,13 +96,8 @@ def check_head(head: bytes, label: str) -> None:
     if head.startswith(ZIP_MAGIC):
         return
     if head.startswith(OLE_MAGIC):
-        raise UnsupportedMediaType(
-            f"The file is an old-style binary Office file, not an {label} file; "
-            "save it in OpenDocument format and upload that."
-        )
-    raise UnsupportedMediaType(
-        f"The file is named like an {label} file, but its content is not one."
-    )
+        raise UnsupportedMediaType(OLD_BINARY(label=label))
+    raise UnsupportedMediaType(NAMED_NOT_ODF(label=label))
 
 
 def read(
@@ -84,9 +113,11 @@ def read(
     must have. `label` names the format in messages ("OpenDocument text (.odt)"). With
     `headers_footers`, the master pages' headers come before those blocks and their footers
     after them."""
-    # "a file in ... format": archive's messages say "not a {label}", and "a OpenDocument" jars.
     archive.check_office_archive(
-        path, what="OpenDocument file", label=f"file in {label} format", required="content.xml"
+        path,
+        what=gettext_noop("OpenDocument file"),
+        label=_ARCHIVE_LABELS[kind],
+        required="content.xml",
     )
     try:
         with zipfile.ZipFile(path) as opened:
@@ -97,7 +128,7 @@ def read(
                 headers, footers = _page_headers_footers(opened)
                 found = headers + found + footers
     except (*archive.ZIP_DAMAGE_ERRORS, KeyError, etree.LxmlError) as exc:
-        raise ParseError("The OpenDocument file is damaged and cannot be read.") from exc
+        raise ParseError(DAMAGED()) from exc
     return title, found
 
 
@@ -150,14 +181,11 @@ def _of_kind(events: Events, kind: str, label: str) -> Events:
     for event, element in events:
         if event == "start" and element.tag in bodies:
             if bodies[element.tag] != kind:
-                raise ParseError(
-                    f"The file is an OpenDocument {_KIND_NAMES[bodies[element.tag]]}, "
-                    f"not an {label} file."
-                )
+                raise ParseError(OTHER_KIND(kind=_KIND_NAMES[bodies[element.tag]], label=label))
             seen = True
         yield event, element
     if not seen:
-        raise ParseError(f"The file is not an {label} file.")
+        raise ParseError(NOT_ODF(label=label))
 
 
 def _meta_title(opened: zipfile.ZipFile) -> str:

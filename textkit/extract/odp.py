@@ -23,15 +23,12 @@ from textkit.extract.base import (
     ParseError,
 )
 from textkit.extract.odfxml import q
+from textkit.extract.pptx import NO_TEXT
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.oasis.opendocument.presentation",)
 EXTENSIONS = {".odp": MEDIA_TYPES[0]}
 LABEL = gettext_noop("OpenDocument presentation (.odp)")
-NO_TEXT = (
-    "The presentation has no text: its slides hold no text, tables or notes "
-    "(pictures and charts are not read)."
-)
 
 
 def check_head(head: bytes, media_type: str) -> None:
@@ -41,7 +38,7 @@ def check_head(head: bytes, media_type: str) -> None:
 def extract(path: Path, *, max_chars: int) -> Extracted:
     title, blocks = odfxml.read(path, kind="presentation", label=LABEL, blocks=_blocks)
     if not any(block.text.strip() for block in blocks):
-        raise ParseError(NO_TEXT)
+        raise ParseError(NO_TEXT())
     if not title:
         first = next((block.text for block in blocks if block.kind == HEADING), "")
         title = re.sub(r"^Slide \d+(?:: )?", "", first)

@@ -37,7 +37,7 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
 def _blocks(events: odfxml.Events) -> Iterator[Block]:
     """Sheet by sheet; each row is let go once read. Tables inside a sheet's cells (depth > 1)
     are not rows of the sheet."""
-    budget = rows.RowBudget("spreadsheet")
+    budget = rows.RowBudget(gettext_noop("spreadsheet"))
     hidden_styles: set[str] = set()
     depth = 0
     name, hidden, number, sheet_rows = "", False, 0, list[rows.Row]()

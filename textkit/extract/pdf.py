@@ -53,6 +53,7 @@ from textkit.extract.base import (
 )
 from textkit.extract.pdf_tables import Table, find_tables, line_key, table_blocks
 from textkit.extract.plain import MAX_TITLE_LINE
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 if TYPE_CHECKING:
@@ -62,10 +63,45 @@ MEDIA_TYPES = ("application/pdf",)
 EXTENSIONS = {".pdf": "application/pdf"}
 LABEL = gettext_noop("PDF")
 
+NOT_A_PDF = reason(
+    "pdf.not_pdf", gettext_noop("The file is named like a PDF, but its content is not a PDF.")
+)
+ENCRYPTED = reason(
+    "pdf.encrypted", gettext_noop("The PDF is encrypted; upload an unencrypted copy.")
+)
+DAMAGED = reason("pdf.damaged", gettext_noop("The PDF is damaged or truncated and cannot be read."))
+# `off`: why OCR is off (`ocr.OcrOptions.off_reason`, words marked where they are written).
+NO_TEXT_LAYER_OCR_OFF = reason(
+    "pdf.no_text_layer_ocr_off",
+    gettext_noop(
+        "The PDF has no text layer, and %(off)s, so nothing in it could be read. Turn OCR on, "
+        "or upload the PDF with a text layer."
+    ),
+    words=("off",),
+)
+NO_TEXT_FOUND_BY_OCR = reason(
+    "pdf.no_text_found_by_ocr",
+    gettext_noop(
+        "The PDF has no text: its pages have no text layer, and OCR found no text on them."
+    ),
+)
+EMPTY_PAGES = reason("pdf.empty_pages", gettext_noop("The PDF has no text: its pages are empty."))
+PAGE_DAMAGED = reason(
+    "pdf.page_damaged",
+    gettext_noop("Page %(page)s of the PDF is damaged and cannot be rendered for OCR."),
+)
+PICTURE_TOO_LARGE = reason(
+    "pdf.picture_too_large",
+    gettext_noop(
+        "A picture on page %(page)s is %(width)s by %(height)s pixels; the limit for OCR is "
+        "%(limit)s pixels."
+    ),
+)
+
 
 def check_head(head: bytes, media_type: str) -> None:
     if not head.startswith(PDF_MAGIC):
-        raise UnsupportedMediaType("The file is named like a PDF, but its content is not a PDF.")
+        raise UnsupportedMediaType(NOT_A_PDF())
 
 
 _PDFIUM_LOCK = threading.Lock()
@@ -96,8 +132,8 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
                 pdfium_c.FPDF_ERR_PASSWORD,
                 pdfium_c.FPDF_ERR_SECURITY,
             ):
-                raise ParseError("The PDF is encrypted; upload an unencrypted copy.") from exc
-            raise ParseError("The PDF is damaged or truncated and cannot be read.") from exc
+                raise ParseError(ENCRYPTED()) from exc
+            raise ParseError(DAMAGED()) from exc
         try:
             metadata_title = _metadata_title(document)
             outline = _outline(document)
@@ -105,7 +141,7 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
         except BaseException as exc:
             document.close()
             if isinstance(exc, pypdfium2.PdfiumError):
-                raise ParseError("The PDF is damaged or truncated and cannot be read.") from exc
+                raise ParseError(DAMAGED()) from exc
             raise
     try:
         read = _ocr_pages(document, pages)
@@ -116,15 +152,10 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
     pages = [scanned.get(index, lines) for index, lines in enumerate(pages)]
     if not any(line.strip() for lines in pages for line in lines) and not read.pictures:
         if read.skipped:
-            raise ParseError(
-                f"The PDF has no text layer, and {_lower_first(read.off_reason)}, so nothing "
-                "in it could be read. Turn OCR on, or upload the PDF with a text layer."
-            )
+            raise ParseError(NO_TEXT_LAYER_OCR_OFF(off=_lower_first(read.off_reason)))
         if scanned:
-            raise ParseError(
-                "The PDF has no text: its pages have no text layer, and OCR found no text on them."
-            )
-        raise ParseError("The PDF has no text: its pages are empty.")
+            raise ParseError(NO_TEXT_FOUND_BY_OCR())
+        raise ParseError(EMPTY_PAGES())
     blocks = _blocks(pages, outline, set(scanned), tables, read.pictures)
     notes = [_skipped_note(read.skipped, read.off_reason)] if read.skipped else []
     return Extracted(title=_title(metadata_title, outline, blocks), blocks=blocks, notes=notes)
@@ -229,9 +260,7 @@ def _ocr_pages(document: pypdfium2.PdfDocument, pages: list[list[str]]) -> _OcrR
             try:
                 image = _render(document, index)
             except pypdfium2.PdfiumError as exc:
-                raise ParseError(
-                    f"Page {index + 1} of the PDF is damaged and cannot be rendered for OCR."
-                ) from exc
+                raise ParseError(PAGE_DAMAGED(page=index + 1)) from exc
         # Said of the PDF's own pages: the engine's "OCR page 1/1" read as if the whole file
         # were a scan while one page without text (a cover) of a text PDF was read.
         progress.report(
@@ -274,7 +303,7 @@ def _pictures(document: pypdfium2.PdfDocument, index: int, seen: set[str]) -> li
     try:
         for picture in _picture_objects(page):
             width, height = picture.get_px_size()
-            ocr.check_pixels(width, height, what=f"A picture on page {index + 1}")
+            ocr.check_pixels(width, height, too_large=PICTURE_TOO_LARGE, page=index + 1)
             digest = hashlib.sha256(bytes(picture.get_data())).hexdigest()
             if digest in seen:
                 continue

@@ -15,7 +15,7 @@ LABEL = gettext_noop("plain text")
 
 
 def check_head(head: bytes, media_type: str) -> None:
-    refuse_binary(head, "plain text")
+    refuse_binary(head, gettext_noop("plain text"))
 
 
 # A first line longer than this is prose, not a title.

@@ -31,16 +31,43 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.presentationml.presentation",)
 EXTENSIONS = {".pptx": MEDIA_TYPES[0]}
 LABEL = gettext_noop("PowerPoint (.pptx)")
 
-_DAMAGED = "The PowerPoint presentation is damaged and cannot be read."
-NO_TEXT = (
-    "The presentation has no text: its slides hold no text, tables or notes "
-    "(pictures and charts are not read)."
+OLD_OR_PROTECTED = reason(
+    "pptx.old_or_protected",
+    gettext_noop(
+        "The file is an old-style PowerPoint (.ppt) presentation or a password-protected one; "
+        "save it as an unprotected .pptx and upload that."
+    ),
+)
+NAMED_NOT_PPTX = reason(
+    "pptx.named_not_pptx",
+    gettext_noop(
+        "The file is named like a PowerPoint (.pptx) presentation, but its content is not one."
+    ),
+)
+NOT_PPTX = reason(
+    "pptx.not_pptx", gettext_noop("The file is not a PowerPoint (.pptx) presentation.")
+)
+OTHER_OFFICE = reason(
+    "pptx.other_office",
+    gettext_noop("The file is an Office document, but not a PowerPoint (.pptx) presentation."),
+)
+_DAMAGED = reason(
+    "pptx.damaged", gettext_noop("The PowerPoint presentation is damaged and cannot be read.")
+)
+# Said of an OpenDocument presentation too (`odp`).
+NO_TEXT = reason(
+    "presentation.no_text",
+    gettext_noop(
+        "The presentation has no text: its slides hold no text, tables or notes (pictures and "
+        "charts are not read)."
+    ),
 )
 # What python-pptx writes as the title of a presentation it created without one.
 _PLACEHOLDER_TITLES = frozenset({"PowerPoint Presentation"})
@@ -50,13 +77,8 @@ def check_head(head: bytes, media_type: str) -> None:
     if head.startswith(ZIP_MAGIC):
         return
     if head.startswith(OLE_MAGIC):
-        raise UnsupportedMediaType(
-            "The file is an old-style PowerPoint (.ppt) presentation or a password-protected "
-            "one; save it as an unprotected .pptx and upload that."
-        )
-    raise UnsupportedMediaType(
-        "The file is named like a PowerPoint (.pptx) presentation, but its content is not one."
-    )
+        raise UnsupportedMediaType(OLD_OR_PROTECTED())
+    raise UnsupportedMediaType(NAMED_NOT_PPTX())
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
@@ -66,25 +88,25 @@ def extract(path: Path, *, max_chars: int) -> Extracted:
     from pptx.exc import PackageNotFoundError
 
     archive.check_office_archive(
-        path, what="PowerPoint presentation", label="PowerPoint (.pptx) presentation"
+        path,
+        what=gettext_noop("PowerPoint presentation"),
+        label=gettext_noop("PowerPoint (.pptx) presentation"),
     )
     try:
         presentation = pptx.Presentation(str(path))
         title = (presentation.core_properties.title or "").strip()
         slides = [_slide_blocks(number, slide) for number, slide in _visible(presentation)]
     except PackageNotFoundError as exc:
-        raise ParseError("The file is not a PowerPoint (.pptx) presentation.") from exc
+        raise ParseError(NOT_PPTX()) from exc
     except ValueError as exc:
         if "not a PowerPoint file" in str(exc):
-            raise ParseError(
-                "The file is an Office document, but not a PowerPoint (.pptx) presentation."
-            ) from exc
-        raise ParseError(_DAMAGED) from exc
+            raise ParseError(OTHER_OFFICE()) from exc
+        raise ParseError(_DAMAGED()) from exc
     except (*archive.ZIP_DAMAGE_ERRORS, KeyError, etree.LxmlError, AttributeError) as exc:
-        raise ParseError(_DAMAGED) from exc
+        raise ParseError(_DAMAGED()) from exc
     blocks = [block for _, slide_blocks in slides for block in slide_blocks]
     if not blocks:
-        raise ParseError(NO_TEXT)
+        raise ParseError(NO_TEXT())
     if title in _PLACEHOLDER_TITLES:
         title = ""
     if not title:

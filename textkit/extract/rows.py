@@ -19,10 +19,28 @@ import itertools
 from collections.abc import Iterable, Iterator
 
 from textkit.extract.base import HEADING, PARAGRAPH, ROW, TABLE, Block, Location, ParseError
+from textkit.reasons import reason
+from textkit.words import gettext_noop
 
 # Per file, whatever its sheets: a spreadsheet past these is a database export, not a document.
 MAX_ROWS = 200_000
 MAX_CELLS = 4_000_000
+
+# `what`: the kind of file ("workbook"), words marked where they are written.
+TOO_MANY_ROWS = reason(
+    "rows.too_many_rows",
+    gettext_noop(
+        "The %(what)s has more than the limit of %(limit)s rows; split it into smaller files."
+    ),
+    words=("what",),
+)
+TOO_MANY_CELLS = reason(
+    "rows.too_many_cells",
+    gettext_noop(
+        "The %(what)s has more than the limit of %(limit)s cells; split it into smaller files."
+    ),
+    words=("what",),
+)
 
 GROUP_CHARS = 700
 # Single-cell rows above the header ("Sales by region, 2026") are titles, not data.
@@ -33,7 +51,7 @@ Row = tuple[int, list[str]]
 
 class RowBudget:
     """The rows and cells a file may hold, spent as its sheets are read; `what` names the file
-    in the refusal ("workbook")."""
+    in the refusal ("workbook", marked with `gettext_noop`)."""
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -44,15 +62,9 @@ class RowBudget:
         self.rows += rows
         self.cells += cells
         if self.rows > MAX_ROWS:
-            raise ParseError(
-                f"The {self.what} has more than the limit of {MAX_ROWS:,} rows; "
-                "split it into smaller files."
-            )
+            raise ParseError(TOO_MANY_ROWS(what=self.what, limit=MAX_ROWS))
         if self.cells > MAX_CELLS:
-            raise ParseError(
-                f"The {self.what} has more than the limit of {MAX_CELLS:,} cells; "
-                "split it into smaller files."
-            )
+            raise ParseError(TOO_MANY_CELLS(what=self.what, limit=MAX_CELLS))
 
 
 def cell_text(value: str) -> str:

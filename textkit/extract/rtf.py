@@ -38,6 +38,7 @@ from textkit.extract.base import (
     UnsupportedMediaType,
 )
 from textkit.extract.plain import first_line_title
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/rtf",)
@@ -47,6 +48,23 @@ LABEL = gettext_noop("Rich Text (.rtf)")
 MAX_RTF_BYTES = 200 * 1024 * 1024
 MAX_GROUPS = 2_000_000
 MAX_FONTS = 10_000
+
+NOT_RTF_NAMED = reason(
+    "rtf.named_not_rtf",
+    gettext_noop("The file is named like a Rich Text (.rtf) document, but its content is not one."),
+)
+TOO_LARGE = reason(
+    "rtf.too_large",
+    gettext_noop("The Rich Text document is larger than the limit of %(limit)s MB."),
+)
+NOT_RTF = reason("rtf.not_rtf", gettext_noop("The file is not a valid Rich Text (.rtf) document."))
+DAMAGED = reason(
+    "rtf.damaged", gettext_noop("The Rich Text document is damaged and cannot be read.")
+)
+TOO_MANY_GROUPS = reason(
+    "rtf.too_many_groups",
+    gettext_noop("The Rich Text document has more than %(limit)s groups; it may be malicious."),
+)
 
 # A character class, not a repeated group: sre runs it in C, 100 MB/s.
 _HEX_RUN_RE = re.compile(r"[0-9a-fA-F\r\n]{256,}")
@@ -62,17 +80,12 @@ _MAX_TITLE_MARKUP = 4096
 
 def check_head(head: bytes, media_type: str) -> None:
     if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
-        raise UnsupportedMediaType(
-            "The file is named like a Rich Text (.rtf) document, but its content is not one."
-        )
+        raise UnsupportedMediaType(NOT_RTF_NAMED())
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
     if path.stat().st_size > MAX_RTF_BYTES:
-        raise ParseError(
-            f"The Rich Text document is larger than the limit of "
-            f"{MAX_RTF_BYTES / 1024 / 1024:,.0f} MB."
-        )
+        raise ParseError(TOO_LARGE(limit=round(MAX_RTF_BYTES / 1024 / 1024)))
     return extract_data(path.read_bytes())
 
 
@@ -80,19 +93,16 @@ def extract_data(data: bytes) -> Extracted:
     """The title and blocks of RTF bytes: what `extract` does with a file's content, for formats
     that hold RTF inside (an Outlook message's RTF body)."""
     if len(data) > MAX_RTF_BYTES:
-        raise ParseError(
-            f"The Rich Text document is larger than the limit of "
-            f"{MAX_RTF_BYTES / 1024 / 1024:,.0f} MB."
-        )
+        raise ParseError(TOO_LARGE(limit=round(MAX_RTF_BYTES / 1024 / 1024)))
     if not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
-        raise ParseError("The file is not a valid Rich Text (.rtf) document.")
+        raise ParseError(NOT_RTF())
     markup = _prepare(data)
     code_page = _code_page(data)
     try:
         text = striprtf.rtf_to_text(markup, encoding=code_page, errors="replace")
         title = _info_title(markup, code_page)
     except (ValueError, IndexError, LookupError) as exc:
-        raise ParseError("The Rich Text document is damaged and cannot be read.") from exc
+        raise ParseError(DAMAGED()) from exc
     blocks = rtf_structure.blocks(text)
     if not title and blocks and blocks[0].kind == PARAGRAPH:
         title = first_line_title("\n".join(block.text for block in blocks))
@@ -116,9 +126,7 @@ def _prepare(data: bytes) -> str:
     markup = data.decode(_code_page(data), errors="replace")
     markup = _HEX_RUN_RE.sub("", markup)
     if markup.count("{") > MAX_GROUPS:
-        raise ParseError(
-            f"The Rich Text document has more than {MAX_GROUPS:,} groups; it may be malicious."
-        )
+        raise ParseError(TOO_MANY_GROUPS(limit=MAX_GROUPS))
     font_table = striprtf.font_table_group(markup)
     if font_table:
         markup = markup.replace(font_table, _plain_font_table(font_table), 1)

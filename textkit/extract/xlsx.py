@@ -28,30 +28,44 @@ from textkit.extract.base import (
     ParseError,
     UnsupportedMediaType,
 )
+from textkit.reasons import reason
 from textkit.words import gettext_noop
 
 MEDIA_TYPES = ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",)
 EXTENSIONS = {".xlsx": MEDIA_TYPES[0]}
 LABEL = gettext_noop("Excel (.xlsx)")
 
-_DAMAGED = "The Excel workbook is damaged and cannot be read."
+OLD_OR_PROTECTED = reason(
+    "xlsx.old_or_protected",
+    gettext_noop(
+        "The file is an old-style Excel (.xls) workbook or a password-protected one; save it as "
+        "an unprotected .xlsx and upload that."
+    ),
+)
+NAMED_NOT_XLSX = reason(
+    "xlsx.named_not_xlsx",
+    gettext_noop("The file is named like an Excel (.xlsx) workbook, but its content is not one."),
+)
+NOT_XLSX = reason("xlsx.not_xlsx", gettext_noop("The file is not an Excel (.xlsx) workbook."))
+OTHER_OFFICE = reason(
+    "xlsx.other_office",
+    gettext_noop("The file is an Office document, but not an Excel (.xlsx) workbook."),
+)
+_DAMAGED = reason("xlsx.damaged", gettext_noop("The Excel workbook is damaged and cannot be read."))
 
 
 def check_head(head: bytes, media_type: str) -> None:
     if head.startswith(ZIP_MAGIC):
         return
     if head.startswith(OLE_MAGIC):
-        raise UnsupportedMediaType(
-            "The file is an old-style Excel (.xls) workbook or a password-protected one; "
-            "save it as an unprotected .xlsx and upload that."
-        )
-    raise UnsupportedMediaType(
-        "The file is named like an Excel (.xlsx) workbook, but its content is not one."
-    )
+        raise UnsupportedMediaType(OLD_OR_PROTECTED())
+    raise UnsupportedMediaType(NAMED_NOT_XLSX())
 
 
 def extract(path: Path, *, max_chars: int) -> Extracted:
-    archive.check_office_archive(path, what="Excel workbook", label="Excel (.xlsx) workbook")
+    archive.check_office_archive(
+        path, what=gettext_noop("Excel workbook"), label=gettext_noop("Excel (.xlsx) workbook")
+    )
     with path.open("rb") as file:
         return _read(file)
 
@@ -66,17 +80,15 @@ def _read(file: IO[bytes]) -> Extracted:
     try:
         workbook = openpyxl.load_workbook(file, read_only=True, data_only=True)
     except InvalidFileException as exc:
-        raise ParseError("The file is not an Excel (.xlsx) workbook.") from exc
+        raise ParseError(NOT_XLSX()) from exc
     except OSError as exc:
         # openpyxl's word for an archive without a workbook part (a Word document, say).
-        raise ParseError(
-            "The file is an Office document, but not an Excel (.xlsx) workbook."
-        ) from exc
+        raise ParseError(OTHER_OFFICE()) from exc
     except (*archive.ZIP_DAMAGE_ERRORS, KeyError, TypeError, etree.LxmlError, XmlParseError) as exc:
-        raise ParseError(_DAMAGED) from exc
+        raise ParseError(_DAMAGED()) from exc
     try:
         title = (workbook.properties.title or "").strip()
-        budget = rows.RowBudget("workbook")
+        budget = rows.RowBudget(gettext_noop("workbook"))
         blocks: list[Block] = []
         for sheet in workbook.worksheets:
             if sheet.sheet_state != "visible":
@@ -90,7 +102,7 @@ def _read(file: IO[bytes]) -> Extracted:
         etree.LxmlError,
         XmlParseError,
     ) as exc:
-        raise ParseError(_DAMAGED) from exc
+        raise ParseError(_DAMAGED()) from exc
     finally:
         workbook.close()
     return Extracted(title=title, blocks=blocks)
