@@ -36,9 +36,10 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
 from retrieval.search.engine import _active_version, _ranked_lists
-from retrieval.search.fusion import depth
+from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import Hit, SearchFilters, SearchResult
 from retrieval.search.lexical.bm25 import Statistics, query_statistics
+from retrieval.search.parameters import adopted_parameters
 from retrieval.search.rerank import rerank_plan, rerank_ranked, rerank_stage
 from retrieval.search.snapshot import search_snapshot
 from retrieval.search.vector import embed_query
@@ -79,12 +80,18 @@ def search_several(
     the versions' statistics first, in the same snapshot). If any was swapped in between, the
     whole search starts again with the new versions. `score_threshold` drops each knowledge
     base's hits scoring below it, on its own scale, before the merge. `merge`: "score" or
-    "rank", by default `merge_for` the mode and the versions (the bench compares both)."""
+    "rank", by default `merge_for` the mode and the versions (the bench compares both).
+
+    As a search of one knowledge base does (`engine.search`): each fuses with its own adopted
+    calibration, read in the snapshot, and with a reranker each list is read and fused as deep
+    as the reranker's candidates, so the merged head it reorders is the best of all of them."""
     if merge is not None and merge not in MERGES:
         raise ValueError(f"unknown merge {merge!r}")
     started = time.perf_counter()
     versions: dict[int, IndexVersion | None] = {kb.pk: kb.active_index_version for kb in kbs}
-    limit = depth(top_k) if mode == "hybrid" else top_k
+    plan = rerank_plan(mode=mode, requested=rerank)
+    limit = plan.depth(depth(top_k) if mode == "hybrid" else top_k)
+    learned = mode == "hybrid" and settings.HYBRID_FUSION == "learned"
     while True:
         for kb in kbs:
             if versions[kb.pk] is None:
@@ -106,8 +113,11 @@ def search_several(
                 else None
             )
             legs_by_kb = []
+            calibrated: dict[int, FusionModel | None] = {}
             for kb in kbs:
                 version = active[kb.pk]
+                if learned:  # the knowledge base's calibration, in the snapshot of its lists
+                    calibrated[kb.pk] = adopted_parameters(kb_id=kb.pk)
                 legs = _ranked_lists(
                     kb_id=kb.pk,
                     version=version,
@@ -127,14 +137,17 @@ def search_several(
         if swapped:
             continue
         plain = rerank_plan(mode=mode, requested=False)
+        # each list as long as the reranker's head, when there is one: it may lift any of them
+        fused = max(top_k, plan.candidates) if plan.reranker is not None else top_k
         per_kb: list[tuple[KnowledgeBase, list[Hit]]] = []
         for kb, legs in legs_by_kb:
-            hits, _ = rerank_stage(plain, query=query, legs=legs, top_k=top_k)
+            hits, _ = rerank_stage(
+                plain, query=query, legs=legs, top_k=fused, parameters=calibrated.get(kb.pk)
+            )
             if score_threshold is not None:
                 hits = [hit for hit in hits if hit.score >= score_threshold]
             per_kb.append((kb, [replace(hit, kb=kb.slug) for hit in hits]))
         merged = merged_lists(per_kb, how=how)
-        plan = rerank_plan(mode=mode, requested=rerank)
         hits, reranked = rerank_ranked(plan, query=query, hits=merged, top_k=top_k)
         return SearchResult(
             kb=kbs[0].slug,

@@ -28,12 +28,15 @@ from kb.audit_kinds import (
 from kb.models import KnowledgeBase, TenantMembership
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
 from kb.services.base import ActionRefused
+from kb.services.index_versions import knowledge_base_create
 from kb.timeline import AUDIT_KINDS
 from retrieval.models import FusionCalibration
 from retrieval.principals import Principal
 from retrieval.search import fusion
 from retrieval.search.engine import search
+from retrieval.search.several import search_several
 from tests.evaluation.calibration_world import bad_default, publish_topics, topic_set
+from tests.retrieval.factories import publish
 from work.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -245,3 +248,29 @@ def test_a_gate_that_refuses_no_swap_lets_a_drop_through_but_not_stale_figures(
     assert verdict.state == "missing" and "shipped default changed" in verdict.words()
     with pytest.raises(ActionRefused, match="no longer describes"):
         calibration_adopt(calibration=calibration)
+
+
+def test_a_search_of_several_knowledge_bases_fuses_each_with_its_calibration(
+    topics: KnowledgeBase, bad: fusion.FusionModel
+) -> None:
+    calibration = computed(topics)
+    calibration_adopt(calibration=calibration, actor=person(topics, "iris", INDEX_ADMINS))
+    other = knowledge_base_create(tenant=topics.tenant, name="Other", slug="other")
+    publish(other, "printer", "The third floor printer jams on thick paper.")
+    query = " ".join(calibration.per_question[0]["text"].split()[:2])
+    expected = calibration.per_question[0]["expected"][0]
+    principal = Principal(
+        tenant_id=topics.tenant_id,
+        kb_ids=frozenset({topics.pk, other.pk}),
+        access_groups=frozenset(),
+        all_groups=True,
+    )
+
+    result = search_several(
+        principal=principal, kbs=[topics, other], query=query, top_k=5, rerank=False
+    )
+
+    assert result.merged_by == "score"
+    # as the knowledge base's own search ranks it with its calibration (the bad default would not)
+    assert [hit.document_key for hit in result.hits if hit.kb == topics.slug][:1] == [expected]
+    assert first_keys(topics, query)[0] == expected

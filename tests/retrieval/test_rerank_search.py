@@ -19,6 +19,7 @@ from devtools.rerank_server import RerankServer, overlap
 from embeddings import rerank as rerank_module
 from embeddings.rerank import HttpReranker
 from kb.models import KnowledgeBase
+from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
 from tests.embedding_server import clear_breakers
 from tests.retrieval.factories import api, publish, search
@@ -259,3 +260,24 @@ def test_explain_shows_the_fused_ranking_beside_the_rerank_score(
     for hit in body["hits"]:
         assert hit["rerank_score"] == overlap(QUERY, hit["text"])
         assert hit["ranking"]["fused"] is not None
+
+
+def test_a_search_of_several_knowledge_bases_reranks_the_best_of_all_their_lists(
+    published: KnowledgeBase, api_key: str, server: RerankServer
+) -> None:
+    """Each knowledge base's list is fused as deep as the reranker's candidates (30), not to
+    the request's top_k, so the reranker can lift a hit from below any list's top_k."""
+    wiki = knowledge_base_create(tenant=published.tenant, name="Wiki", slug="wiki")
+    publish(wiki, "permits", "Permit renewal for the parking garage: the form is online.")
+    publish(wiki, "garage", "The parking garage closes at night.")
+    body = {"kb": ["handbook", "wiki"], "query": QUERY, "top_k": 2}
+    fused = search(api(api_key), {**body, "top_k": 10, "rerank": False}).json()
+    assert len(fused["hits"]) == len(DOCUMENTS) + 2
+
+    server.mode = "reverse"
+    reranked = search(api(api_key), body).json()
+
+    assert reranked["reranked"] is True
+    # every hit of both lists went to the reranker, in the merged order
+    assert server.seen[0].texts == [hit["text"] for hit in fused["hits"]]
+    assert ids(reranked) == ids(fused)[::-1][:2]
