@@ -8,13 +8,16 @@ class EvaluationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The task runner dispatches by kind; an evaluation run's runner lives here, floors above
-        # it (`ingestion.pipeline.run.TASK_RUNNERS`), as a sync's lives in sources.apps.
+        # The task runner dispatches by kind; an evaluation run's and a calibration's runners
+        # live here, floors above it (`ingestion.pipeline.run.TASK_RUNNERS`), as a sync's lives
+        # in sources.apps.
         from evaluation.run import evaluation_execute
+        from evaluation.services.calibration import calibration_execute
         from ingestion.pipeline.run import TASK_RUNNERS
         from work.models import IngestionTask
 
         TASK_RUNNERS[IngestionTask.Kind.EVALUATION] = evaluation_execute
+        TASK_RUNNERS[IngestionTask.Kind.CALIBRATION] = calibration_execute
 
         # The swap service asks the quality gate, floors below it, through its registry.
         from evaluation.gate import quality_gate_check

@@ -25,6 +25,7 @@ from evaluation.selectors import CHANGES, QuestionChange, rank_change
 from kb.models import KnowledgeBase
 from kb.selectors.metadata import DocumentReader
 from retrieval.search import fusion
+from work.models import IngestionTask
 
 # The fewest questions a calibration is computed from, measured (B8CAL, docs/BENCHMARKS.md): on
 # B8's second corpus, which the default never saw, calibrations from 5, 10 and 20 random
@@ -54,6 +55,53 @@ def calibrations_of(kb_id: int, *, limit: int = 20) -> list[Calibration]:
         .select_related("question_set", "index_version")
         .order_by("-created_at", "-pk")[:limit]
     )
+
+
+# Why a calibration whose task closed without a result failed, when the task says nothing.
+WORKER_STOPPED = "The calibration's worker stopped before it finished. Calibrate again."
+
+# What a list of calibrations leaves out: the per-question rankings, fits and folds.
+HEAVY_FIELDS = ("per_question", "parameters", "grid", "folds")
+
+
+def calibration_page(
+    kb_id: int, *, before: int | None = None, limit: int = 50
+) -> tuple[list[Calibration], int | None]:
+    """One page of `kb_id`'s calibrations, newest (highest id) first, from below id `before`,
+    without their heavy fields (HEAVY_FIELDS); and the id the next page starts below (None:
+    the last page). One query, whatever the page's size."""
+    found = (
+        Calibration.objects.filter(kb_id=kb_id)
+        .select_related("kb", "index_version", "task")
+        .defer(*HEAVY_FIELDS)
+        .order_by("-pk")
+    )
+    if before is not None:
+        found = found.filter(pk__lt=before)
+    page = list(found[: limit + 1])
+    return page[:limit], (page[limit - 1].pk if len(page) > limit else None)
+
+
+@dataclass(frozen=True)
+class CalibrationStatus:
+    """What a calibration's page and the API say of its progress: its state, and why it failed.
+    An open one whose task closed without a result reads as failed with the task's reason
+    before the sweep (`calibrations_close_orphaned`) writes it, as a run's does
+    (`evaluation.selectors.run_status`)."""
+
+    state: str
+    error: str
+
+
+def calibration_status(calibration: Calibration) -> CalibrationStatus:
+    """`calibration`'s state and error as they are to be told (reads its task: select it)."""
+    state, error = calibration.state, calibration.error
+    if state in Calibration.OPEN_STATES:
+        task = calibration.task
+        if task is None or task.status not in IngestionTask.OPEN_STATUSES:
+            state = Calibration.State.FAILED
+            error = (task.last_error if task is not None else "") or WORKER_STOPPED
+    return CalibrationStatus(state, error)
 
 
 @dataclass(frozen=True)

@@ -359,7 +359,9 @@ class Calibration(models.Model):
     `evaluation.services.calibration`): the candidate parameters, cross-validated against the
     shipped default on the set, which a person may adopt through the gate a swap passes.
 
-    Computed once per (set, set version, index version) (`calibration_request`); each
+    Computed once per (set, set version, index version) (`calibration_request`) as leased work:
+    an IngestionTask of kind "calibration" (`task`), claimed, heartbeated, requeued by the lease
+    sweeper when its worker dies and dead past its attempt cap, as an evaluation run's is. Each
     question's held-out ranking is kept under the default and under the candidate (document
     keys: the admin names only those the viewer may read), and each fold's figures."""
 
@@ -396,6 +398,15 @@ class Calibration(models.Model):
     # The version whose legs were read (the active one when it was asked for).
     index_version = models.ForeignKey("kb.IndexVersion", on_delete=models.PROTECT, related_name="+")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    # The leased task that computes it (`evaluation.services.calibration.calibration_execute`);
+    # None for one asked before calibrations were leased work.
+    task = models.OneToOneField(
+        "ingestion.IngestionTask",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="calibration",
+    )
     # The shipped default's SHA-256 when computed: a calibration of another default is stale.
     default_sha256 = models.CharField(max_length=64, blank=True)
     # The candidate's parameters (`fusion_fitting.parameters_of`); the default's when kept.

@@ -23,6 +23,8 @@ assert that the fault really happened at that point.
                                         deletes what left the source
     CANON_FAULT_EVALUATION_AFTER_RESULT=N die after an evaluation run wrote its Nth result
                                         (committed) in this attempt
+    CANON_FAULT_CALIBRATION_AFTER_LEGS=N die after a calibration read its Nth question's legs
+                                        (nothing of it written yet)
     CANON_FAULT_PAUSE_AT=POINT          SIGSTOP at POINT, every time it is reached:
                                         before_switch | in_switch | relay_after_send |
                                         relay_after_round_trip (each full one of a pass)
@@ -108,6 +110,12 @@ def evaluation_after_result(result_number: int) -> None:
     target = _enabled("EVALUATION_AFTER_RESULT")
     if target and int(target) == result_number:
         _die(f"evaluation_after_result_{result_number}")
+
+
+def calibration_after_legs(question_number: int) -> None:
+    target = _enabled("CALIBRATION_AFTER_LEGS")
+    if target and int(target) == question_number:
+        _die(f"calibration_after_legs_{question_number}")
 
 
 def heartbeat_dropped() -> bool:

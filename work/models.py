@@ -27,6 +27,8 @@ class IngestionTask(models.Model):
             "evaluation",
             gettext_lazy("Evaluation"),
         )  # a question set asked of an index version (evaluation.run)
+        # the learned fusion refitted on a question set (evaluation.services.calibration)
+        CALIBRATION = "calibration", gettext_lazy("Calibration")
 
     class Status(models.TextChoices):
         QUEUED = "queued", gettext_lazy("Queued")

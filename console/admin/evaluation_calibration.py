@@ -26,6 +26,7 @@ from evaluation.calibration import (
     MIN_QUESTIONS,
     adopted_calibration,
     calibration_changes,
+    calibration_status,
     calibration_verdict,
     change_counts,
 )
@@ -56,7 +57,7 @@ def _kb(request: HttpRequest, kb_id: int) -> KnowledgeBase:
 def _calibration(request: HttpRequest, calibration_id: int) -> Calibration:
     """The calibration, if its knowledge base is one the user may see (else 404)."""
     found = (
-        Calibration.objects.select_related("question_set", "index_version")
+        Calibration.objects.select_related("question_set", "index_version", "task")
         .filter(pk=calibration_id)
         .first()
     )
@@ -156,6 +157,9 @@ def calibration_view(
     calibration = _calibration(request, calibration_id)
     if not request.user.has_perm(VIEW_PERMISSION):
         raise PermissionDenied(gettext("You need the permission to view evaluation runs."))
+    # as the API tells it: one whose worker gave up reads as failed, with the reason, at once
+    status = calibration_status(calibration)
+    calibration.state, calibration.error = status.state, status.error
     changes = calibration_changes(calibration, reader=kb_reader(request, calibration.kb))
     verdict = (
         calibration_verdict(calibration) if calibration.state in Calibration.ADOPTABLE else None

@@ -4,16 +4,25 @@ so a file, a list and a form get the same words."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rest_framework import serializers
 
+from evaluation.calibration import (
+    MIN_QUESTIONS,
+    CalibrationChange,
+    CalibrationStatus,
+    CalibrationVerdict,
+    change_counts,
+)
 from evaluation.models import (
     EXTERNAL_ID_MAX,
     KEY_MAX,
     PASSAGE_MAX,
     QUESTION_MAX,
     TAG_MAX,
+    Calibration,
     EvaluationRun,
 )
 from evaluation.question_files import MAX_EXPECTED, MAX_QUESTIONS
@@ -374,3 +383,239 @@ class ComparisonOutput(serializers.Serializer):
             "unchanged": sum(1 for c in comparison.changes if c.change in steady),
             "notes": comparison.notes,
         }
+
+
+# --- calibrations (evaluation.api.calibrations) ---------------------------------------------
+
+
+class CalibrationInput(serializers.Serializer):
+    question_set = serializers.IntegerField(
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text=f"The id of one of the knowledge base's sets, of at least {MIN_QUESTIONS} "
+        "questions.",
+    )
+
+
+class CalibrationOutput(serializers.Serializer):
+    """A calibration without its figures' detail (the list's rows)."""
+
+    id = serializers.IntegerField()
+    kb = serializers.CharField(source="kb.slug")
+    question_set = serializers.IntegerField(source="question_set_id")
+    question_set_version = serializers.IntegerField()
+    index_version = serializers.IntegerField(
+        source="index_version.number", help_text="The number of the version whose legs it read."
+    )
+    state = serializers.SerializerMethodField(
+        help_text="queued, running (computing), candidate (a refit beat the default: it may be "
+        "adopted), default_kept (none did: nothing to adopt), failed, adopted, rolled_back, "
+        "replaced (another was adopted after it)."
+    )
+    error = serializers.SerializerMethodField(help_text="Why it failed; empty otherwise.")
+    questions = serializers.IntegerField(help_text="Questions it was computed from.")
+    l2 = serializers.FloatField(
+        allow_null=True,
+        help_text="The strength toward the default cross-validation chose; null: the default "
+        "kept (or not computed yet).",
+    )
+    default_mrr = serializers.FloatField(
+        allow_null=True, help_text="Held-out MRR@10 over every question with the shipped default."
+    )
+    candidate_mrr = serializers.FloatField(
+        allow_null=True,
+        help_text="Held-out MRR@10 over every question with the calibration (each ranked by a "
+        "refit that never saw it).",
+    )
+    created_at = serializers.DateTimeField()
+    computed_at = serializers.DateTimeField(allow_null=True)
+    adopted_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it was rolled back or replaced."
+    )
+
+    def get_state(self, calibration: Any) -> str:
+        status: CalibrationStatus = getattr(calibration, STATUS_ATTR)
+        return status.state
+
+    def get_error(self, calibration: Any) -> str:
+        status: CalibrationStatus = getattr(calibration, STATUS_ATTR)
+        return status.error
+
+
+class CalibrationPageInput(DocumentPageInput):
+    """`cursor` is the `next_cursor` of the previous page."""
+
+
+class CalibrationPageOutput(serializers.Serializer):
+    results = CalibrationOutput(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance: Any) -> Any:
+        calibrations, next_before = instance
+        return {
+            "results": CalibrationOutput(calibrations, many=True).data,
+            "next_cursor": cursor_encode(next_before) if next_before is not None else None,
+        }
+
+
+class FoldOutput(serializers.Serializer):
+    n = serializers.IntegerField(help_text="Its questions.")
+    default_mrr = serializers.FloatField()
+    candidate_mrr = serializers.FloatField()
+
+
+class CalibrationChangeOutput(serializers.Serializer):
+    question = serializers.CharField(help_text="The question's id.")
+    text = serializers.CharField()
+    default = serializers.IntegerField(
+        allow_null=True, help_text="Its held-out rank with the default; null: missed."
+    )
+    candidate = serializers.IntegerField(
+        allow_null=True, help_text="Its held-out rank with the calibration; null: missed."
+    )
+    change = serializers.ChoiceField(
+        choices=list(CHANGES),
+        help_text="lost (found, then missed), gained (missed, then found), down, up (only "
+        "these: the others are counted in `unchanged`).",
+    )
+    default_documents = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The first documents the default ranked that this key may read.",
+    )
+    candidate_documents = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The first documents the calibration ranked that this key may read.",
+    )
+    hidden_documents = serializers.IntegerField(
+        help_text="Documents of either ranking this key may not read: counted, never named."
+    )
+
+
+class CalibrationVerdictOutput(serializers.Serializer):
+    state = serializers.CharField(
+        help_text="passes; refuses (held-out MRR@10 drops past the quality gate's allowance); "
+        "missing (stale: computed on another set version, index version or default); informs "
+        "(a drop the gate lets through, refusing no swap).",
+    )
+    words = serializers.CharField(help_text="The verdict in a sentence.")
+    metric = serializers.CharField(help_text="mrr@10, held out.")
+    default = serializers.FloatField(allow_null=True)
+    candidate = serializers.FloatField(allow_null=True)
+    drop = serializers.FloatField(allow_null=True, help_text="default minus candidate")
+    max_drop = serializers.FloatField(help_text="The gate's allowance (0 without a gate).")
+    stale = serializers.ListField(
+        child=serializers.CharField(), help_text="Why its figures no longer describe the base."
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """What `CalibrationDetailOutput` shows: the calibration (its status set on it), its
+    changes as `reader` may see them, and the verdict (None unless adoptable)."""
+
+    calibration: Calibration
+    changes: list[CalibrationChange]
+    verdict: CalibrationVerdict | None
+
+
+class CalibrationDetailOutput(CalibrationOutput):
+    """A calibration with its figures: the folds, each question whose held-out rank changed,
+    and the quality gate's verdict on adopting it (`evaluation.calibration`)."""
+
+    teaching = serializers.IntegerField(
+        help_text="Questions whose answer either leg found: the ones a refit learns from."
+    )
+    folds = FoldOutput(many=True, help_text="The five held-out folds.")
+    changes = CalibrationChangeOutput(
+        many=True, help_text="Every question whose held-out rank changed, most telling first."
+    )
+    unchanged = serializers.IntegerField(
+        help_text="Questions of the same rank under both, or missed by both."
+    )
+    counts = serializers.DictField(
+        child=serializers.IntegerField(), help_text="How many questions changed each way."
+    )
+    hidden_documents = serializers.IntegerField(
+        help_text="Documents of the rankings shown this key may not read, over all questions."
+    )
+    verdict = CalibrationVerdictOutput(
+        allow_null=True,
+        help_text="The quality gate's verdict on adopting it; null unless it may be adopted "
+        "(candidate, rolled_back, replaced).",
+    )
+
+    def to_representation(self, instance: Any) -> Any:
+        report: CalibrationReport = instance
+        body = dict(CalibrationOutput(report.calibration).data)
+        steady = (SAME, MISSED)
+        verdict = report.verdict
+        body.update(
+            teaching=report.calibration.teaching,
+            folds=[FoldOutput(fold).data for fold in report.calibration.folds or []],
+            changes=[
+                {
+                    "question": c.change.external_id,
+                    "text": c.change.text,
+                    "default": c.change.before,
+                    "candidate": c.change.after,
+                    "change": c.change.change,
+                    "default_documents": c.default_top,
+                    "candidate_documents": c.candidate_top,
+                    "hidden_documents": c.hidden,
+                }
+                for c in report.changes
+                if c.change.change not in steady
+            ],
+            unchanged=sum(1 for c in report.changes if c.change.change in steady),
+            counts=change_counts(report.changes),
+            hidden_documents=sum(c.hidden for c in report.changes),
+            verdict=(
+                {
+                    "state": verdict.state,
+                    "words": verdict.words(),
+                    "metric": "mrr@10",
+                    "default": verdict.before,
+                    "candidate": verdict.after,
+                    "drop": verdict.drop,
+                    "max_drop": verdict.max_drop,
+                    "stale": verdict.stale,
+                }
+                if verdict is not None
+                else None
+            ),
+        )
+        return body
+
+
+class CalibrationAdoptInput(serializers.Serializer):
+    override = serializers.BooleanField(
+        default=False,
+        help_text="Adopt although the quality gate refuses it: needs `reason`, and an admin "
+        "session of a user with evaluation.override_quality_gate (an API key may not).",
+    )
+    reason = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Kept on the knowledge base's timeline.",
+    )
+
+
+class CalibrationRollBackInput(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Kept on the knowledge base's timeline.",
+    )
+
+
+class CalibrationRollBackOutput(serializers.Serializer):
+    kb = serializers.CharField()
+    rolled_back = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="The calibrations rolled back; hybrid search fuses by the shipped default.",
+    )

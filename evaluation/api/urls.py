@@ -4,6 +4,12 @@ that adds a slash (a redirected POST loses its body)."""
 from django.urls import path
 from django.views.decorators.common import no_append_slash
 
+from evaluation.api.calibrations import (
+    CalibrationAdoptView,
+    CalibrationDetailView,
+    CalibrationListView,
+    CalibrationRollBackView,
+)
 from evaluation.api.views import (
     EvaluationCompareView,
     EvaluationDetailView,
@@ -55,5 +61,25 @@ urlpatterns = [
         "evaluations/<int:evaluation_id>/compare/<int:other_id>",
         no_append_slash(EvaluationCompareView.as_view()),
         name="evaluation-compare",
+    ),
+    path(
+        "kbs/<str:kb>/calibrations",
+        no_append_slash(CalibrationListView.as_view()),
+        name="calibration-list",
+    ),
+    path(
+        "kbs/<str:kb>/calibrations/roll-back",
+        no_append_slash(CalibrationRollBackView.as_view()),
+        name="calibration-roll-back",
+    ),
+    path(
+        "calibrations/<int:calibration_id>",
+        no_append_slash(CalibrationDetailView.as_view()),
+        name="calibration-detail",
+    ),
+    path(
+        "calibrations/<int:calibration_id>/adopt",
+        no_append_slash(CalibrationAdoptView.as_view()),
+        name="calibration-adopt",
     ),
 ]

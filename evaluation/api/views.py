@@ -50,6 +50,7 @@ from evaluation.selectors import (
     run_results,
     run_status,
 )
+from evaluation.services.calibration import ADOPT_PERMISSION
 from evaluation.services.question_sets import (
     QuestionSetInvalid,
     QuestionsRefused,
@@ -67,12 +68,14 @@ from retrieval.api.views import Refused, kb_or_404, principal_or_401
 from retrieval.principals import Principal
 
 MAX_ID = 2**63
-VIEW, WRITE, RUN = "view", "write", "run"
-# A session user's permission for each kind of request (kb/roles.py gives them to the roles).
+VIEW, WRITE, RUN, ADOPT = "view", "write", "run", "adopt"
+# A session user's permission for each kind of request (kb/roles.py gives them to the roles);
+# adopting a calibration or rolling it back needs the admin's permission for it (index admins).
 SESSION_PERMISSIONS = {
     VIEW: "evaluation.view_questionset",
     WRITE: "evaluation.change_questionset",
     RUN: "evaluation.run_evaluation",
+    ADOPT: ADOPT_PERMISSION,
 }
 REFUSED = {
     VIEW: "This needs the permission to view evaluations: an API key with can_manage_sources, "
@@ -81,10 +84,14 @@ REFUSED = {
     "can_manage_sources, or a user with evaluation.change_questionset.",
     RUN: "This needs the permission to run evaluations: an API key with can_manage_sources, "
     "or a user with evaluation.run_evaluation.",
+    ADOPT: "This needs the permission to adopt or roll back a calibration: an API key with "
+    f"can_manage_sources, or a user with {ADOPT_PERMISSION}.",
 }
 
 
-def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
+def _errors(*statuses: int, described: dict[int, str] | None = None) -> dict[int, OpenApiResponse]:
+    """The error answers of an operation: these `statuses` besides 401, 403, 404 and 429, each
+    described as below unless `described` says otherwise."""
     descriptions = {
         400: "Invalid input; `detail` names the field, or lists each question's problems.",
         401: "Missing, malformed, unknown, expired or revoked API key.",
@@ -94,6 +101,7 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
         413: "The file is larger than the limit.",
         415: "Unsupported media type.",
         429: "Rate limited; retry after `Retry-After` seconds.",
+        **(described or {}),
     }
     return {
         code: OpenApiResponse(ErrorOutput, description=descriptions[code])

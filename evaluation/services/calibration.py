@@ -8,11 +8,23 @@ held-out folds beat it by more than noise). Each question's legs are read by the
 service's own code at the shipped depth (`retrieval.search.engine.search_legs`), reading every
 document, as a gate's runs read. Adopting writes the parameters where search reads them
 (`retrieval.models.FusionCalibration`); rolling back deletes them, so search fuses by the
-default again. Both are audit events on the knowledge base's timeline."""
+default again. Both are audit events on the knowledge base's timeline.
+
+Computing is leased work, as an evaluation run is: `calibration_request` writes the calibration,
+its IngestionTask (kind "calibration") and the task's outbox event in one transaction; a worker
+claims the task (`work.leases.task_claim`) and runs `calibration_execute` under its heartbeat; a
+worker killed mid-compute stops renewing, so the lease sweeper (`ingestion.sweeper.lease_sweep`,
+beat every 15 s) hands the task to another worker, which computes the calibration again from
+the start (it is deterministic and writes nothing until its result), or dead-letters it past
+its attempt cap; `calibrations_close_orphaned` (beat's evaluation job, and every request) then
+fails a calibration whose task is closed, with the task's reason.
+
+Refusals are `CalibrationRefused` (an ActionRefused) with a short code the API answers with."""
 
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 
 from django.contrib.auth.models import PermissionsMixin
 from django.db import transaction
@@ -21,11 +33,14 @@ from django.utils.translation import gettext
 
 from evaluation.calibration import (
     MIN_QUESTIONS,
+    WORKER_STOPPED,
     calibration_verdict,
     default_sha256,
 )
 from evaluation.gate import OVERRIDE_PERMISSION
 from evaluation.models import Calibration, Question, QuestionSet
+from ingestion.pipeline.stages import TerminalError
+from ingestion.task_outcomes import task_succeed
 from kb import locks
 from kb.audit_kinds import (
     FUSION_CALIBRATION_ADOPTED,
@@ -39,7 +54,10 @@ from retrieval.principals import Principal
 from retrieval.search import fusion
 from retrieval.search.engine import search_legs
 from retrieval.search.fusion_fitting import Example, calibrate, example_of_hits, parameters_of
-from work.models import AuditEvent
+from work import faults
+from work.leases import Lease, LeaseLost, fenced
+from work.models import AuditEvent, IngestionTask
+from work.outbox import task_create
 
 logger = logging.getLogger(__name__)
 
@@ -47,39 +65,63 @@ logger = logging.getLogger(__name__)
 ADOPT_PERMISSION = "evaluation.change_qualitygate"
 TOP_K = 10
 
+# The codes of `CalibrationRefused`.
+PERMISSION_DENIED = "permission_denied"
+REASON_REQUIRED = "reason_required"
+QUALITY_GATE_REFUSED = "quality_gate_refused"
+CALIBRATION_STALE = "calibration_stale"
+TOO_FEW_QUESTIONS = "too_few_questions"
+NO_ACTIVE_VERSION = "no_active_version"
+CONFLICT = "conflict"  # the calibration's or the knowledge base's state does not allow it
+
+
+class CalibrationRefused(ActionRefused):
+    """A calibration refused, in words (the message) and in a short code the API answers with
+    (the constants above; `evaluation.api.calibrations` maps them to statuses)."""
+
+    def __init__(self, message: str, *, code: str = CONFLICT) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 def calibration_request(
     *, kb: KnowledgeBase, question_set: QuestionSet, actor: Actor = None
 ) -> tuple[Calibration, bool]:
-    """Ask for `kb`'s calibration on `question_set`, computed in the background
-    (`evaluation.tasks.calibration_compute`, enqueued when the transaction commits).
+    """Ask for `kb`'s calibration on `question_set`, computed in the background as leased
+    work: the calibration, its task (kind "calibration", run by `calibration_execute`) and the
+    task's outbox event are written in one transaction, so it is computed exactly when it is
+    committed.
 
     Idempotent per (set, set version, active index version): asking again returns the
-    calibration asked before (computing, computed, adopted...) unless it failed. Returns
-    (calibration, created). Refused (ActionRefused, saying why) for a set of another knowledge
-    base, a knowledge base with no active version, or a set of fewer than MIN_QUESTIONS
-    questions. Takes the set's row lock (no key), as a run's request does, so the set's
-    version cannot move between the count and the row."""
+    calibration asked before (computing, computed, adopted...) unless it failed; one whose task
+    closed without a result is failed first (`calibrations_close_orphaned`), so asking again
+    starts anew. Returns (calibration, created). Refused (CalibrationRefused, saying why) for a
+    set of another knowledge base, a knowledge base with no active version, or a set of fewer
+    than MIN_QUESTIONS questions. Takes the set's row lock (no key), as a run's request does,
+    so the set's version cannot move between the count and the row."""
     if question_set.kb_id != kb.pk:
-        raise ActionRefused(gettext("That question set belongs to another knowledge base."))
+        raise CalibrationRefused(gettext("That question set belongs to another knowledge base."))
     with transaction.atomic():
         locked = QuestionSet.objects.select_for_update(no_key=True).get(pk=question_set.pk)
+        calibrations_close_orphaned(question_set=locked)
         active = KnowledgeBase.objects.values_list("active_index_version_id", flat=True).get(
             pk=kb.pk
         )
         if active is None:
-            raise ActionRefused(
-                gettext("%(kb)s has no active index version to calibrate.") % {"kb": kb.name}
+            raise CalibrationRefused(
+                gettext("%(kb)s has no active index version to calibrate.") % {"kb": kb.name},
+                code=NO_ACTIVE_VERSION,
             )
         count = Question.objects.filter(question_set=locked).count()
         if count < MIN_QUESTIONS:
-            raise ActionRefused(
+            raise CalibrationRefused(
                 gettext(
                     "%(set)s has %(n)s questions; a calibration needs at least %(min)s. With "
                     "fewer, its held-out folds cannot tell a better ranking from noise: add "
                     "questions first."
                 )
-                % {"set": locked.name, "n": count, "min": MIN_QUESTIONS}
+                % {"set": locked.name, "n": count, "min": MIN_QUESTIONS},
+                code=TOO_FEW_QUESTIONS,
             )
         found = (
             Calibration.objects.filter(
@@ -97,24 +139,52 @@ def calibration_request(
             question_set=locked,
             question_set_version=locked.version,
             index_version_id=active,
+            task=task_create(kind=IngestionTask.Kind.CALIBRATION, kb_id=kb.pk),
             requested_by_id=actor_id(actor),
         )
-        transaction.on_commit(lambda: _enqueue(calibration.pk))
     return calibration, True
 
 
-def _enqueue(calibration_id: int) -> None:
-    from celery import current_app  # the task lives a floor above services: looked up by name
-
-    current_app.send_task("evaluation.tasks.calibration_compute", args=[calibration_id])
+def calibrations_close_orphaned(*, question_set: QuestionSet | None = None) -> int:
+    """Fail the open (queued or computing) calibrations whose task is closed without a result
+    (dead after its attempts: its worker was killed or timed out on every one; failed) or
+    gone, with the task's reason, so their page says why and asking again starts anew. A
+    calibration whose task is still open (queued, running, waiting to retry) is left alone:
+    the lease sweeper requeues it. Returns how many it failed. Idempotent: each is failed by a
+    conditional UPDATE on its open state, so a worker finishing meanwhile wins or loses
+    whole. Beat runs it (`evaluation.tasks.scheduled_runs`), and so does every request."""
+    calibrations = Calibration.objects.filter(state__in=Calibration.OPEN_STATES).select_related(
+        "task"
+    )
+    if question_set is not None:
+        calibrations = calibrations.filter(question_set=question_set)
+    closed = 0
+    for calibration in calibrations:
+        task = calibration.task
+        if task is not None and task.status in IngestionTask.OPEN_STATUSES:
+            continue
+        reason = task.last_error if task is not None and task.last_error else ""
+        closed += Calibration.objects.filter(
+            pk=calibration.pk, state__in=Calibration.OPEN_STATES
+        ).update(
+            state=Calibration.State.FAILED,
+            error=(reason or WORKER_STOPPED)[:4000],
+            computed_at=timezone.now(),
+        )
+    return closed
 
 
 def calibration_examples(
-    *, kb: KnowledgeBase, version: IndexVersion, questions: list[Question]
+    *,
+    kb: KnowledgeBase,
+    version: IndexVersion,
+    questions: list[Question],
+    lease: Lease | None = None,
 ) -> list[Example]:
     """Each question's legs as a hybrid search of `version` reads them for top 10 (the search
     service's code, the shipped depth), reading every document, as fitting examples. Runs
-    its searches outside any transaction of its own (each search has its snapshot)."""
+    its searches outside any transaction of its own (each search has its snapshot). Stops
+    (LeaseLost) as soon as `lease`'s heartbeat finds it lost: another worker computes it."""
     everything = Principal(
         tenant_id=kb.tenant_id,
         kb_ids=frozenset({kb.pk}),
@@ -122,7 +192,9 @@ def calibration_examples(
         all_groups=True,
     )
     examples = []
-    for question in questions:
+    for number, question in enumerate(questions, start=1):
+        if lease is not None and lease.lost.is_set():
+            raise LeaseLost(f"lease on task {lease.task_id} was lost")
         _, (vector, keyword) = search_legs(
             principal=everything, kb=kb, query=question.text, top_k=TOP_K, index_version=version
         )
@@ -136,22 +208,52 @@ def calibration_examples(
                 answers=question.expected_keys,
             )
         )
+        faults.calibration_after_legs(number)
     return examples
 
 
-def calibration_compute(*, calibration_id: int) -> Calibration | None:
+def calibration_execute(*, task: IngestionTask, lease: Lease) -> str:
+    """The runner of a task of kind "calibration" (`ingestion.pipeline.run.TASK_RUNNERS`,
+    registered by `evaluation.apps`), under the task's lease and heartbeat: computes the
+    task's calibration (`calibration_compute`) and returns its state ("gone" when the
+    calibration was deleted, "not_open" when there was nothing left to compute). Either way
+    the task succeeds, fenced."""
+    calibration_id = (
+        Calibration.objects.filter(task_id=task.pk).values_list("pk", flat=True).first()
+    )
+    if calibration_id is None:
+        with fenced(lease):
+            task_succeed(lease=lease)
+        return "gone"
+    done = calibration_compute(calibration_id=calibration_id, lease=lease)
+    return done.state if done is not None else "not_open"
+
+
+def calibration_compute(*, calibration_id: int, lease: Lease | None = None) -> Calibration | None:
     """Compute a calibration asked for: read every question's legs, calibrate, store the
     candidate (or that the default was kept) with its folds and each question's held-out
     rankings. Returns it, or None when it is gone or no longer queued or computing.
 
-    Claimed by a conditional UPDATE (queued or computing → computing, so a task delivered
-    again after its worker died computes again); deterministic (the questions in their id
-    order, `calibrate`'s fixed folds), so two computations of one calibration write the same.
-    The result is written only while the row is still computing and the set still at the
-    version asked; a set that changed meanwhile fails it, saying so."""
-    claimed = Calibration.objects.filter(
-        pk=calibration_id, state__in=Calibration.OPEN_STATES
-    ).update(state=Calibration.State.RUNNING)
+    `lease`: its task's, when a worker computes it (`calibration_execute`): every write is
+    fenced by it (a worker that lost its lease writes nothing), and the task succeeds in the
+    transaction that writes the result. None: computed in this process outside its task (a
+    shell, a test), unfenced.
+
+    Claimed by a conditional UPDATE (queued or computing → computing: the task's lease says
+    which worker may; a task the sweeper handed to another worker after its first died
+    computes again from the start); deterministic (the questions in their id order,
+    `calibrate`'s fixed folds), so two computations of one calibration write the same, and
+    nothing is written before the result, so a killed attempt leaves nothing half-written.
+    Reading the legs may fail and be retried by the task (a provider or a database down); a
+    fit that fails fails the calibration at once with the reason (TerminalError: the same
+    examples would fail again). The result is written only while the row is still computing
+    and the set still at the version asked; a set that changed meanwhile fails it, saying so."""
+    with _writing(lease):
+        claimed = Calibration.objects.filter(
+            pk=calibration_id, state__in=Calibration.OPEN_STATES
+        ).update(state=Calibration.State.RUNNING)
+        if not claimed and lease is not None:
+            task_succeed(lease=lease)  # nothing left to compute
     if not claimed:
         return None
     calibration = Calibration.objects.select_related("kb", "index_version", "question_set").get(
@@ -160,15 +262,17 @@ def calibration_compute(*, calibration_id: int) -> Calibration | None:
     questions = list(
         Question.objects.filter(question_set_id=calibration.question_set_id).order_by("pk")
     )
+    examples = calibration_examples(
+        kb=calibration.kb, version=calibration.index_version, questions=questions, lease=lease
+    )
     try:
-        examples = calibration_examples(
-            kb=calibration.kb, version=calibration.index_version, questions=questions
-        )
         found = calibrate(examples, fusion.model())
-    except Exception as exc:  # a failure is the row's to say, not a retry loop's
+    except Exception as exc:  # the same examples would fail again: the row's to say
         logger.exception("calibration %s failed", calibration_id)
-        _fail(calibration_id, str(exc) or exc.__class__.__name__)
-        raise
+        message = str(exc) or exc.__class__.__name__
+        with _writing(lease):
+            _fail(calibration_id, message)
+        raise TerminalError("calibration_failed", message) from exc
     by_id = {q.external_id: q for q in questions}
     per_question = [
         {
@@ -182,7 +286,7 @@ def calibration_compute(*, calibration_id: int) -> Calibration | None:
         for qid, (default, candidate) in sorted(found.held_out.items())
     ]
     n = sum(fold.n for fold in found.folds) or 1
-    with transaction.atomic():
+    with _writing(lease):
         version = QuestionSet.objects.values_list("version", flat=True).get(
             pk=calibration.question_set_id
         )
@@ -192,27 +296,34 @@ def calibration_compute(*, calibration_id: int) -> Calibration | None:
                 f"The question set changed while the calibration was computed (version "
                 f"{calibration.question_set_version} → {version}). Calibrate again.",
             )
-            return Calibration.objects.get(pk=calibration_id)
-        Calibration.objects.filter(pk=calibration_id, state=Calibration.State.RUNNING).update(
-            state=(
-                Calibration.State.DEFAULT_KEPT
-                if found.kept_default
-                else Calibration.State.CANDIDATE
-            ),
-            default_sha256=default_sha256(),
-            parameters=parameters_of(found.model, l2=found.l2, questions=found.questions),
-            l2=found.l2,
-            questions=found.questions,
-            teaching=found.teaching,
-            default_mrr=round(sum(f.default_mrr * f.n for f in found.folds) / n, 4),
-            candidate_mrr=round(sum(f.candidate_mrr * f.n for f in found.folds) / n, 4),
-            folds=[vars(fold) for fold in found.folds],
-            grid=found.grid,
-            per_question=per_question,
-            error="",
-            computed_at=timezone.now(),
-        )
+        else:
+            Calibration.objects.filter(pk=calibration_id, state=Calibration.State.RUNNING).update(
+                state=(
+                    Calibration.State.DEFAULT_KEPT
+                    if found.kept_default
+                    else Calibration.State.CANDIDATE
+                ),
+                default_sha256=default_sha256(),
+                parameters=parameters_of(found.model, l2=found.l2, questions=found.questions),
+                l2=found.l2,
+                questions=found.questions,
+                teaching=found.teaching,
+                default_mrr=round(sum(f.default_mrr * f.n for f in found.folds) / n, 4),
+                candidate_mrr=round(sum(f.candidate_mrr * f.n for f in found.folds) / n, 4),
+                folds=[vars(fold) for fold in found.folds],
+                grid=found.grid,
+                per_question=per_question,
+                error="",
+                computed_at=timezone.now(),
+            )
+        if lease is not None:
+            task_succeed(lease=lease)
     return Calibration.objects.get(pk=calibration_id)
+
+
+def _writing(lease: Lease | None) -> AbstractContextManager[None]:
+    """A transaction fenced by `lease` (see `work.leases.fenced`), or a plain one without."""
+    return fenced(lease) if lease is not None else transaction.atomic()
 
 
 def _fail(calibration_id: int, error: str) -> None:
@@ -239,7 +350,7 @@ def calibration_adopt(
 
     Judged by the gate a swap passes (`evaluation.calibration.calibration_verdict`: the
     held-out comparison on its set against the knowledge base's gate's allowed drop, and
-    refused when stale): refused (ActionRefused, the verdict's words) unless `override` by an
+    refused when stale): refused (CalibrationRefused, the verdict's words) unless `override` by an
     actor with the gate's override permission and a `reason`, which is then its own audit
     event (QUALITY_GATE_OVERRIDDEN), as a swap's override is. Refused too for an actor without
     ADOPT_PERMISSION, and for a calibration that is not adoptable (computing, failed, the
@@ -250,8 +361,9 @@ def calibration_adopt(
     (`retrieval.models.FusionCalibration`), marks a calibration adopted before as replaced,
     and writes the adoption's audit event (FUSION_CALIBRATION_ADOPTED), all or nothing."""
     if not _may(actor, ADOPT_PERMISSION):
-        raise ActionRefused(
-            gettext("Only a person who may change the quality gate may adopt a calibration.")
+        raise CalibrationRefused(
+            gettext("Only a person who may change the quality gate may adopt a calibration."),
+            code=PERMISSION_DENIED,
         )
     with transaction.atomic():
         kb = locks.lock_knowledge_base(calibration.kb_id)
@@ -261,16 +373,16 @@ def calibration_adopt(
             .get(pk=calibration.pk)
         )
         if locked.state == Calibration.State.ADOPTED:
-            raise ActionRefused(gettext("This calibration is adopted already."))
+            raise CalibrationRefused(gettext("This calibration is adopted already."))
         if locked.state == Calibration.State.DEFAULT_KEPT:
-            raise ActionRefused(
+            raise CalibrationRefused(
                 gettext(
                     "This calibration kept the default: no refit beat it on the held-out folds "
                     "by more than noise, so there is nothing to adopt."
                 )
             )
         if locked.state not in Calibration.ADOPTABLE:
-            raise ActionRefused(
+            raise CalibrationRefused(
                 gettext("A %(state)s calibration cannot be adopted.")
                 % {"state": locked.get_state_display()}
             )
@@ -278,20 +390,24 @@ def calibration_adopt(
         record = verdict.record()
         if verdict.refuses:
             if not override:
-                raise ActionRefused(
+                raise CalibrationRefused(
                     verdict.words()
                     + " "
-                    + gettext("An index admin may override it, giving a reason.")
+                    + gettext("An index admin may override it, giving a reason."),
+                    code=CALIBRATION_STALE if verdict.state == "missing" else QUALITY_GATE_REFUSED,
                 )
             if not _may(actor, OVERRIDE_PERMISSION):
-                raise ActionRefused(
+                raise CalibrationRefused(
                     gettext(
                         "Only a person with the permission to override the quality gate (an "
                         "index admin) may adopt a calibration it refuses."
-                    )
+                    ),
+                    code=PERMISSION_DENIED,
                 )
             if not reason.strip():
-                raise ActionRefused(gettext("Say why you override the quality gate."))
+                raise CalibrationRefused(
+                    gettext("Say why you override the quality gate."), code=REASON_REQUIRED
+                )
             with translation.override("en"):  # the audit trail's words
                 words = verdict.words()
             AuditEvent.objects.create(
@@ -331,16 +447,19 @@ def calibration_adopt(
     return locked
 
 
-def calibration_roll_back(*, kb: KnowledgeBase, actor: Actor = None, reason: str = "") -> None:
+def calibration_roll_back(
+    *, kb: KnowledgeBase, actor: Actor = None, reason: str = ""
+) -> list[Calibration]:
     """Make search fuse `kb`'s hybrid searches by the shipped default again: deletes the
     adopted parameters, marks the adopted calibration rolled back (it may be adopted again),
-    and writes the audit event (FUSION_CALIBRATION_ROLLED_BACK). Never gated: it returns to
-    what search did before. Refused for an actor without ADOPT_PERMISSION, and when search
-    uses the default already (so a second rollback changes nothing). One transaction under
-    the knowledge base's row lock."""
+    writes the audit event (FUSION_CALIBRATION_ROLLED_BACK), and returns the calibrations it
+    rolled back. Never gated: it returns to what search did before. Refused for an actor
+    without ADOPT_PERMISSION, and when search uses the default already (so a second rollback
+    changes nothing). One transaction under the knowledge base's row lock."""
     if not _may(actor, ADOPT_PERMISSION):
-        raise ActionRefused(
-            gettext("Only a person who may change the quality gate may roll a calibration back.")
+        raise CalibrationRefused(
+            gettext("Only a person who may change the quality gate may roll a calibration back."),
+            code=PERMISSION_DENIED,
         )
     with transaction.atomic():
         locks.lock_knowledge_base(kb.pk)
@@ -349,7 +468,7 @@ def calibration_roll_back(*, kb: KnowledgeBase, actor: Actor = None, reason: str
             Calibration.objects.select_for_update().filter(kb=kb, state=Calibration.State.ADOPTED)
         )
         if not deleted and not adopted:
-            raise ActionRefused(gettext("Search already uses the default fusion here."))
+            raise CalibrationRefused(gettext("Search already uses the default fusion here."))
         now = timezone.now()
         for calibration in adopted:
             calibration.state = Calibration.State.ROLLED_BACK
@@ -364,3 +483,4 @@ def calibration_roll_back(*, kb: KnowledgeBase, actor: Actor = None, reason: str
             actor_id=actor_id(actor),
             details={"reason": reason, "calibrations": [c.pk for c in adopted]},
         )
+    return adopted

@@ -6,8 +6,8 @@ gate's confirmation page, finds the adoption on the timeline, reads the candidat
 rolls search back to the default. The world (tests/evaluation/calibration_world.py) has a
 default its questions clearly beat, so the gate lets the calibration through.
 
-The calibration is computed in this process, as the worker's task would (the shipped default
-is replaced in this process, which the live server shares). Screenshots land in artifacts/e2e/."""
+The calibration's task is run in this process, as a worker runs it (the shipped default is
+replaced in this process, which the live server shares). Screenshots land in artifacts/e2e/."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from selenium.webdriver.support.select import Select
 from evaluation.calibration import MIN_QUESTIONS
 from evaluation.models import Calibration
 from evaluation.services.gates import quality_gate_save
-from evaluation.tasks import calibration_compute_task
+from ingestion.pipeline.run import task_execute
 from kb.audit_kinds import (
     FUSION_CALIBRATION_ADOPTED,
     FUSION_CALIBRATION_ROLLED_BACK,
@@ -77,8 +77,9 @@ def test_an_index_admin_calibrates_search_adopts_it_and_rolls_back_to_the_defaul
     assert "This page reloads itself" in iris.text()
     iris.screenshot("calibration-queued")
 
-    # computed, as the worker's task does it
-    calibration_compute_task(calibration.pk)
+    # computed, as a worker runs its task
+    assert calibration.task_id is not None
+    assert task_execute(task_id=calibration.task_id, worker_id="e2e") == "candidate"
     calibration.refresh_from_db()
     assert calibration.state == Calibration.State.CANDIDATE, calibration.error
     assert calibration.default_mrr is not None and calibration.candidate_mrr is not None

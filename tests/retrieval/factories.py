@@ -146,6 +146,47 @@ def question_set_with_run(kb: KnowledgeBase) -> tuple[Any, Any]:
     return question_set, run
 
 
+def calibration_of(question_set: Any) -> Any:
+    """A computed calibration (a candidate a key may adopt) of `question_set` on its knowledge
+    base's active version, written as `calibration_compute` would write it, for the tests
+    that walk every API operation (evaluation's calibration paths name it). Its parameters are
+    the default's (adopting it changes no ranking); its one question is the set's first, which
+    the candidate's held-out ranking answers and the default's misses."""
+    from evaluation.calibration import default_sha256
+    from evaluation.models import Calibration
+    from retrieval.search import fusion
+    from retrieval.search.fusion_fitting import parameters_of
+
+    question = question_set.questions.order_by("pk").first()
+    kb = question_set.kb
+    return Calibration.objects.create(
+        kb=kb,
+        question_set=question_set,
+        question_set_version=question_set.version,
+        index_version_id=kb.active_index_version_id,
+        state=Calibration.State.CANDIDATE,
+        default_sha256=default_sha256(),
+        parameters=parameters_of(fusion.model(), l2=1.0, questions=1),  # the default's
+        l2=1.0,
+        questions=1,
+        teaching=1,
+        default_mrr=0.0,
+        candidate_mrr=1.0,
+        folds=[{"n": 1, "default_mrr": 0.0, "candidate_mrr": 1.0}],
+        per_question=[
+            {
+                "question": question.pk,
+                "external_id": question.external_id,
+                "text": question.text,
+                "expected": list(question.expected_keys),
+                "default": ["elsewhere"],
+                "candidate": list(question.expected_keys),
+            }
+        ],
+        computed_at=timezone.now(),
+    )
+
+
 def hit(chunk_id: int, score: float) -> Hit:
     """A bare hit for ranking tests: chunk `chunk_id` of document d<chunk_id>."""
     return Hit(

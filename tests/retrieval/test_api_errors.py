@@ -93,6 +93,7 @@ def test_every_api_route_is_exact_about_its_slash(
         "question_set_id": 1,
         "evaluation_id": 1,
         "other_id": 1,
+        "calibration_id": 1,
     }
 
     for operation in api_operations():
@@ -118,6 +119,7 @@ def test_every_method_an_api_route_does_not_serve_is_a_json_405(
         "question_set_id": 1,
         "evaluation_id": 1,
         "other_id": 1,
+        "calibration_id": 1,
     }
     served: dict[str, set[str]] = {}
     for operation in api_operations():

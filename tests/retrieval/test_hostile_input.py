@@ -18,7 +18,12 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from kb.models import KnowledgeBase
 from retrieval.api.parsers import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_problem
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import publish, question_set_with_run, source_with_run
+from tests.retrieval.factories import (
+    calibration_of,
+    publish,
+    question_set_with_run,
+    source_with_run,
+)
 from tests.retrieval.routes import Operation, api_operations, call, error_of
 
 pytestmark = pytest.mark.django_db
@@ -165,12 +170,14 @@ def values(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, str]:
     live = publish(kb, "refunds", "Refunds are possible within thirty days.")
     source, run = source_with_run(kb, tmp_path / "share", settings)
     question_set, evaluation = question_set_with_run(kb)
+    calibration = calibration_of(question_set)
     return {
         "source_id": str(source.pk),
         "run_id": str(run.pk),
         "question_set_id": str(question_set.pk),
         "evaluation_id": str(evaluation.pk),
         "other_id": str(evaluation.pk),  # a run compared with itself: as good as any pair here
+        "calibration_id": str(calibration.pk),
         "kb": "handbook",
         "chunk_id": str(live.chunks.get(ordinal=0).pk),
         "document_id": str(live.document_id),

@@ -27,7 +27,7 @@ from kb.models import KnowledgeBase
 from retrieval.principals import api_key_create
 from sources.services.runs import sync_request
 from sources.services.sources import source_save
-from tests.retrieval.factories import publish, question_set_with_run
+from tests.retrieval.factories import calibration_of, publish, question_set_with_run
 
 OPERATIONS = {
     ("POST", "/api/v1/search"),
@@ -68,6 +68,11 @@ OPERATIONS = {
     ("GET", "/api/v1/evaluations/{evaluation_id}"),
     ("GET", "/api/v1/evaluations/{evaluation_id}/results"),
     ("GET", "/api/v1/evaluations/{evaluation_id}/compare/{other_id}"),
+    ("GET", "/api/v1/kbs/{kb}/calibrations"),
+    ("POST", "/api/v1/kbs/{kb}/calibrations"),
+    ("POST", "/api/v1/kbs/{kb}/calibrations/roll-back"),
+    ("GET", "/api/v1/calibrations/{calibration_id}"),
+    ("POST", "/api/v1/calibrations/{calibration_id}/adopt"),
 }
 
 # Besides no 5xx: every answer is documented (status, content type, body schema), and every
@@ -154,6 +159,7 @@ def fuzz_target(
     )
     run, _ = sync_request(source=source)
     question_set, evaluation = question_set_with_run(kb)
+    calibration = calibration_of(question_set)
     return {
         "headers": {"Authorization": f"Bearer {key}"},
         "path_parameters": {
@@ -167,6 +173,7 @@ def fuzz_target(
             "question_set_id": question_set.pk,
             "evaluation_id": evaluation.pk,
             "other_id": evaluation.pk,
+            "calibration_id": calibration.pk,
         },
     }
 

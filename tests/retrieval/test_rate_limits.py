@@ -35,6 +35,7 @@ VALUES = {
     "question_set_id": 10**12,
     "evaluation_id": 10**12,
     "other_id": 10**12,
+    "calibration_id": 10**12,
 }
 
 

@@ -15,7 +15,13 @@ from django.test import Client
 from kb.models import Build, Document, KnowledgeBase, Tenant
 from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import api_key_create
-from tests.retrieval.factories import api, publish, question_set_with_run, source_with_run
+from tests.retrieval.factories import (
+    api,
+    calibration_of,
+    publish,
+    question_set_with_run,
+    source_with_run,
+)
 from tests.retrieval.routes import Operation, api_operations, call
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +56,7 @@ def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[st
         "question_set_id": {},
         "evaluation_id": {},
         "other_id": {},  # the run compared with: scoped like evaluation_id
+        "calibration_id": {},
     }
     for reason, build in [
         ("access group", restricted),
@@ -78,12 +85,14 @@ def world(kb: KnowledgeBase, settings: Any, tmp_path: Path) -> dict[str, dict[st
         world["question_set_id"][reason] = str(question_set.pk)
         world["evaluation_id"][reason] = str(evaluation.pk)
         world["other_id"][reason] = str(evaluation.pk)
+        world["calibration_id"][reason] = str(calibration_of(question_set).pk)
     world["readable"] = {
         "source_id": str(own.pk),
         "run_id": str(own.runs.get().pk),
         "question_set_id": str(own_set.pk),
         "evaluation_id": str(own_evaluation.pk),
         "other_id": str(own_evaluation.pk),
+        "calibration_id": str(calibration_of(own_set).pk),
     }
     return world
 
