@@ -41,6 +41,10 @@ UNITS = {
     "mcp": "canon-mcp.service",
 }
 
+# Seconds a request to the started processes may take: on a loaded 2-core machine (CI, a suite
+# beside other work) a gunicorn worker that just booted answered after httpx's default 5 s.
+SLOW = 60
+
 
 def _systemd(env: dict[str, str], logs: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
     """The units' commands, run as systemd would: ExecStartPre first, the example environment
@@ -106,7 +110,7 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
         web = f"http://127.0.0.1:{port}"
         services["worker"].wait_for_log("ready.")
         health = services["web"].wait_for_http(f"{web}/healthz", headers=headers)
-        ready = httpx.get(f"{web}/readyz", headers=headers)
+        ready = httpx.get(f"{web}/readyz", headers=headers, timeout=SLOW)
         assert health.status_code == 200, health.text
         assert ready.status_code == 200 and ready.json()["ready"] is True, ready.text
 
@@ -115,6 +119,7 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
             headers={**headers, "Authorization": f"Bearer {api_key}", "Idempotency-Key": "p-1"},
             data={"key": "policy"},
             files={"file": ("policy.txt", b"Remote work is allowed three days a week.")},
+            timeout=SLOW,
         )
         assert upload.status_code == 201, upload.text
         document = upload.json()["document_id"]
@@ -123,6 +128,7 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
             detail = httpx.get(
                 f"{web}/api/v1/documents/{document}",
                 headers={**headers, "Authorization": f"Bearer {api_key}"},
+                timeout=SLOW,
             ).json()
             if detail.get("live_revision") == 1:
                 break
@@ -146,7 +152,7 @@ def test_web_worker_and_beat_serve_build_schedule_and_stop_cleanly(
                 subprocess.run(argv, cwd=ROOT, env=env, check=True)
             services["web"].wait_for_log("Handling signal: hup")
             services["web"].wait_for_log("Worker exiting")  # the old one, after the new booted
-            assert httpx.get(f"{web}/readyz", headers=headers).status_code == 200
+            assert httpx.get(f"{web}/readyz", headers=headers, timeout=SLOW).status_code == 200
         mcp = services["mcp"].wait_for_http(f"http://127.0.0.1:{mcp_port}/healthz")
         assert mcp.status_code == 200, mcp.text
     finally:
