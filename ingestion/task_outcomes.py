@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from kb import locks
-from kb.failures import GAVE_UP, failure_fields
+from kb.failures import GAVE_UP, failure_fields, reason_record
 from kb.models import Build
 from textkit.reasons import Reason
 from work.backoff import backoff_seconds
@@ -31,6 +31,8 @@ def task_succeed(*, lease: Lease) -> None:
         lease_expires_at=None,
         last_error_code="",
         last_error="",
+        last_error_reason="",
+        last_error_params={},
         updated_at=Now(),
     )
 
@@ -46,8 +48,11 @@ def task_fail(*, lease: Lease, code: str, message: str, reason: Reason | None = 
         )
 
 
-def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
-    """Retryable failure: back off with jitter and try again, or dead-letter past the cap."""
+def task_retry_later(
+    *, lease: Lease, code: str, message: str, reason: Reason | None = None
+) -> None:
+    """Retryable failure: back off with jitter and try again, or dead-letter past the cap.
+    `reason`, when the error declared one, is kept beside `message` for the admin's words."""
     with transaction.atomic():
         task = _lock_build_then_task(lease)
         if task.attempt >= task.max_attempts:
@@ -64,9 +69,8 @@ def task_retry_later(*, lease: Lease, code: str, message: str) -> None:
             task.attempt, base=settings.RETRY_BASE_SECONDS, cap=settings.RETRY_MAX_SECONDS
         )
         task_requeue(task, status=IngestionTask.Status.RETRY_WAIT, delay=delay)
-        task.last_error_code = code
-        task.last_error = message[:4000]
-        task.save(update_fields=["last_error_code", "last_error"])
+        _record_error(task, code=code, message=message, reason=reason)
+        task.save(update_fields=["last_error_code", *ERROR_FIELDS])
 
 
 PROVIDER_UNAVAILABLE = "provider_unavailable"
@@ -74,7 +78,12 @@ STORAGE_UNAVAILABLE = "storage_unavailable"
 
 
 def task_wait_for_provider(
-    *, lease: Lease, until: datetime, message: str, code: str = PROVIDER_UNAVAILABLE
+    *,
+    lease: Lease,
+    until: datetime,
+    message: str,
+    code: str = PROVIDER_UNAVAILABLE,
+    reason: Reason | None = None,
 ) -> None:
     """The embedding provider is unavailable (its circuit breaker is open, or every attempt within
     the budget failed), or the file store is (`code` STORAGE_UNAVAILABLE): wait in `retry_wait`
@@ -87,9 +96,8 @@ def task_wait_for_provider(
     with transaction.atomic():
         task = _lock_build_then_task(lease)
         task.attempt = max(task.attempt - 1, 0)
-        task.last_error_code = code
-        task.last_error = message[:4000]
-        task.save(update_fields=["attempt", "last_error_code", "last_error"])
+        _record_error(task, code=code, message=message, reason=reason)
+        task.save(update_fields=["attempt", "last_error_code", *ERROR_FIELDS])
         delay = max(0.0, (until - timezone.now()).total_seconds())
         task_requeue(task, status=IngestionTask.Status.RETRY_WAIT, delay=delay)
 
@@ -117,11 +125,10 @@ def task_requeue(task: IngestionTask, *, status: str, delay: float = 0.0) -> Non
 def task_close(
     task: IngestionTask, *, status: str, code: str, message: str, reason: Reason | None = None
 ) -> None:
-    """Close a task; its build, unless already decided, fails with `reason` (a declared one:
-    its English is the message) or, without one, `message`. Caller holds build and task."""
+    """Close a task; it and its build, unless already decided, fail with `reason` (a declared
+    one: its English is the message) or, without one, `message`. Caller holds build and task."""
     task.status = status
-    task.last_error_code = code
-    task.last_error = message[:4000]
+    _record_error(task, code=code, message=message, reason=reason)
     task.lease_expires_at = None
     task.finished_at = timezone.now()
     task.save()
@@ -133,3 +140,15 @@ def task_close(
             **failure_fields(reason, message=message),
             finished_at=Now(),
         )
+
+
+# What `_record_error` writes besides the code.
+ERROR_FIELDS = ("last_error", "last_error_reason", "last_error_params")
+
+
+def _record_error(task: IngestionTask, *, code: str, message: str, reason: Reason | None) -> None:
+    """The task's last error: its kind (`code`), its English (bounded) and, for a declared
+    reason, the reason's code and values (which the admin words in the person's language)."""
+    task.last_error_code = code
+    task.last_error = message[:4000]
+    task.last_error_reason, task.last_error_params = reason_record(reason)

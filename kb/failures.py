@@ -1,11 +1,15 @@
-"""Why a build failed or was set aside, in the reader's language.
+"""Why a build failed or was set aside, why a task's attempt failed, and why an upload was
+refused, in the reader's language.
 
 A build keeps why in English (`Build.error`: the API's and the logs' words, which stay English)
 and, when the reason was a declared one (`textkit.reasons`: every format's, OCR's, the embedding
 providers', and the pipeline's and kb's own below), its code and values (`Build.error_code`,
 `Build.error_params`). A page words it again from those, in the active language
 (`build_error_words`); a build that failed before codes were kept, or for a reason nobody
-declared (an unexpected crash's own words), shows its English as stored.
+declared (an unexpected crash's own words), shows its English as stored. A task keeps its
+last error the same way (`IngestionTask.last_error_reason`, `last_error_params`:
+`task_error_words`); an upload refusal carries its reason (`kb.uploads.UploadRejected`), worded
+by the admin's upload pages (`console.admin.upload_words`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import embeddings.base  # noqa: F401 (declares the embedding providers' reasons)
 import textkit.extract  # noqa: F401 (declares every format's and OCR's reasons)
 from kb.models import Build
 from textkit.reasons import DECLARED, Reason, reason
+from work.models import IngestionTask
 
 # Builds set aside by a person's action or a newer revision (kb's services).
 SUPERSEDED_BY_REVISION = reason(
@@ -63,27 +68,58 @@ WORKER_STOPPED = reason(
     ),
 )
 
+# Uploads refused (`kb.uploads.upload_accept`) besides the extractors' reasons for a file's type.
+UPLOAD_TOO_LARGE = reason(
+    "upload.too_large", gettext_noop("%(name)s is larger than the limit of %(limit)s MB.")
+)
+UPLOAD_EMPTY = reason("upload.empty", gettext_noop("%(name)s is empty."))
+UPLOAD_STORE_UNAVAILABLE = reason(
+    "upload.store_unavailable",
+    gettext_noop(
+        "The file store is unavailable, so the file was not saved and nothing changed. "
+        "Try again in a minute."
+    ),
+)
+
 ERROR_MAX_CHARS = 4000
 
 
 def failure_fields(reason: Reason | None, *, message: str = "") -> dict[str, Any]:
     """The Build fields that record why it failed: the English sentence (bounded) and, for a
     declared reason, its code and values; `message` alone for a reason nobody declared."""
+    code, values = reason_record(reason)
+    english = reason.english() if reason is not None else message
+    return {"error": english[:ERROR_MAX_CHARS], "error_code": code, "error_params": values}
+
+
+def reason_record(reason: Reason | None) -> tuple[str, dict[str, Any]]:
+    """A reason's code and values as a row keeps them (texts bounded); ("", {}) for none."""
     if reason is None:
-        return {"error": message[:ERROR_MAX_CHARS], "error_code": "", "error_params": {}}
-    return {
-        "error": reason.english()[:ERROR_MAX_CHARS],
-        "error_code": reason.code,
-        "error_params": {
-            name: value[:ERROR_MAX_CHARS] if isinstance(value, str) else value
-            for name, value in reason.values.items()
-        },
+        return "", {}
+    return reason.code, {
+        name: value[:ERROR_MAX_CHARS] if isinstance(value, str) else value
+        for name, value in reason.values.items()
     }
 
 
 def build_error_words(build: Build) -> str:
     """Why `build` failed or was set aside, in the active language ("" when it says nothing)."""
     return reason_words(build.error_code, build.error_params, fallback=build.error)
+
+
+def task_error_words(task: IngestionTask) -> str:
+    """Why a task's last attempt failed, in the active language: its own declared reason
+    (`IngestionTask.last_error_reason`); for a task that kept none but whose build failed with
+    the same English for a declared reason (closed before tasks kept theirs), the build's; else
+    the task's English as stored (an unexpected error's own words)."""
+    if task.last_error_reason:
+        return reason_words(
+            task.last_error_reason, task.last_error_params, fallback=task.last_error
+        )
+    build = task.build if task.build_id else None
+    if build is not None and build.error_code and build.error == task.last_error[:ERROR_MAX_CHARS]:
+        return build_error_words(build)
+    return task.last_error
 
 
 def reason_words(code: str, values: Mapping[str, Any] | None, *, fallback: str) -> str:
@@ -105,6 +141,14 @@ def reason_words(code: str, values: Mapping[str, Any] | None, *, fallback: str) 
 def _value_words(value: Any, *, word: bool) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return number_format(value, force_grouping=True)
+    if isinstance(value, list | tuple):  # a list of words: "PDF、Word (.docx)或纯文本"
+        items = [str(_value_words(item, word=word)) for item in value]
+        if len(items) < 2:
+            return "".join(items)
+        return gettext("%(kinds)s or %(last)s") % {
+            "kinds": gettext(", ").join(items[:-1]),
+            "last": items[-1],
+        }
     if word and isinstance(value, str):
         return gettext(value)
     return value

@@ -21,17 +21,15 @@ from django.core import signing
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext
 
 from kb import storage
+from kb.failures import UPLOAD_EMPTY, UPLOAD_STORE_UNAVAILABLE, UPLOAD_TOO_LARGE
 from textkit import extract as parsers
+from textkit.reasons import Reason
 from work import faults
 
 logger = logging.getLogger(__name__)
-
-STORE_UNAVAILABLE = (
-    "The file store is unavailable, so the file was not saved and nothing changed. "
-    "Try again in a minute."
-)
 
 SKIPPED_ATTR = "_canon_oversized_uploads"  # their form fields
 SKIPPED_NAMES_ATTR = "_canon_oversized_upload_names"
@@ -81,10 +79,12 @@ class OversizedUploadHandler(FileUploadHandler):
 
 
 def oversized_messages(request: HttpRequest) -> list[str]:
-    """What to tell the uploader about each file refused while it streamed in."""
-    mb = settings.UPLOAD_MAX_BYTES // (1024 * 1024)
+    """What to tell the uploader about each file refused while it streamed in, in the active
+    language: only the admin's forms read on past such a file to say so (the API stops)."""
+    limit = settings.UPLOAD_MAX_BYTES // (1024 * 1024)
     return [
-        f"{name} is larger than the limit of {mb} MB and was not stored."
+        gettext("%(name)s is larger than the limit of %(limit)s MB and was not stored.")
+        % {"name": name, "limit": limit}
         for name in getattr(request, SKIPPED_NAMES_ATTR, [])
     ]
 
@@ -92,10 +92,23 @@ def oversized_messages(request: HttpRequest) -> list[str]:
 class UploadRejected(ValueError):
     """Why an upload was refused, in words for the uploader; `code` and `status` say which check
     refused it, for the API (413 too large, 415 unsupported type, 503 file store unavailable,
-    400 otherwise)."""
+    400 otherwise).
 
-    def __init__(self, message: str, *, code: str = "invalid_file", status: int = 400) -> None:
-        super().__init__(message)
+    `str(refusal)` is the English (the API's words); for a declared reason, `reason` keeps its
+    code and values and `file_name` the file named before it ("name.exe: Files ending in ..."),
+    so the admin words it again in the person's language."""
+
+    def __init__(
+        self,
+        message: str | Reason,
+        *,
+        code: str = "invalid_file",
+        status: int = 400,
+        file_name: str = "",
+    ) -> None:
+        super().__init__(f"{file_name}: {message}" if file_name else str(message))
+        self.reason = message if isinstance(message, Reason) else None
+        self.file_name = file_name
         self.code = code
         self.status = status
 
@@ -124,31 +137,32 @@ def upload_accept(upload: UploadedFile) -> AcceptedUpload:
     status 503 when the file store cannot be reached (nothing stored, nothing committed)."""
     name = clean_filename(upload.name or "")
     size = upload.size or 0
+    too_large = UPLOAD_TOO_LARGE(name=name, limit=settings.UPLOAD_MAX_BYTES // (1024 * 1024))
     if size > settings.UPLOAD_MAX_BYTES:
-        raise UploadRejected(
-            f"{name} is larger than the limit of {settings.UPLOAD_MAX_BYTES // (1024 * 1024)} MB.",
-            code="file_too_large",
-            status=413,
-        )
+        raise UploadRejected(too_large, code="file_too_large", status=413)
     if size == 0:
-        raise UploadRejected(f"{name} is empty.", code="empty_file")
+        raise UploadRejected(UPLOAD_EMPTY(name=name), code="empty_file")
     upload.seek(0)
     head = upload.read(8192)
     try:
         media_type = parsers.detect_media_type(name, head)
     except parsers.UnsupportedMediaType as exc:
-        raise UploadRejected(f"{name}: {exc}", code="unsupported_media_type", status=415) from exc
+        raise UploadRejected(
+            exc.reason or str(exc), file_name=name, code="unsupported_media_type", status=415
+        ) from exc
     except parsers.ParseError as exc:
-        raise UploadRejected(f"{name}: {exc}") from exc
+        raise UploadRejected(exc.reason or str(exc), file_name=name) from exc
     upload.seek(0)
     try:
         stored = storage.store_chunks(upload.chunks(), max_bytes=settings.UPLOAD_MAX_BYTES)
-    except storage.UploadTooLarge as exc:
-        raise UploadRejected(f"{name}: {exc}.", code="file_too_large", status=413) from exc
+    except storage.UploadTooLarge as exc:  # it grew past the limit its size declared
+        raise UploadRejected(too_large, code="file_too_large", status=413) from exc
     except storage.StorageError as exc:
         # Before any transaction: nothing is committed. The store's address stays in the log.
         logger.warning("upload not stored: %s", exc)
-        raise UploadRejected(STORE_UNAVAILABLE, code="storage_unavailable", status=503) from None
+        raise UploadRejected(
+            UPLOAD_STORE_UNAVAILABLE(), code="storage_unavailable", status=503
+        ) from None
     faults.after_store()  # crash tests: stored, never committed (an orphan to collect)
     return AcceptedUpload(stored=stored, media_type=media_type, original_name=name)
 

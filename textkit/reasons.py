@@ -10,9 +10,10 @@ A module declares each of its reasons once, next to the code that gives it:
 The English words carry `%(name)s` placeholders for the values; `words` names the values that
 are themselves words for people (a kind of file, "Word document"), marked with `gettext_noop`
 where they are written, so a page translates them too. Whole numbers are values, grouped by
-thousands in English ("20,000") and as the page's language groups them elsewhere. A code never
-changes meaning once stored: a build keeps it (`kb.models.Build.error_code`) for as long as it
-is kept."""
+thousands in English ("20,000") and as the page's language groups them elsewhere; so is a list
+of words (the kinds of file an upload may be), "a, b or c" in English and as the page's
+language lists them elsewhere. A code never changes meaning once stored: a build keeps it
+(`kb.models.Build.error_code`) for as long as it is kept."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# The values a reason may carry: what JSON keeps as it was given.
-Value = str | int
+# The values a reason may carry: what JSON keeps (a list of words comes back a list).
+Value = str | int | tuple[str, ...] | list[str]
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,13 @@ def english(code: str, values: Mapping[str, Any]) -> str:
 
 
 def english_value(value: Any) -> Any:
-    """A number as English writes it in a sentence ("20,000"); anything else as it is."""
+    """A number as English writes it in a sentence ("20,000"), a list of words as English lists
+    them ("PDF, HTML or plain text"); anything else as it is."""
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
+    if isinstance(value, tuple | list):
+        items = [str(item) for item in value]
+        return " or ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
     return value
 
 

@@ -81,10 +81,25 @@ class IngestionTask(models.Model):
     available_at = models.DateTimeField(
         null=True, blank=True, verbose_name=gettext_lazy("available at")
     )
+    # Which kind of error ended or delayed the last attempt ("unparseable", a class name, …).
     last_error_code = models.CharField(
         max_length=64, blank=True, verbose_name=gettext_lazy("last error code")
     )
+    # Its words in English (the logs' and the machinery's); and, when the error gave a declared
+    # reason (`textkit.reasons`), that reason's code and values, which the admin words in the
+    # person's language (`kb.failures.task_error_words`). "" and {} for other errors and rows
+    # from before reasons were kept.
     last_error = models.TextField(blank=True, verbose_name=gettext_lazy("last error"))
+    last_error_reason = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("last error reason"),
+    )
+    last_error_params = models.JSONField(
+        blank=True, default=dict, db_default={}, verbose_name=gettext_lazy("last error values")
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=gettext_lazy("updated at"))
     finished_at = models.DateTimeField(

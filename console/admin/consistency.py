@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.text import Truncator
 from django.utils.translation import gettext, gettext_lazy
 
 from console.admin import scoping
@@ -24,11 +25,14 @@ from embeddings.breaker import breaker_states
 from ingestion.models import StageResult
 from ingestion.reconciler.runner import anomaly_dismiss, anomaly_retry
 from ingestion.task_outcomes import PROVIDER_UNAVAILABLE
+from kb.failures import reason_words, task_error_words
 from kb.verify import verify
 from work.models import AuditEvent, IngestionTask, OutboxEvent
 
 logger = logging.getLogger(__name__)
 RESTRICTED = gettext_lazy("(a document of access groups you do not hold)")
+# How much of a task's last error its row shows (the task's page shows it whole).
+ERROR_LIST_CHARS = 200
 
 
 class ReadOnlyAdmin(scoping.ReadOnlyAdmin):
@@ -89,15 +93,30 @@ def provider_panel(queryset: QuerySet[Any]) -> dict[str, Any]:
         logger.warning("cannot read circuit breakers: %s", exc)
         breakers = None
     by_reason = tasks_by_reason(queryset)
+    waiting = by_reason["provider"].order_by("available_at")
     return {
         "breakers": breakers,
-        "waiting_on_provider": list(
-            by_reason["provider"]
-            .order_by("available_at")
-            .values("id", "kb__slug", "document__key", "available_at", "last_error")[:20]
-        ),
+        "waiting_on_provider": [
+            _worded(row)
+            for row in waiting.values(
+                "id",
+                "kb__slug",
+                "document__key",
+                "available_at",
+                "last_error",
+                "last_error_reason",
+                "last_error_params",
+            )[:20]
+        ],
         "counts": {reason: qs.count() for reason, qs in by_reason.items()},
     }
+
+
+def _worded(row: dict[str, Any]) -> dict[str, Any]:
+    """A waiting task's row with its last error in the reader's language where the error
+    declared its reason (`kb.failures`), else as stored."""
+    code, values = row.pop("last_error_reason"), row.pop("last_error_params")
+    return {**row, "last_error": reason_words(code, values, fallback=row["last_error"])}
 
 
 def _document_label(request: HttpRequest, document: Any) -> str:
@@ -119,11 +138,26 @@ class IngestionTaskAdmin(ReadOnlyAdmin):
         "attempt",
         "lease_owner",  # its expiry is on the task's page: the list must fit the screen
         "last_error_code",
+        "error_brief",
         "available_at",
         "updated_at",
     ]
     list_filter = [WaitReasonFilter, "status", "kind", "last_error_code"]
     list_select_related = ["document", "build"]
+    # The last error in the reader's language in place of the stored English (its reason's
+    # code and values beside it).
+    readonly_fields = [
+        "error_words" if f.name == "last_error" else f.name for f in IngestionTask._meta.fields
+    ]
+    exclude = ["last_error"]
+
+    @admin.display(description=gettext_lazy("last error"))
+    def error_words(self, task: IngestionTask) -> str:
+        return task_error_words(task)
+
+    @admin.display(description=gettext_lazy("last error"))
+    def error_brief(self, task: IngestionTask) -> str:
+        return Truncator(task_error_words(task)).chars(ERROR_LIST_CHARS)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -28,7 +28,7 @@ from console.admin import (
 )
 from console.admin.document_filters import DocumentStatusFilter, KnowledgeBaseFilter
 from console.admin.scoping import TenantScopedAdmin, groups_refused, may_read, request_reader
-from console.admin.upload_words import key_unavailable_words
+from console.admin.upload_words import key_unavailable_words, upload_refusal_words
 from console.formats import accepted_kinds_words, format_words
 from kb import document_states
 from kb.metadata import MetadataInvalid, normalise_metadata
@@ -71,7 +71,7 @@ def _file_error(request: HttpRequest, field: str, upload: Any) -> str | None:
     try:
         upload._canon_accepted = upload_accept(upload)
     except UploadRejected as exc:
-        return str(exc)
+        return upload_refusal_words(exc)
     return None
 
 

@@ -20,7 +20,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin.confirmation import require
 from console.admin.scoping import TenantScopedAdmin, groups_refused
-from console.admin.upload_words import key_unavailable_words
+from console.admin.upload_words import key_unavailable_words, upload_refusal_words
 from console.formats import accepted_kinds_words
 from kb.models import (
     Document,
@@ -141,7 +141,7 @@ def upload_many_view(model_admin: TenantScopedAdmin, request: HttpRequest) -> Ht
             try:
                 accepted = upload_accept(upload)
             except UploadRejected as exc:
-                messages.error(request, not_uploaded(str(exc)))
+                messages.error(request, not_uploaded(upload_refusal_words(exc)))
                 continue
             key = key_of(accepted.original_name)
             document, writable = writable_document(model_admin, request, kb, key)

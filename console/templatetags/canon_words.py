@@ -15,7 +15,7 @@ from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
 from console import words
 from console.formats import format_words, location_words
-from kb.failures import ERROR_MAX_CHARS, build_error_words
+from kb.failures import task_error_words
 from textkit.extract import Location
 
 register = template.Library()
@@ -134,10 +134,6 @@ def rank_change(code: str) -> str:
 
 @register.filter
 def task_error(task: Any) -> str:
-    """Why a failed or dead task ended, in the page's language: its build's reason
-    (`kb.failures`) when the build failed with it for a declared reason; else the task's own
-    words, in English as stored (a task without a build, an unexpected error)."""
-    build = task.build if task.build_id else None
-    if build is not None and build.error_code and build.error == task.last_error[:ERROR_MAX_CHARS]:
-        return build_error_words(build)
-    return str(task.last_error)
+    """Why a task's last attempt failed, in the page's language (`kb.failures`); an error
+    nobody declared, in English as stored."""
+    return task_error_words(task)

@@ -95,7 +95,9 @@ def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
         logger.warning(
             "waiting for the embedding provider until %s: %s", until.isoformat(), exc, extra=log
         )
-        _fail_quietly(task_wait_for_provider, lease=lease, until=until, message=str(exc))
+        _fail_quietly(
+            task_wait_for_provider, lease=lease, until=until, message=str(exc), reason=exc.reason
+        )
         return PROVIDER_UNAVAILABLE
     except storage.StorageUnavailable as exc:
         # The object store is down or slow: as for a provider, wait without spending an attempt
@@ -116,14 +118,14 @@ def _task_run(*, task: IngestionTask, lease: Lease, worker_id: str) -> str:
             connection.close()
         retryable, code = classify(exc)
         message = str(exc) if not retryable else f"{type(exc).__name__}: {exc}"
+        # A declared reason (a file's, a provider's, the pipeline's) the admin words again.
+        reason = exc.reason if isinstance(exc, ReasonedError) else None
         if retryable:
             # Connection loss, serialization failure, deadlock, provider outage: try again later.
             logger.warning("task will be retried: %s", message, extra=log, exc_info=True)
-            _fail_quietly(task_retry_later, lease=lease, code=code, message=message)
+            _fail_quietly(task_retry_later, lease=lease, code=code, message=message, reason=reason)
             return "retry"
         logger.warning("task failed: %s", message, extra=log)
-        # A declared reason (a file's, a provider's, the pipeline's) the admin words again.
-        reason = exc.reason if isinstance(exc, ReasonedError) else None
         _fail_quietly(task_fail, lease=lease, code=code, message=message, reason=reason)
         return "failed"
 

@@ -411,6 +411,7 @@ def build_retry(*, build_id: int, actor: Actor = None, reason: str = "") -> Inge
         task.attempt = 0
         task.last_error = ""
         task.last_error_code = ""
+        task.last_error_reason, task.last_error_params = "", {}
         task.finished_at = None
         task.available_at = timezone.now()
         task.save()

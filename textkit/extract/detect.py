@@ -6,9 +6,28 @@ from pathlib import PurePosixPath
 
 from textkit.extract import registry
 from textkit.extract.base import FILE_EMPTY, ParseError, UnsupportedMediaType
+from textkit.reasons import reason
+from textkit.words import gettext_noop
 
 # How many leading bytes `detect_media_type` wants to see.
 SNIFF_BYTES = 4096
+
+# `kinds`: the accepted kinds' labels (`registry.accepted_kind_labels`), listed as a sentence.
+NO_EXTENSION = reason(
+    "file.no_extension",
+    gettext_noop(
+        "The file name has no extension, so its type is unknown; upload one of these kinds: "
+        "%(kinds)s."
+    ),
+    words=("kinds",),
+)
+UNSUPPORTED_EXTENSION = reason(
+    "file.unsupported_extension",
+    gettext_noop(
+        'Files ending in "%(suffix)s" are not supported; upload one of these kinds: %(kinds)s.'
+    ),
+    words=("kinds",),
+)
 
 
 def detect_media_type(filename: str, head: bytes) -> str:
@@ -21,15 +40,11 @@ def detect_media_type(filename: str, head: bytes) -> str:
     """
     suffix = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
     if not suffix:
-        raise UnsupportedMediaType(
-            "The file name has no extension, so its type is unknown; "
-            f"upload one of these kinds: {registry.accepted_kinds()}."
-        )
+        raise UnsupportedMediaType(NO_EXTENSION(kinds=registry.accepted_kind_labels()))
     media_type = registry.EXTENSIONS.get(suffix)
     if media_type is None:
         raise UnsupportedMediaType(
-            f'Files ending in "{suffix}" are not supported; '
-            f"upload one of these kinds: {registry.accepted_kinds()}."
+            UNSUPPORTED_EXTENSION(suffix=suffix, kinds=registry.accepted_kind_labels())
         )
     if not head:
         raise ParseError(FILE_EMPTY())

@@ -76,8 +76,14 @@ SUPPORTED_MEDIA_TYPES = frozenset(EXTRACTORS)
 
 def accepted_kinds() -> str:
     """ "PDF, Word (.docx), HTML, Markdown or plain text": for messages and upload pages."""
-    labels = [module.LABEL for module in FORMATS]
+    labels = accepted_kind_labels()
     return ", ".join(labels[:-1]) + " or " + labels[-1]
+
+
+def accepted_kind_labels() -> tuple[str, ...]:
+    """Each format's label, in the order `accepted_kinds` names them (marked for translation:
+    a refusal that lists them is worded again in the reader's language)."""
+    return tuple(str(module.LABEL) for module in FORMATS)
 
 
 _FORMAT_OF: dict[str, ModuleType] = {
