@@ -165,9 +165,25 @@ class SyncRun(models.Model):
     deletions_planned = models.PositiveIntegerField(
         default=0, verbose_name=gettext_lazy("deletions planned")
     )
-    # Per-item outcomes worth reading: [{path, outcome, reason}], the first PROBLEMS_KEPT.
+    # Per-item outcomes worth reading: [{path, outcome, reason}], the first PROBLEMS_KEPT;
+    # `reason` is English (the API's words), and a declared reason adds its `code` and `params`
+    # (and `file`, the file its English names first) for the admin to word in the person's
+    # language (`console.admin.sync_words`).
     problems = models.JSONField(default=list, blank=True, verbose_name=gettext_lazy("problems"))
+    # Why the run failed, stopped or waits, in English (the API's and the logs' words); for a
+    # declared reason (`textkit.reasons`), its code and values beside it, which the admin words
+    # in the person's language. Runs from before keep "" and {} and show their English.
     error = models.TextField(blank=True, verbose_name=gettext_lazy("error"))
+    error_reason = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("error reason"),
+    )
+    error_params = models.JSONField(
+        blank=True, default=dict, db_default={}, verbose_name=gettext_lazy("error values")
+    )
     seconds_listing = models.FloatField(default=0, verbose_name=gettext_lazy("seconds listing"))
     seconds_fetching = models.FloatField(default=0, verbose_name=gettext_lazy("seconds fetching"))
     seconds_submitting = models.FloatField(

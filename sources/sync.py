@@ -33,8 +33,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from ingestion.task_outcomes import task_succeed
+from kb.failures import reason_record
 from kb.metadata import field_specs
 from kb.models import Document
 from kb.storage import StorageUnavailable
@@ -70,6 +72,7 @@ from sources.services.items import (
     item_submit,
 )
 from textkit.extract.registry import EXTENSIONS
+from textkit.reasons import Reason, reason
 from work import faults
 from work.leases import Lease, fenced
 from work.models import IngestionTask
@@ -80,6 +83,50 @@ PROGRESS_SECONDS = 1.0
 PROBLEMS_KEPT = 500
 KEY_MAX = 255
 SEEN_BATCH = 5000
+ERROR_MAX_CHARS = 4000
+PROBLEM_MAX_CHARS = 500
+
+# Why a run failed, stopped or waits (`SyncRun.error`, its code and values beside it). `detail`:
+# the source's or the store's own words (an exception's text), kept as they are.
+LISTING_FAILED = reason("sync.listing_failed", gettext_noop("The listing failed: %(detail)s"))
+PAUSED = reason("sync.paused", gettext_noop("The source was paused."))
+PAUSED_PART_WAY = reason("sync.paused_part_way", gettext_noop("The source was paused part-way."))
+SOURCE_STOPPED = reason(
+    "sync.source_stopped", gettext_noop("The source stopped answering part-way: %(detail)s")
+)
+WAITING_FOR_STORE = reason(
+    "sync.waiting_for_store",
+    gettext_noop(
+        "Waiting for Canon's file store, which cannot be reached (%(detail)s); the run goes on "
+        "by itself when it answers. Nothing was deleted."
+    ),
+)
+# Why an item was skipped (the run's problems); `notes`: what `mapped_metadata` said, in English.
+PATH_TOO_LONG = reason(
+    "sync.path_too_long", gettext_noop("the path is longer than %(limit)s characters")
+)
+NOT_SUPPORTED = reason("sync.not_supported", gettext_noop("skipped: not a supported kind of file"))
+METADATA_LEFT_OUT = reason("sync.metadata_left_out", gettext_noop("metadata left out: %(notes)s"))
+
+# Why, as a run or a problem keeps it: plain English, a declared reason, or an exception (its
+# English, and its reason when it carries one: `SourceError`, `UploadRejected`).
+Why = str | Reason | Exception
+
+
+def why_fields(why: Why, *, max_chars: int) -> tuple[str, str, dict[str, Any], str]:
+    """`why` as a row keeps it: its English (bounded), its reason's code and values ("" and {}
+    for none) and the file its English names first ("" for none)."""
+    if isinstance(why, Reason):
+        declared: Reason | None = why
+    else:
+        declared = getattr(why, "reason", None) if isinstance(why, Exception) else None
+    code, values = reason_record(declared if isinstance(declared, Reason) else None)
+    values = {
+        name: value[:max_chars] if isinstance(value, str) else value
+        for name, value in values.items()
+    }
+    file_name = str(getattr(why, "file_name", "") or "") if isinstance(why, Exception) else ""
+    return str(why)[:max_chars], code, values, file_name
 
 
 @dataclass
@@ -94,7 +141,7 @@ class Tally:
     processed: int = 0
     listing_skipped: int = 0  # this attempt's listing problems (no item row of their own)
     carried_listing_skipped: int = 0  # the most an earlier attempt's listing had
-    problems: list[dict[str, str]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(
         default_factory=lambda: {"listing": 0.0, "fetching": 0.0, "submitting": 0.0}
     )
@@ -116,10 +163,16 @@ class Tally:
             },
         )
 
-    def problem(self, path: str, outcome: str, reason: str) -> None:
-        """Say what happened to `path`; a path said before (by an earlier attempt) is said
-        again in the latest words, not twice."""
-        entry = {"path": path, "outcome": outcome, "reason": reason[:500]}
+    def problem(self, path: str, outcome: str, why: Why) -> None:
+        """Say what happened to `path`: in English, and for a declared reason its code and
+        values (and the file its English names first) beside it; a path said before (by an
+        earlier attempt) is said again in the latest words, not twice."""
+        english, code, values, file_name = why_fields(why, max_chars=PROBLEM_MAX_CHARS)
+        entry: dict[str, Any] = {"path": path, "outcome": outcome, "reason": english}
+        if code:
+            entry.update(code=code, params=values)
+            if file_name:
+                entry["file"] = file_name
         for index, old in enumerate(self.problems):
             if old["path"] == path and (path or old["reason"] == entry["reason"]):
                 self.problems[index] = entry
@@ -146,7 +199,7 @@ def _outcome_counts(run: SyncRun) -> dict[str, int]:
 @dataclass(frozen=True)
 class Result:
     state: str
-    error: str = ""
+    error: Why = ""
     note: str = ""  # about deletions: why none, or why they wait
     complete: bool = True  # the listing was complete
 
@@ -157,20 +210,19 @@ def sync_execute(*, task: IngestionTask, lease: Lease) -> str:
     tally = Tally.resumed(run)
     with fenced(lease):
         if not run.source.enabled:
-            _close(
-                run, tally, SyncRun.State.CANCELLED, error="The source was paused.", complete=False
-            )
+            _close(run, tally, SyncRun.State.CANCELLED, error=PAUSED(), complete=False)
             task_succeed(lease=lease)
             return run.state
         run.state = SyncRun.State.LISTING
         run.started_at = run.started_at or timezone.now()
-        run.error = ""  # an earlier attempt's wait for the file store is over
-        run.save(update_fields=["state", "started_at", "error"])
+        # an earlier attempt's wait for the file store is over
+        run.error, run.error_reason, run.error_params = "", "", {}
+        run.save(update_fields=["state", "started_at", "error", "error_reason", "error_params"])
     try:
         kind = kind_for(run.source)
     except (SecretsUnavailable, SourceError) as exc:
         with fenced(lease):
-            _close(run, tally, SyncRun.State.FAILED, error=str(exc), complete=False)
+            _close(run, tally, SyncRun.State.FAILED, error=exc, complete=False)
             task_succeed(lease=lease)
         return run.state
     try:
@@ -178,11 +230,8 @@ def sync_execute(*, task: IngestionTask, lease: Lease) -> str:
     except StorageUnavailable as exc:
         with fenced(lease):
             _save(run, tally)
-            run.error = (
-                f"Waiting for Canon's file store, which cannot be reached ({exc}); the run goes "
-                "on by itself when it answers. Nothing was deleted."
-            )
-            run.save(update_fields=["error"])
+            _error_set(run, WAITING_FOR_STORE(detail=str(exc)))
+            run.save(update_fields=["error", "error_reason", "error_params"])
         raise  # the task waits for the store without spending an attempt (pipeline.run)
     finally:
         kind.close()
@@ -254,7 +303,7 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
         except SourceUnavailable as exc:
             return Result(
                 SyncRun.State.FAILED,
-                error=f"The source stopped answering part-way: {exc}",
+                error=SOURCE_STOPPED(detail=str(exc)),
                 note="Nothing was deleted: the run stopped before it finished.",
                 complete=not incomplete,
             )
@@ -269,7 +318,7 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
             if not Source.objects.filter(pk=source.pk, enabled=True).exists():
                 return Result(
                     SyncRun.State.CANCELLED,
-                    error="The source was paused part-way.",
+                    error=PAUSED_PART_WAY(),
                     note="Nothing was deleted: the run stopped before it finished.",
                     complete=not incomplete,
                 )
@@ -285,7 +334,7 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
         tally=tally,
     )
     complete = not incomplete
-    if error:
+    if error is not None:
         return Result(SyncRun.State.FAILED, error=error, note=note, complete=complete)
     if run.state == SyncRun.State.AWAITING_CONFIRMATION:
         return Result(SyncRun.State.AWAITING_CONFIRMATION, note=note, complete=complete)
@@ -298,12 +347,13 @@ def _listing(
     tally: Tally,
     run: SyncRun,
     lease: Lease,
-) -> tuple[list[Item], set[str], str, str]:
+) -> tuple[list[Item], set[str], str, Reason | None]:
     """Every item listed, every path present (items and problems), why the listing may be
-    incomplete ("" when it is complete) and the listing's error ("" when none)."""
+    incomplete ("" when it is complete) and the listing's error (None when none)."""
     items: list[Item] = []
     present: set[str] = set()
-    incomplete = error = ""
+    incomplete = ""
+    error: Reason | None = None
     last_saved = time.monotonic()
     listed_before = tally.listed  # by an earlier attempt of the run
     tally.listed = tally.listing_skipped = 0
@@ -320,7 +370,7 @@ def _listing(
             if len(document_key(run.source, entry.path)) > KEY_MAX:
                 present.add(entry.path)
                 tally.listing_skipped += 1
-                tally.problem(entry.path, SKIPPED, f"the path is longer than {KEY_MAX} characters")
+                tally.problem(entry.path, SKIPPED, PATH_TOO_LONG(limit=KEY_MAX))
                 continue
             items.append(entry)
             present.add(entry.path)
@@ -330,7 +380,7 @@ def _listing(
                     _save(run, tally)
                 last_saved = time.monotonic()
     except ListingFailed as exc:
-        error = f"The listing failed: {exc}"
+        error = LISTING_FAILED(detail=str(exc))
         incomplete = str(exc)
         tally.listed = max(tally.listed, listed_before)
     return items, present, incomplete, error
@@ -354,7 +404,7 @@ def _item_take(
             said = SourceItem.objects.filter(
                 source=run.source, path=item.path, last_outcome=UNSUPPORTED
             ).exists()
-            outcome = Outcome(UNSUPPORTED, "" if said else "skipped: not a supported kind of file")
+            outcome = Outcome(UNSUPPORTED, "" if said else NOT_SUPPORTED())
             item_outcome_record(run=run, item=item, outcome=outcome)
         return outcome
     with fenced(lease):
@@ -375,7 +425,7 @@ def _item_take(
         if isinstance(exc, UploadRejected) and exc.status == 503:
             # Canon's own store, not the source: wait for it as a build does.
             raise StorageUnavailable(str(exc)) from None
-        outcome = Outcome(FAILED, str(exc))
+        outcome = Outcome(FAILED, exc)
         with fenced(lease):
             item_outcome_record(run=run, item=item, outcome=outcome)
         return outcome
@@ -389,7 +439,7 @@ def _item_take(
     finally:
         tally.seconds["submitting"] += time.monotonic() - started
     if notes and not outcome.reason:
-        return Outcome(outcome.kind, "metadata left out: " + "; ".join(notes))
+        return Outcome(outcome.kind, METADATA_LEFT_OUT(notes="; ".join(notes)))
     return outcome
 
 
@@ -491,13 +541,19 @@ def _save(run: SyncRun, tally: Tally) -> None:
     run.save()
 
 
+def _error_set(run: SyncRun, why: Why) -> None:
+    """Set why the run failed, stopped or waits: its English, and a declared reason's code and
+    values beside it."""
+    run.error, run.error_reason, run.error_params, _ = why_fields(why, max_chars=ERROR_MAX_CHARS)
+
+
 def _close(
-    run: SyncRun, tally: Tally, state: str, *, error: str = "", note: str = "", complete: bool
+    run: SyncRun, tally: Tally, state: str, *, error: Why = "", note: str = "", complete: bool
 ) -> None:
     """Caller holds the run's lease (fenced)."""
     _save(run, tally)
     run.state = state
-    run.error = error[:4000]
+    _error_set(run, error)
     run.deletion_note = note
     run.listing_complete = complete
     run.finished_at = None if state == SyncRun.State.AWAITING_CONFIRMATION else timezone.now()

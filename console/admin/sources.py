@@ -26,6 +26,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 from console.admin import source_actions
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from console.admin.source_form import CREDENTIAL_PREFIX, SourceForm, kind_fields, setting_words
+from console.admin.sync_words import problem_words, run_error_words
 from kb.models import KnowledgeBase
 from sources.kinds.registry import KINDS
 from sources.models import Source, SourceItem, SyncRun
@@ -355,7 +356,7 @@ RUN_FIELDS = (
     "created_at",
     "started_at",
     "finished_at",
-    "error",
+    "error_words",
     "confirmed_by",
     "confirmed_at",
 )
@@ -391,6 +392,10 @@ class SyncRunAdmin(ReadOnlyAdmin):
     def state_badge(self, run: SyncRun) -> str:
         return run_state_html(run.state, run.get_state_display())
 
+    @admin.display(description=gettext_lazy("error"))
+    def error_words(self, run: SyncRun) -> str:
+        return run_error_words(run) or self.get_empty_value_display()
+
     @admin.display(description=gettext_lazy("source"))
     def source_link(self, run: SyncRun) -> str:
         return format_html(
@@ -421,6 +426,10 @@ class SyncRunAdmin(ReadOnlyAdmin):
                 can_answer=awaiting and request.user.has_perm("sources.sync_source"),
                 answer=sync_answer(run) if run.confirmed_at is not None else None,
                 times=run_time_split(run),
+                run_error=run_error_words(run),
+                problems=[
+                    {**problem, "words": problem_words(problem)} for problem in run.problems or []
+                ],
                 title=gettext("Sync run %(id)s of %(source)s")
                 % {"id": run.pk, "source": run.source},
             )

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sources.patterns import Patterns
+from textkit.reasons import ReasonedError
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,10 @@ class Fetched:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-class SourceError(Exception):
+class SourceError(ReasonedError):
     """Base of the errors a kind raises; the message is for a person and never holds a
-    credential."""
+    credential. It may be a declared reason (`textkit.reasons`), which the admin words in the
+    person's language; `str(error)` is its English."""
 
 
 class ListingFailed(SourceError):

@@ -20,6 +20,7 @@ from typing import Any
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from kb import locks
 from kb.models import Document, Revision
@@ -34,18 +35,40 @@ from kb.services.documents import (
 from kb.uploads import AcceptedUpload, upload_accept
 from sources.kinds.base import Item
 from sources.models import Source, SourceItem, SyncRun
+from textkit.reasons import Reason, reason
 
 NEW, CHANGED, RESTORED, UNCHANGED = "new", "changed", "restored", "unchanged"
 SKIPPED, FAILED, UNSUPPORTED, DELETED = "skipped", "failed", "unsupported", "deleted"
 OUTCOMES = (NEW, CHANGED, RESTORED, UNCHANGED, SKIPPED, FAILED, UNSUPPORTED, DELETED)
 
-PERSON_DELETED = "deleted in Canon by a person; restore it to sync it again"
+# Why an item was left alone (the run's problems, `sources.sync.Tally.problem`).
+PERSON_DELETED = reason(
+    "sync.person_deleted",
+    gettext_noop("deleted in Canon by a person; restore it to sync it again"),
+)
+PURGED = reason(
+    "sync.purged",
+    gettext_noop(
+        "%(key)s was deleted and purged after the retention window; its key cannot be used again"
+    ),
+)
+ALREADY_DELETED = reason(
+    "sync.already_deleted",
+    gettext_noop(
+        "gone at the source; its document was already deleted in Canon by a person, "
+        "so there was nothing to delete"
+    ),
+)
 
 
 @dataclass(frozen=True)
 class Outcome:
+    """What the run did with an item, and why when it is worth saying: a declared reason (the
+    admin words it in the person's language), plain English, or the exception that refused the
+    item (its English, and its reason when it carries one)."""
+
     kind: str  # one of OUTCOMES
-    reason: str = ""
+    reason: str | Reason | Exception = ""
 
 
 def document_key(source: Source, path: str) -> str:
@@ -79,13 +102,9 @@ def _refusal(row: SourceItem, document: Document | None) -> Outcome | None:
     if document is None:
         return None
     if document.purged_at is not None:
-        return Outcome(
-            SKIPPED,
-            f"{document.key} was deleted and purged after the retention window; "
-            "its key cannot be used again",
-        )
+        return Outcome(SKIPPED, PURGED(key=document.key))
     if document.deleted_at is not None and not _deleted_by_the_sync(row, document):
-        return Outcome(SKIPPED, PERSON_DELETED)
+        return Outcome(SKIPPED, PERSON_DELETED())
     return None
 
 
@@ -204,12 +223,6 @@ def item_submit(
     return outcome
 
 
-ALREADY_DELETED = (
-    "gone at the source; its document was already deleted in Canon by a person, "
-    "so there was nothing to delete"
-)
-
-
 def item_delete(*, run: SyncRun, item_id: int, actor: Actor = None) -> Outcome | None:
     """Soft-delete the document of an item that left the source (restorable for the retention
     window; the timeline says why): Outcome DELETED. When a person deleted the document
@@ -238,7 +251,7 @@ def item_delete(*, run: SyncRun, item_id: int, actor: Actor = None) -> Outcome |
                     "updated_at",
                 ]
             )
-            return Outcome(SKIPPED, ALREADY_DELETED)
+            return Outcome(SKIPPED, ALREADY_DELETED())
         document = document_delete(
             document_id=document.pk,
             actor=actor,

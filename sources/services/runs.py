@@ -11,13 +11,18 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from kb.audit_kinds import SYNC_DELETIONS_CONFIRMED, SYNC_DELETIONS_KEPT
 from kb.services.base import ActionRefused, Actor, actor_id
 from sources.models import Source, SourceItem, SyncRun
 from sources.services.items import DELETED, item_delete
+from textkit.reasons import reason
 from work.models import AuditEvent, IngestionTask
 from work.outbox import task_create
+
+# Why a run was closed when its task was gone or closed without its words (`_close_orphaned`).
+RUN_WORKER_STOPPED = reason("sync.worker_stopped", gettext_noop("The sync run's worker stopped."))
 
 
 def sync_request(
@@ -52,12 +57,24 @@ def _close_orphaned(source: Source) -> int:
         if task is not None and task.status in IngestionTask.OPEN_STATUSES:
             continue
         run.state = SyncRun.State.FAILED
-        run.error = (
-            task.last_error if task is not None and task.last_error else "The run's worker stopped."
-        )
+        if task is not None and task.last_error:  # the task's reason, when it kept one
+            run.error = task.last_error
+            run.error_reason, run.error_params = task.last_error_reason, task.last_error_params
+        else:
+            run.error = RUN_WORKER_STOPPED.english
+            run.error_reason, run.error_params = RUN_WORKER_STOPPED.code, {}
         run.deletion_note = "Nothing was deleted: the run did not finish."
         run.finished_at = timezone.now()
-        run.save(update_fields=["state", "error", "deletion_note", "finished_at"])
+        run.save(
+            update_fields=[
+                "state",
+                "error",
+                "error_reason",
+                "error_params",
+                "deletion_note",
+                "finished_at",
+            ]
+        )
         closed += 1
     return closed
 

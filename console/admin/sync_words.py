@@ -1,0 +1,37 @@
+"""The admin's words for why a sync run failed, stopped or waits, and for its per-item problems:
+a run keeps them in English (the API's and the logs' words) and, for a declared reason, its code
+and values beside them (`SyncRun.error_reason`, `error_params`; a problem's `code`, `params` and
+`file`), which the admin words in the person's language. A run from before, or a reason nobody
+declared (a source's own words), shows its English as stored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.utils.translation import gettext
+
+# Declare the reasons of runs (`sources.sync`, `sources.services.runs`) and of items.
+import sources.services.runs
+import sources.sync  # noqa: F401
+from kb.failures import reason_words
+from sources.models import SyncRun
+
+
+def run_error_words(run: SyncRun) -> str:
+    """Why `run` failed, stopped or waits, in the active language ("" when it says nothing)."""
+    return reason_words(run.error_reason, run.error_params, fallback=run.error)
+
+
+def problem_words(problem: Mapping[str, Any]) -> str:
+    """Why the run failed or skipped an item (one of `SyncRun.problems`), in the active
+    language, after the file's name where the English names it first."""
+    english = str(problem.get("reason", ""))
+    code = problem.get("code")
+    if not code:
+        return english
+    why = reason_words(str(code), problem.get("params"), fallback=english)
+    file_name = problem.get("file")
+    if not file_name or why == english:
+        return why
+    return gettext("%(file)s: %(why)s") % {"file": file_name, "why": why}
