@@ -21,6 +21,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
+from django.utils import translation
 
 from config.celery import app as celery_app
 from devtools.devstack import celery_worker_argv
@@ -132,6 +133,16 @@ def storage_backend(request: pytest.FixtureRequest) -> str:
     if request.param == "s3":
         request.getfixturevalue("s3_storage")
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _language_reset() -> Iterator[None]:
+    """Each test starts and ends in the default language: the admin's locale middleware leaves
+    the language of a request in Chinese active in the thread after it (as Django's does), and
+    a later test of the same worker would read Chinese words where it expects English."""
+    translation.activate(settings.LANGUAGE_CODE)
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
 
 
 @pytest.fixture(autouse=True)
