@@ -39,6 +39,7 @@ from evaluation.calibration import (
 )
 from evaluation.gate import OVERRIDE_PERMISSION
 from evaluation.models import Calibration, Question, QuestionSet
+from evaluation.services.orphans import orphans_close
 from ingestion.pipeline.stages import TerminalError
 from ingestion.task_outcomes import task_succeed
 from kb import locks
@@ -153,25 +154,16 @@ def calibrations_close_orphaned(*, question_set: QuestionSet | None = None) -> i
     the lease sweeper requeues it. Returns how many it failed. Idempotent: each is failed by a
     conditional UPDATE on its open state, so a worker finishing meanwhile wins or loses
     whole. Beat runs it (`evaluation.tasks.scheduled_runs`), and so does every request."""
-    calibrations = Calibration.objects.filter(state__in=Calibration.OPEN_STATES).select_related(
-        "task"
-    )
+    calibrations = Calibration.objects.all()
     if question_set is not None:
         calibrations = calibrations.filter(question_set=question_set)
-    closed = 0
-    for calibration in calibrations:
-        task = calibration.task
-        if task is not None and task.status in IngestionTask.OPEN_STATUSES:
-            continue
-        reason = task.last_error if task is not None and task.last_error else ""
-        closed += Calibration.objects.filter(
-            pk=calibration.pk, state__in=Calibration.OPEN_STATES
-        ).update(
-            state=Calibration.State.FAILED,
-            error=(reason or WORKER_STOPPED)[:4000],
-            computed_at=timezone.now(),
-        )
-    return closed
+    return orphans_close(
+        calibrations,
+        open_states=Calibration.OPEN_STATES,
+        failed=Calibration.State.FAILED,
+        finished_field="computed_at",
+        default_reason=WORKER_STOPPED,
+    )
 
 
 def calibration_examples(

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext
 
 from evaluation.models import EvaluationRun, Question, QuestionSet
+from evaluation.services.orphans import orphans_close
 from kb.models import Build, IndexVersion, KnowledgeBase
 from kb.selectors.index_versions import live_index_versions
 from kb.selectors.metadata import DocumentReader
@@ -149,20 +149,13 @@ def _revision_target(kb: KnowledgeBase, build: Build) -> IndexVersion:
 def evaluation_runs_close_orphaned(*, question_set: QuestionSet | None = None) -> int:
     """Open runs whose task is closed (dead after its attempts, failed) or gone are failed with
     the task's reason. Returns how many. Idempotent."""
-    runs = EvaluationRun.objects.filter(state__in=EvaluationRun.OPEN_STATES).select_related("task")
+    runs = EvaluationRun.objects.all()
     if question_set is not None:
         runs = runs.filter(question_set=question_set)
-    closed = 0
-    for run in runs:
-        task = run.task
-        if task is not None and task.status in IngestionTask.OPEN_STATUSES:
-            continue
-        reason = task.last_error if task is not None and task.last_error else ""
-        closed += EvaluationRun.objects.filter(
-            pk=run.pk, state__in=EvaluationRun.OPEN_STATES
-        ).update(
-            state=EvaluationRun.State.FAILED,
-            error=reason or "The run's worker stopped before it finished.",
-            finished_at=timezone.now(),
-        )
-    return closed
+    return orphans_close(
+        runs,
+        open_states=EvaluationRun.OPEN_STATES,
+        failed=EvaluationRun.State.FAILED,
+        finished_field="finished_at",
+        default_reason="The run's worker stopped before it finished.",
+    )
