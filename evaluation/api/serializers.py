@@ -35,7 +35,7 @@ from evaluation.selectors import (
     RunComparison,
     RunStatus,
 )
-from retrieval.api.serializers import DocumentPageInput, cursor_encode
+from retrieval.api.serializers import CursorPageOutput, DocumentPageInput
 from retrieval.search.engine import MODES
 
 # Values the views compute for an output (not model fields): set on the instance.
@@ -232,16 +232,10 @@ class EvaluationPageInput(DocumentPageInput):
     """`cursor` is the `next_cursor` of the previous page."""
 
 
-class EvaluationPageOutput(serializers.Serializer):
+class EvaluationPageOutput(CursorPageOutput):
+    item = EvaluationOutput
     results = EvaluationOutput(many=True)
     next_cursor = serializers.CharField(allow_null=True)
-
-    def to_representation(self, instance: Any) -> Any:
-        runs, next_before = instance
-        return {
-            "results": EvaluationOutput(runs, many=True).data,
-            "next_cursor": cursor_encode(next_before) if next_before is not None else None,
-        }
 
 
 def _shown(keys: Keys) -> list[str]:
@@ -296,16 +290,10 @@ class ResultPageInput(DocumentPageInput):
     """`cursor` is the `next_cursor` of the previous page."""
 
 
-class ResultPageOutput(serializers.Serializer):
+class ResultPageOutput(CursorPageOutput):
+    item = ResultOutput
     results = ResultOutput(many=True)
     next_cursor = serializers.CharField(allow_null=True)
-
-    def to_representation(self, instance: Any) -> Any:
-        rows, after = instance
-        return {
-            "results": [ResultOutput(row).data for row in rows],
-            "next_cursor": cursor_encode(after) if after is not None else None,
-        }
 
 
 class FigureChangeOutput(serializers.Serializer):
@@ -447,16 +435,10 @@ class CalibrationPageInput(DocumentPageInput):
     """`cursor` is the `next_cursor` of the previous page."""
 
 
-class CalibrationPageOutput(serializers.Serializer):
+class CalibrationPageOutput(CursorPageOutput):
+    item = CalibrationOutput
     results = CalibrationOutput(many=True)
     next_cursor = serializers.CharField(allow_null=True)
-
-    def to_representation(self, instance: Any) -> Any:
-        calibrations, next_before = instance
-        return {
-            "results": CalibrationOutput(calibrations, many=True).data,
-            "next_cursor": cursor_encode(next_before) if next_before is not None else None,
-        }
 
 
 class FoldOutput(serializers.Serializer):

@@ -654,6 +654,21 @@ class DocumentOutput(serializers.Serializer):
         return document.deleted_at is not None
 
 
+# One page of a list and the cursor of the next, from (rows, the next page's cursor value or
+# None). A subclass names its rows' serializer `item` and declares, for the schema, `results =
+# item(many=True)` and `next_cursor` (in that order). A comment, not a docstring: the schema
+# would carry it as every page's description.
+class CursorPageOutput(serializers.Serializer):
+    item: type[serializers.Serializer]
+
+    def to_representation(self, instance: Any) -> Any:
+        rows, after = instance
+        return {
+            "results": self.item(rows, many=True).data,
+            "next_cursor": cursor_encode(after) if after is not None else None,
+        }
+
+
 class DocumentPageOutput(serializers.Serializer):
     results = DocumentOutput(many=True, source="documents")
     next_cursor = serializers.SerializerMethodField()

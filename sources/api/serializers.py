@@ -12,7 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from retrieval.api.serializers import DocumentPageInput, cursor_encode
+from retrieval.api.serializers import CursorPageOutput, DocumentPageInput
 from sources.kinds.registry import KINDS
 from sources.selectors import run_progress
 
@@ -210,16 +210,10 @@ class RunPageInput(DocumentPageInput):
     """`cursor` is the `next_cursor` of the previous page; runs come newest first."""
 
 
-class RunPageOutput(serializers.Serializer):
+class RunPageOutput(CursorPageOutput):
+    item = RunOutput
     results = RunOutput(many=True)
     next_cursor = serializers.CharField(allow_null=True)
-
-    def to_representation(self, instance: Any) -> Any:
-        runs, next_before = instance
-        return {
-            "results": RunOutput(runs, many=True).data,
-            "next_cursor": cursor_encode(next_before) if next_before is not None else None,
-        }
 
 
 class SourceOutput(serializers.Serializer):
