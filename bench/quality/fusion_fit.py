@@ -27,7 +27,7 @@ import json
 import math
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,16 @@ def _examples(q: dict[str, Any], depth: int) -> Examples:
     return ids, np.array([features[c] for c in ids], dtype=float), docs
 
 
+@dataclass(frozen=True)
+class Extra:
+    """Columns (and candidates) beside FEATURES, tried in the bench: their names, the signs a
+    monotone recipe keeps them to, and `rows(q, depth)` -> the question's examples with them."""
+
+    names: tuple[str, ...]
+    signs: dict[str, int]
+    rows: Callable[[dict[str, Any], int], Examples]
+
+
 # "Only one leg found it" (issue 38, item 2), tried as extra features beside FEATURES: whether
 # only the vector leg or only the keyword leg listed the candidate, and the strength of what
 # that one leg saw (bench only: search reads FEATURES).
@@ -108,10 +118,10 @@ ONE_LEG = ("only_vector", "only_keyword", "only_vector_x_cos", "only_keyword_x_b
 ONE_LEG_SIGNS = {"only_vector_x_cos": 1, "only_keyword_x_bm25_share": 1}
 
 
-def _rows(q: dict[str, Any], depth: int, one_leg: bool) -> Examples:
-    """`examples`, with the ONE_LEG columns after FEATURES when `one_leg`."""
+def _one_leg_rows(q: dict[str, Any], depth: int) -> Examples:
+    """`examples` with the ONE_LEG columns after FEATURES."""
     ids, x, docs = examples(q, depth)
-    if not one_leg or not len(ids):
+    if not len(ids):
         return ids, x, docs
     from retrieval.search.fusion import FEATURES
 
@@ -131,6 +141,15 @@ def _rows(q: dict[str, Any], depth: int, one_leg: bool) -> Examples:
     return ids, np.hstack([x, extra]), docs
 
 
+# What a Recipe's `extra` may name (bench.quality.third_leg registers its own).
+EXTRAS: dict[str, Extra] = {"one-leg": Extra(ONE_LEG, ONE_LEG_SIGNS, _one_leg_rows)}
+
+
+def _rows(q: dict[str, Any], depth: int, extra: str | None) -> Examples:
+    """`examples`, or the `extra`'s rows when the recipe names one."""
+    return examples(q, depth) if extra is None else EXTRAS[extra].rows(q, depth)
+
+
 Params = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], float]
 _FITS: dict[Any, Params] = {}
 
@@ -141,7 +160,7 @@ def fit(
     l2: float,
     *,
     signs: Sequence[int] | None = None,
-    one_leg: bool = False,
+    extra: str | None = None,
 ) -> Params:
     """Standardisation (mean, scale), weights and bias, by Newton's method. `signs`, one per
     feature: +1 keeps that weight at or above 0, -1 at or below, 0 leaves it free (projected
@@ -151,10 +170,10 @@ def fit(
     key = None
     if all("corpus" in q for q in questions):
         ids = tuple((q["corpus"], q["set"], q["id"]) for q in questions)
-        key = (ids, depth, l2, tuple(signs) if signs is not None and any(signs) else None, one_leg)
+        key = (ids, depth, l2, tuple(signs) if signs is not None and any(signs) else None, extra)
         if key in _FITS:
             return _FITS[key]
-    fitted = _fit(questions, depth, l2, signs, one_leg)
+    fitted = _fit(questions, depth, l2, signs, extra)
     if key is not None:
         _FITS[key] = fitted
     return fitted
@@ -165,7 +184,7 @@ def _fit(
     depth: int,
     l2: float,
     signs: Sequence[int] | None,
-    one_leg: bool,
+    extra: str | None,
 ) -> Params:
     """The product's fit (`retrieval.search.fusion_fitting.logistic_fit`, toward 0) on the
     dump's examples, standardised by their own mean and spread."""
@@ -173,7 +192,7 @@ def _fit(
 
     xs, ys, ws = [], [], []
     for q in questions:
-        ids, x, docs = _rows(q, depth, one_leg)
+        ids, x, docs = _rows(q, depth, extra)
         y = np.array([1.0 if docs[c] in q["answers"] else 0.0 for c in ids])
         if not len(ids) or y.sum() == 0 or y.sum() == len(y):
             continue  # nothing to learn from a question no candidate answers
@@ -209,11 +228,11 @@ def ranked_documents(
     bias: float,
     *,
     gate: Any = None,
-    one_leg: bool = False,
+    extra: str | None = None,
 ) -> list[str]:
     """The question's first TOP_K distinct documents under one model (and `gate`, a
     `fusion.KeywordGate`, when given)."""
-    ids, x, docs = _rows(q, depth, one_leg)
+    ids, x, docs = _rows(q, depth, extra)
     scores = bias + ((x - mean) / scale) @ weights if len(ids) else np.array([])
     order = [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
     if gate is not None:
@@ -236,7 +255,7 @@ def cross_validate(
     *,
     signs: Sequence[int] | None = None,
     gate: Any = None,
-    one_leg: bool = False,
+    extra: str | None = None,
 ) -> list[float]:
     """Each tuning question's reciprocal rank when its fold was held out."""
     order = sorted(questions, key=lambda q: q["id"])
@@ -245,10 +264,10 @@ def cross_validate(
     for fold in range(FOLDS):
         test = order[fold::FOLDS]
         train = [q for i, q in enumerate(order) if i % FOLDS != fold]
-        mean, scale, weights, bias = fit(train, depth, l2, signs=signs, one_leg=one_leg)
+        mean, scale, weights, bias = fit(train, depth, l2, signs=signs, extra=extra)
         scores += [
             mrr(
-                ranked_documents(q, depth, mean, scale, weights, bias, gate=gate, one_leg=one_leg),
+                ranked_documents(q, depth, mean, scale, weights, bias, gate=gate, extra=extra),
                 q["answers"],
             )
             for q in test
@@ -275,15 +294,17 @@ class Recipe:
     monotone: bool = False
     gate: tuple[Any, ...] | None = None  # KeywordGate's fields, in order
     by_language: bool = False
-    one_leg: bool = False  # the ONE_LEG features too (bench only)
+    extra: str | None = None  # an EXTRAS entry's columns too (bench only)
 
     def signs(self) -> list[int] | None:
         from retrieval.search.fusion import FEATURES
 
         if not self.monotone:
             return None
-        names = (*FEATURES, *ONE_LEG) if self.one_leg else FEATURES
-        return [{**MONOTONE, **ONE_LEG_SIGNS}.get(name, 0) for name in names]
+        if self.extra is None:
+            return [MONOTONE.get(name, 0) for name in FEATURES]
+        more = EXTRAS[self.extra]
+        return [{**MONOTONE, **more.signs}.get(name, 0) for name in (*FEATURES, *more.names)]
 
     def keyword_gate(self) -> Any:
         from retrieval.search.fusion import KeywordGate
@@ -315,7 +336,7 @@ class Fitted:
             part["weights"],
             part["bias"],
             gate=self.recipe.keyword_gate(),
-            one_leg=self.recipe.one_leg,
+            extra=self.recipe.extra,
         )
 
 
@@ -330,14 +351,14 @@ def choose(
     *,
     signs: Sequence[int] | None = None,
     gate: Any = None,
-    one_leg: bool = False,
+    extra: str | None = None,
 ) -> dict[str, Any]:
     """fusion_fit's rule: 5-fold CV over DEPTHS x L2S on `tuning`, then the shallowest depth
     and the strongest L2 within one standard error of the best (deeper legs cost latency)."""
     results, errors = {}, {}
     for depth in DEPTHS:
         for l2 in L2S:
-            scores = cross_validate(tuning, depth, l2, signs=signs, gate=gate, one_leg=one_leg)
+            scores = cross_validate(tuning, depth, l2, signs=signs, gate=gate, extra=extra)
             results[(depth, l2)] = float(np.mean(scores))
             errors[(depth, l2)] = float(np.std(scores, ddof=1) / math.sqrt(len(scores)))
     best = max(results, key=lambda k: results[k])
@@ -366,9 +387,9 @@ def fit_recipe(recipe: Recipe, tuning: list[dict[str, Any]]) -> Fitted:
     fitted = Fitted(recipe)
     for name, questions in groups.items():
         signs = recipe.signs()
-        choice = choose(questions, signs=signs, gate=recipe.keyword_gate(), one_leg=recipe.one_leg)
+        choice = choose(questions, signs=signs, gate=recipe.keyword_gate(), extra=recipe.extra)
         mean, scale, weights, bias = fit(
-            questions, choice["depth"], choice["l2"], signs=signs, one_leg=recipe.one_leg
+            questions, choice["depth"], choice["l2"], signs=signs, extra=recipe.extra
         )
         fitted.parts[name] = {
             **choice,
@@ -408,7 +429,7 @@ def model_file(fitted: Fitted, about: str, fitted_on: str = "quality") -> dict[s
     whose tuning half it was fitted on)."""
     from retrieval.search.fusion import FEATURES
 
-    if fitted.recipe.by_language or fitted.recipe.one_leg:
+    if fitted.recipe.by_language or fitted.recipe.extra:
         raise SystemExit("Canon's search reads one model over FEATURES: this recipe cannot ship")
     part = fitted.parts["all"]
     model: dict[str, Any] = {

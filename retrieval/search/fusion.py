@@ -175,9 +175,16 @@ Ranked = Sequence[tuple[int, float, float]]
 
 
 def learned_features(
-    *, query_cjk: float, vector: Ranked, keyword: Ranked, keyword_bound: float
+    *,
+    query_cjk: float,
+    vector: Ranked,
+    keyword: Ranked,
+    keyword_bound: float,
+    others: Ranked = (),
 ) -> dict[int, list[float]]:
-    """FEATURES of every candidate either leg listed. Pure, so B8's fit and search share it."""
+    """FEATURES of every candidate either leg listed, and of `others` (chunks a further list
+    found, which get both legs' floors where neither listed them). Pure, so B8's fit and search
+    share it."""
     query_zh = 1.0 if query_cjk >= ZH_SHARE else 0.0
     vector_best = vector[0][1] if vector else 0.0
     vector_floor = vector[-1][1] if vector else 0.0
@@ -186,7 +193,7 @@ def learned_features(
     keyword_best_share = keyword_top / keyword_bound if keyword_bound > 0 else 0.0
     in_vector = {cid: (rank, score) for rank, (cid, score, _) in enumerate(vector, start=1)}
     in_keyword = {cid: (rank, score) for rank, (cid, score, _) in enumerate(keyword, start=1)}
-    cjk = {cid: share for cid, _, share in (*vector, *keyword)}
+    cjk = {cid: share for cid, _, share in (*vector, *keyword, *others)}
     features: dict[int, list[float]] = {}
     for cid, share in cjk.items():
         v_rank, cos = in_vector.get(cid, (0, vector_floor))

@@ -31,11 +31,12 @@ def test_the_form_offers_every_runnable_provider_with_its_defaults(
 ) -> None:
     page = client_for.get(reverse("admin:kb_indexversion_new", args=[kb.pk])).content.decode()
 
-    for name in ("hash", "openai", "use"):
+    for name in ("hash", "openai", "use", "minilm"):
         assert f'<option value="{name}"' in page
     # sentence-transformers is an optional extra, not installed by make test
     assert '<option value="sentence-transformers"' not in page
     assert "use → use-multilingual-v3" in page and "use → 512" in page
+    assert "minilm → all-MiniLM-L6-v2-int8" in page and "minilm → 384" in page
 
 
 def test_a_blank_model_and_dimension_take_the_providers_defaults(

@@ -94,6 +94,26 @@ def test_learned_features_by_hand() -> None:
     assert english["vector_spread"] == chinese["vector_spread"] == pytest.approx(0.3)
 
 
+def test_a_chunk_only_a_further_list_found_gets_both_legs_floors() -> None:
+    # a third list (B8's English leg) names chunk 3, which neither leg listed
+    legs = {
+        "query_cjk": 0.0,
+        "vector": [(1, 0.8, 0.0), (2, 0.5, 0.0)],
+        "keyword": [(2, 4.0, 0.0)],
+        "keyword_bound": 8.0,
+    }
+    features = fusion.learned_features(**legs, others=[(3, 0.7, 0.0), (1, 0.6, 0.0)])  # type: ignore[arg-type]
+
+    named = {cid: dict(zip(fusion.FEATURES, x, strict=True)) for cid, x in features.items()}
+    assert sorted(named) == [1, 2, 3]
+    only_other = named[3]
+    # the vector leg's floor (its last similarity), no keyword evidence, listed by neither
+    assert only_other["cos"] == 0.5 and only_other["in_vector"] == 0.0
+    assert only_other["bm25_share"] == 0.0 and only_other["in_keyword"] == 0.0
+    # a chunk the legs listed is featurised as without the further list
+    assert features[1] == fusion.learned_features(**legs)[1]  # type: ignore[arg-type]
+
+
 def test_learned_fusion_scores_by_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
     # a model that trusts the vector leg across languages and BM25 within one: score =
     # 2 * cross_x_cos + 1 * bm25_share - 1 (means 0, scales 1)
