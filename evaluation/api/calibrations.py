@@ -36,7 +36,7 @@ from evaluation.api.serializers import (
     CalibrationRollBackInput,
     CalibrationRollBackOutput,
 )
-from evaluation.api.views import ADOPT, MAX_ID, RUN, VIEW, _actor, _errors, _may
+from evaluation.api.views import ADOPT, MAX_ID, RUN, VIEW, _actor, _allowed, _errors
 from evaluation.calibration import (
     MIN_QUESTIONS,
     calibration_changes,
@@ -55,7 +55,7 @@ from evaluation.services.calibration import (
     calibration_request,
     calibration_roll_back,
 )
-from retrieval.api.views import Refused, kb_or_404, principal_or_401
+from retrieval.api.views import Refused, kb_or_404
 from retrieval.principals import Principal
 
 # The status of each refusal's code; any other is a conflict with the state (409).
@@ -120,9 +120,7 @@ class CalibrationListView(APIView):
         "default and of the calibration.",
     )
     def get(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, VIEW)
+        _, knowledge_base = _allowed(request, VIEW, lambda p: kb_or_404(p, kb))
         params = CalibrationPageInput(data=request.query_params)
         params.is_valid(raise_exception=True)
         page, next_before = calibration_page(
@@ -155,9 +153,7 @@ class CalibrationListView(APIView):
         "asked before (200), unless it failed.",
     )
     def post(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, RUN)
+        principal, knowledge_base = _allowed(request, RUN, lambda p: kb_or_404(p, kb))
         params = CalibrationInput(data=request.data)
         params.is_valid(raise_exception=True)
         set_id = params.validated_data["question_set"]
@@ -189,9 +185,9 @@ class CalibrationDetailView(APIView):
         "adopted, the quality gate's verdict, as the admin's calibration page shows them.",
     )
     def get(self, request: Request, calibration_id: int) -> Response:
-        principal = principal_or_401(request)
-        calibration = _calibration_or_404(principal, calibration_id)
-        _may(request, principal, VIEW)
+        principal, calibration = _allowed(
+            request, VIEW, lambda p: _calibration_or_404(p, calibration_id)
+        )
         return Response(_report(principal, calibration))
 
 
@@ -225,9 +221,9 @@ class CalibrationAdoptView(APIView):
         "calibration computing, failed, adopted already or that kept the default.",
     )
     def post(self, request: Request, calibration_id: int) -> Response:
-        principal = principal_or_401(request)
-        calibration = _calibration_or_404(principal, calibration_id)
-        _may(request, principal, ADOPT)
+        principal, calibration = _allowed(
+            request, ADOPT, lambda p: _calibration_or_404(p, calibration_id)
+        )
         params = CalibrationAdoptInput(data=request.data)
         params.is_valid(raise_exception=True)
         override = params.validated_data["override"]
@@ -268,9 +264,7 @@ class CalibrationRollBackView(APIView):
         "audited on the knowledge base's timeline.",
     )
     def post(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, ADOPT)
+        _, knowledge_base = _allowed(request, ADOPT, lambda p: kb_or_404(p, kb))
         params = CalibrationRollBackInput(data=request.data)
         params.is_valid(raise_exception=True)
         try:

@@ -12,7 +12,8 @@ counts, never keys."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -88,6 +89,8 @@ REFUSED = {
     f"can_manage_sources, or a user with {ADOPT_PERMISSION}.",
 }
 
+Found = TypeVar("Found")
+
 
 def _errors(*statuses: int, described: dict[int, str] | None = None) -> dict[int, OpenApiResponse]:
     """The error answers of an operation: these `statuses` besides 401, 403, 404 and 429, each
@@ -116,6 +119,18 @@ def _may(request: Request, principal: Principal, need: str) -> None:
         allowed = request.user is not None and request.user.has_perm(SESSION_PERMISSIONS[need])
     if not allowed:
         raise Refused(403, "permission_denied", REFUSED[need])
+
+
+def _allowed(
+    request: Request, need: str, find: Callable[[Principal], Found]
+) -> tuple[Principal, Found]:
+    """Every view's first steps, in this order: the request's principal (401), what `find`
+    finds for it (a 404 exactly like a missing one when the principal may not read it), then
+    whether the principal may do `need` with it (403)."""
+    principal = principal_or_401(request)
+    found = find(principal)
+    _may(request, principal, need)
+    return principal, found
 
 
 def _set_or_404(principal: Principal, question_set_id: int) -> QuestionSet:
@@ -164,9 +179,7 @@ class QuestionSetListView(APIView):
         "questions it holds.",
     )
     def get(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, VIEW)
+        _, knowledge_base = _allowed(request, VIEW, lambda p: kb_or_404(p, kb))
         sets = list(question_sets_of_kb(knowledge_base.pk).select_related("kb"))
         return Response(QuestionSetListOutput({"results": sets}).data)
 
@@ -177,9 +190,7 @@ class QuestionSetListView(APIView):
         description="A new, empty question set of the knowledge base; its name is unique there.",
     )
     def post(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, WRITE)
+        _, knowledge_base = _allowed(request, WRITE, lambda p: kb_or_404(p, kb))
         params = QuestionSetInput(data=request.data)
         params.is_valid(raise_exception=True)
         try:
@@ -202,9 +213,7 @@ class QuestionSetDetailView(APIView):
         description="One question set: its name, description, version and size.",
     )
     def get(self, request: Request, question_set_id: int) -> Response:
-        principal = principal_or_401(request)
-        question_set = _set_or_404(principal, question_set_id)
-        _may(request, principal, VIEW)
+        _, question_set = _allowed(request, VIEW, lambda p: _set_or_404(p, question_set_id))
         return Response(_set_output(question_set))
 
     @extend_schema(
@@ -215,9 +224,7 @@ class QuestionSetDetailView(APIView):
         "stays, its questions did not change).",
     )
     def patch(self, request: Request, question_set_id: int) -> Response:
-        principal = principal_or_401(request)
-        question_set = _set_or_404(principal, question_set_id)
-        _may(request, principal, WRITE)
+        _, question_set = _allowed(request, WRITE, lambda p: _set_or_404(p, question_set_id))
         params = QuestionSetInput(data=request.data, partial=True)
         params.is_valid(raise_exception=True)
         given = params.validated_data
@@ -258,9 +265,7 @@ class QuestionSetQuestionsView(APIView):
         "named.",
     )
     def get(self, request: Request, question_set_id: int) -> Response:
-        principal = principal_or_401(request)
-        question_set = _set_or_404(principal, question_set_id)
-        _may(request, principal, VIEW)
+        principal, question_set = _allowed(request, VIEW, lambda p: _set_or_404(p, question_set_id))
         rows = question_rows(
             questions=list(question_set.questions.order_by("pk")),
             kb_id=question_set.kb_id,
@@ -274,9 +279,9 @@ class QuestionSetQuestionsView(APIView):
         return Response(body)
 
     def _write(self, request: Request, question_set_id: int, *, replace: bool) -> Response:
-        principal = principal_or_401(request)
-        question_set = _set_or_404(principal, question_set_id)
-        _may(request, principal, WRITE)
+        principal, question_set = _allowed(
+            request, WRITE, lambda p: _set_or_404(p, question_set_id)
+        )
         params = QuestionsInput(data=request.data)
         params.is_valid(raise_exception=True)
         raw = read_rows([dict(q) for q in params.validated_data["questions"]])
@@ -332,9 +337,9 @@ class QuestionSetImportView(APIView):
         "`valid_only`.",
     )
     def post(self, request: Request, question_set_id: int) -> Response:
-        principal = principal_or_401(request)
-        question_set = _set_or_404(principal, question_set_id)
-        _may(request, principal, WRITE)
+        principal, question_set = _allowed(
+            request, WRITE, lambda p: _set_or_404(p, question_set_id)
+        )
         params = QuestionFileInput(data=request.data)
         params.is_valid(raise_exception=True)
         upload = params.validated_data["file"]
@@ -373,9 +378,7 @@ class EvaluationListView(APIView):
         "(pass `next_cursor` back as `cursor`).",
     )
     def get(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, VIEW)
+        _, knowledge_base = _allowed(request, VIEW, lambda p: kb_or_404(p, kb))
         params = EvaluationPageInput(data=request.query_params)
         params.is_valid(raise_exception=True)
         limit: int = params.validated_data["limit"]
@@ -409,9 +412,7 @@ class EvaluationListView(APIView):
         "version, modes) is open, asking again returns it (200).",
     )
     def post(self, request: Request, kb: str) -> Response:
-        principal = principal_or_401(request)
-        knowledge_base = kb_or_404(principal, kb)
-        _may(request, principal, RUN)
+        principal, knowledge_base = _allowed(request, RUN, lambda p: kb_or_404(p, kb))
         params = EvaluationInput(data=request.data)
         params.is_valid(raise_exception=True)
         values = params.validated_data
@@ -463,9 +464,7 @@ class EvaluationDetailView(APIView):
         "language and per tag; latency), and the settings it ran with.",
     )
     def get(self, request: Request, evaluation_id: int) -> Response:
-        principal = principal_or_401(request)
-        run = _run_or_404(principal, evaluation_id)
-        _may(request, principal, VIEW)
+        _, run = _allowed(request, VIEW, lambda p: _run_or_404(p, evaluation_id))
         return Response(_run_output(run))
 
 
@@ -479,9 +478,7 @@ class EvaluationResultsView(APIView):
         "came back. Documents this key may not read are counted, never named.",
     )
     def get(self, request: Request, evaluation_id: int) -> Response:
-        principal = principal_or_401(request)
-        run = _run_or_404(principal, evaluation_id)
-        _may(request, principal, VIEW)
+        principal, run = _allowed(request, VIEW, lambda p: _run_or_404(p, evaluation_id))
         params = ResultPageInput(data=request.query_params)
         params.is_valid(raise_exception=True)
         rows, after = run_results(
@@ -504,10 +501,11 @@ class EvaluationCompareView(APIView):
         "the runs less comparable. Questions are named by their texts and ranks only.",
     )
     def get(self, request: Request, evaluation_id: int, other_id: int) -> Response:
-        principal = principal_or_401(request)
-        before = _run_or_404(principal, evaluation_id)
-        after = _run_or_404(principal, other_id)
-        _may(request, principal, VIEW)
+        _, (before, after) = _allowed(
+            request,
+            VIEW,
+            lambda p: (_run_or_404(p, evaluation_id), _run_or_404(p, other_id)),
+        )
         if before.kb_id != after.kb_id:
             raise ValidationError(
                 {
