@@ -1,7 +1,8 @@
-"""One search, as every door runs it: the REST API's SearchView and the MCP server's `search`
-tool both call `run_search` with SearchInput's validated data, so a principal gets the same
-knowledge bases, access groups, filters and answers through either. Failures are raised as
-exceptions each door words its own way (an HTTP status, a tool error)."""
+"""One search, as every door runs it: the search request core (`retrieval.api.search_request`)
+calls `run_search` with SearchInput's validated data for the REST API, the MCP server and the
+compatibility doors alike, so a principal gets the same knowledge bases, access groups, filters
+and answers through each. Failures are raised as exceptions, which the core classifies once
+(`search_failure`) and each door words its own way."""
 
 from __future__ import annotations
 

@@ -18,18 +18,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-import embeddings
 from kb.metadata import MetadataInvalid
 from kb.models import KnowledgeBase
 from kb.selectors.metadata import metadata_summary
 from kb.uploads import SKIPPED_ATTR, stop_at_first_oversized
 from retrieval.api import parsers, uploads
 from retrieval.api.auth import request_principal
-from retrieval.api.searching import (
-    HistoryNotAllowed,
-    SearchUnavailable,
-    retry_after_seconds,
-    run_search,
+from retrieval.api.search_request import (
+    Kind,
+    SearchFailure,
+    SearchRefused,
+    not_found,
+    search_request,
 )
 from retrieval.api.serializers import (
     DocumentDetailOutput,
@@ -44,13 +44,10 @@ from retrieval.api.serializers import (
     SearchOutput,
     UploadOutput,
     search_body,
-    search_input_fast,
 )
 from retrieval.documents import document_detail, documents_page, knowledge_bases
-from retrieval.filters import FilterError
 from retrieval.principals import KnowledgeBaseNotFound, OutOfScope, Principal
 from retrieval.search.explain import chunk_explain
-from retrieval.search.history import HistoryOutOfRange
 from retrieval.search.visibility import knowledge_base_for
 
 logger = logging.getLogger("canon.api")
@@ -99,7 +96,7 @@ def kb_or_404(principal: Principal, kb_ref: str) -> KnowledgeBase:
     try:
         return knowledge_base_for(principal=principal, kb_ref=kb_ref)
     except KnowledgeBaseNotFound as exc:
-        raise NotFound(f"Knowledge base {kb_ref!r} not found.") from exc
+        raise NotFound(not_found(kb_ref).message) from exc
 
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
@@ -135,39 +132,19 @@ class SearchView(APIView):
     )
     def post(self, request: Request) -> Response:
         principal = principal_or_401(request)
-        data = search_input_fast(request.data)
-        if data is None:  # not the common request: DRF validates it and words the errors
-            if not isinstance(request.data, dict):
-                raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
-            params = SearchInput(data=request.data)
-            params.is_valid(raise_exception=True)
-            data = params.validated_data
         try:
-            result = run_search(principal=principal, data=data)
-        except KnowledgeBaseNotFound as exc:  # none the key may search (or not on the replica yet)
-            raise NotFound(f"Knowledge base {data['kb']!r} not found.") from exc
-        except HistoryNotAllowed as exc:
-            raise Refused(403, "permission_denied", "Only index admins may search as of.") from exc
-        except HistoryOutOfRange as exc:
-            raise ValidationError({"as_of": [str(exc)]}) from exc
-        except FilterError as exc:
-            raise ValidationError({"filter": [str(exc)]}) from exc
-        except SearchUnavailable as exc:
-            response = Response(
-                {"error": "search_unavailable", "detail": "Search is unavailable; try again."},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
-            response["Retry-After"] = str(exc.retry_after)
-            return response
-        except embeddings.ProviderUnavailable as exc:
-            # The query could not be embedded (provider down or its breaker open).
-            response = Response(
-                {"error": "provider_unavailable", "detail": str(exc)},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
-            response["Retry-After"] = str(retry_after_seconds(exc))
-            return response
+            result = search_request(principal=principal, body=request.data)
+        except SearchRefused as exc:
+            raise search_refusal(exc.failure) from exc
         return Response(search_body(result), status=status.HTTP_200_OK)
+
+
+def search_refusal(failure: SearchFailure) -> APIException:
+    """A refused search in the REST API's words: its `error` codes are the failures' own, and
+    an invalid body's `detail` names every field at fault."""
+    if failure.kind is Kind.INVALID:
+        return ValidationError(failure.errors)
+    return Refused(failure.status, failure.code, failure.message, retry_after=failure.retry_after)
 
 
 class ChunkExplainView(APIView):

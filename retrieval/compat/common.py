@@ -1,6 +1,8 @@
 """What the compatibility endpoints share: Bearer-key authentication that tells a malformed
-header from a refused key, the REST search run from a body each adapter builds, the facts about
-each hit's document that the REST hit does not carry, and error messages in one line.
+header from a refused key, the fusion their searches use (each door hands the search request
+core, `retrieval.api.search_request`, a REST search body it builds), where an invalid request's
+problem is in the caller's words, and the facts about each hit's document that the REST hit does
+not carry.
 
 Both shapes promise a relevance score from 0 to 1 and a threshold on it (Dify's
 `score_threshold`, OpenAI's `ranking_options.score_threshold`): their searches are hybrid and
@@ -22,10 +24,9 @@ from rest_framework.request import Request
 from identity.audit import client_address
 from kb.models import Build
 from retrieval.api.auth import ApiKeyAuthentication
-from retrieval.api.searching import run_search
-from retrieval.api.serializers import SearchInput
+from retrieval.api.search_request import SearchFailure
 from retrieval.principals import InvalidKey, Principal, principal_from_bearer
-from retrieval.search.hits import Hit, SearchResult
+from retrieval.search.hits import Hit
 
 FUSION = "learned"
 
@@ -73,41 +74,14 @@ class CompatSchema(AutoSchema):
         return [{"ApiKey": []}]
 
 
-class Invalid(Exception):
-    """A request the search refuses: `param` names the field in the caller's shape."""
-
-    def __init__(self, param: str | None, message: str) -> None:
-        super().__init__(f"{param}: {message}" if param else message)
-        self.param = param
-        self.message = message
-
-
-def first_error(errors: Any, place: str = "") -> tuple[str | None, str]:
-    """DRF's validation errors as (the first field's dotted place, its message)."""
-    if isinstance(errors, Mapping):
-        for name, problems in errors.items():
-            here = place if name == "non_field_errors" else f"{place}.{name}".strip(".")
-            return first_error(problems, here)
-    if isinstance(errors, list) and errors:
-        if all(isinstance(e, str) for e in errors):
-            return place or None, " ".join(str(e) for e in errors)
-        for i, item in enumerate(errors):
-            if item:
-                return first_error(item, f"{place}[{i}]")
-    return place or None, str(errors)
-
-
-def search(*, principal: Principal, body: dict[str, Any], names: Mapping[str, str]) -> SearchResult:
-    """Validate `body` (a REST search body) with SearchInput and run it, fused by `FUSION`.
-    Invalid names the field under the caller's name for it (`names`: REST field -> the
-    caller's). Raises what run_search raises otherwise (KnowledgeBaseNotFound, FilterError,
-    SearchUnavailable, embeddings.ProviderUnavailable)."""
-    params = SearchInput(data=body)
-    if not params.is_valid():
-        place, message = first_error(params.errors)
-        head = (place or "").split(".")[0].split("[")[0]
-        raise Invalid(names.get(head, place) if place else None, message)
-    return run_search(principal=principal, data=dict(params.validated_data), fusion=FUSION)
+def caller_place(failure: SearchFailure, names: Mapping[str, str]) -> str | None:
+    """Where an INVALID failure's problem is, in the caller's words: a REST body field under the
+    caller's name for it (`names`: REST field -> the caller's), a place in the door's own shape
+    (its filters, as `from_dify` and `from_openai` name them) as it is; None for the whole."""
+    if failure.place is None:
+        return None
+    head = failure.place.split(".")[0].split("[")[0]
+    return names.get(head, failure.place)
 
 
 @dataclass(frozen=True)

@@ -49,24 +49,29 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-import embeddings
 from retrieval.api.auth import HasPrincipal, request_principal
-from retrieval.api.searching import SearchUnavailable, retry_after_seconds
+from retrieval.api.search_request import (
+    Kind,
+    SearchFailure,
+    SearchRefused,
+    filter_invalid,
+    first_error,
+    rate_limited,
+    search_request,
+)
 from retrieval.api.throttling import READ
 from retrieval.citations import citation_of
 from retrieval.compat.common import (
+    FUSION,
     BearerKeyAuthentication,
     CompatSchema,
     DocumentFacts,
-    Invalid,
     KeyRefused,
+    caller_place,
     document_facts,
-    first_error,
-    search,
 )
 from retrieval.filters import FilterError
 from retrieval.filters.shapes import from_dify
-from retrieval.principals import KnowledgeBaseNotFound
 from retrieval.search.hits import Hit
 
 MALFORMED_AUTHORIZATION = 1001
@@ -87,13 +92,43 @@ NAMES = {
 
 
 class DifyError(APIException):
-    """An answer in Dify's error shape."""
+    """An answer in Dify's error shape; `retry_after` seconds become the Retry-After header
+    (DRF's handler reads `wait`)."""
 
-    def __init__(self, status_code: int, error_code: int, message: str) -> None:
+    def __init__(
+        self, status_code: int, error_code: int, message: str, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(detail=message)
         self.status_code = status_code
         self.error_code = error_code
         self.message = message
+        self.wait = retry_after
+
+
+# A refused search's error_code; its status is the failure's.
+ERROR_CODES = {
+    Kind.INVALID: INVALID_REQUEST,
+    Kind.NOT_FOUND: KNOWLEDGE_NOT_FOUND,
+    Kind.HISTORY_FORBIDDEN: INVALID_REQUEST,  # as_of is not in Dify's request
+    Kind.RATE_LIMITED: RATE_LIMITED,
+    Kind.SEARCH_UNAVAILABLE: UNAVAILABLE,
+    Kind.PROVIDER_UNAVAILABLE: UNAVAILABLE,
+}
+
+
+def refusal(failure: SearchFailure) -> DifyError:
+    """A refused search in Dify's shape: the problem named by Dify's field names, and Dify's
+    own words for a knowledge base that is not there (or not this key's)."""
+    if failure.kind is Kind.INVALID:
+        place = caller_place(failure, NAMES)
+        message = f"{place}: {failure.message}" if place else failure.message
+    elif failure.kind is Kind.NOT_FOUND:
+        message = "The knowledge does not exist."
+    else:
+        message = failure.message
+    return DifyError(
+        failure.status, ERROR_CODES[failure.kind], message, retry_after=failure.retry_after
+    )
 
 
 def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -101,6 +136,8 @@ def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
     headers: Retry-After on a 429)."""
     if isinstance(exc, Http404):  # as DRF's handler reads it, so its NotFound is answered here
         exc = NotFound()
+    elif isinstance(exc, Throttled):  # the read budget, spent before the view
+        exc = refusal(rate_limited(getattr(exc, "wait", None)))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -111,9 +148,6 @@ def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
     elif isinstance(exc, NotAuthenticated | AuthenticationFailed):  # no header, or malformed
         status_code, code = 403, MALFORMED_AUTHORIZATION
         message = "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
-    elif isinstance(exc, Throttled):
-        status_code, code = 429, RATE_LIMITED
-        message = f"Rate limited; retry after {response.get('Retry-After', '1')} s."
     elif isinstance(exc, ValidationError):
         place, text = first_error(exc.detail)
         status_code, code = 400, INVALID_REQUEST
@@ -362,34 +396,11 @@ class DifyRetrievalView(APIView):
         try:
             if data.get("metadata_condition") is not None:
                 body["filter"] = from_dify(data["metadata_condition"])
-            result = search(principal=principal, body=body, names=NAMES)
-        except Invalid as exc:
-            raise DifyError(400, INVALID_REQUEST, str(exc)) from exc
-        except FilterError as exc:
-            raise DifyError(400, INVALID_REQUEST, _filter_message(exc)) from exc
-        except KnowledgeBaseNotFound as exc:
-            raise DifyError(404, KNOWLEDGE_NOT_FOUND, "The knowledge does not exist.") from exc
-        except SearchUnavailable as exc:
-            return _unavailable("Search is unavailable; try again.", exc.retry_after)
-        except embeddings.ProviderUnavailable as exc:
-            return _unavailable(f"The query could not be embedded: {exc}", retry_after_seconds(exc))
+            result = search_request(principal=principal, body=body, fusion=FUSION)
+        except SearchRefused as exc:
+            raise refusal(exc.failure) from exc
+        except FilterError as exc:  # metadata_condition, before the search
+            raise refusal(filter_invalid(exc)) from exc
         facts = document_facts(result.hits)
         records = [record(hit, result.kb, facts.get(hit.build_id)) for hit in result.hits]
         return Response({"records": records}, status=status.HTTP_200_OK)
-
-
-def _filter_message(exc: FilterError) -> str:
-    """A FilterError in Dify's words: from_dify names places in metadata_condition already;
-    Canon's checks name them in its own filter language, which the caller did not write."""
-    if exc.place.startswith("metadata_condition"):
-        return str(exc)
-    return f"metadata_condition: {exc.message}"
-
-
-def _unavailable(message: str, retry_after: int) -> Response:
-    response = Response(
-        {"error_code": UNAVAILABLE, "error_msg": message},
-        status=status.HTTP_503_SERVICE_UNAVAILABLE,
-    )
-    response["Retry-After"] = str(retry_after)
-    return response

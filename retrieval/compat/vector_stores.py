@@ -60,21 +60,27 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-import embeddings
 from kb.models import KnowledgeBase, Publication
 from retrieval.api.auth import HasPrincipal, request_principal
-from retrieval.api.searching import SearchUnavailable, retry_after_seconds
+from retrieval.api.search_request import (
+    Kind,
+    SearchFailure,
+    SearchRefused,
+    filter_invalid,
+    first_error,
+    rate_limited,
+    search_request,
+)
 from retrieval.api.throttling import READ
 from retrieval.citations import citation_of
 from retrieval.compat.common import (
+    FUSION,
     BearerKeyAuthentication,
     CompatSchema,
     DocumentFacts,
-    Invalid,
     KeyRefused,
+    caller_place,
     document_facts,
-    first_error,
-    search,
 )
 from retrieval.documents import knowledge_bases, readable_documents
 from retrieval.filters import FilterError
@@ -96,7 +102,8 @@ NAMES = {
 
 
 class OpenAIError(APIException):
-    """An answer in OpenAI's error shape."""
+    """An answer in OpenAI's error shape; `retry_after` seconds become the Retry-After header
+    (DRF's handler reads `wait`)."""
 
     def __init__(
         self,
@@ -106,10 +113,46 @@ class OpenAIError(APIException):
         type: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(detail=message)
         self.status_code = status_code
         self.body = {"message": message, "type": type, "param": param, "code": code}
+        self.wait = retry_after
+
+
+# A refused search's (type, code); its status is the failure's. OpenAI's 404 carries no code.
+ERROR_TYPES: dict[Kind, tuple[str, str | None]] = {
+    Kind.INVALID: ("invalid_request_error", None),
+    Kind.NOT_FOUND: ("invalid_request_error", None),
+    Kind.HISTORY_FORBIDDEN: ("invalid_request_error", Kind.HISTORY_FORBIDDEN.value),
+    Kind.RATE_LIMITED: ("requests", "rate_limit_exceeded"),
+    Kind.SEARCH_UNAVAILABLE: ("server_error", "service_unavailable"),
+    Kind.PROVIDER_UNAVAILABLE: ("server_error", "service_unavailable"),
+}
+
+
+def refusal(failure: SearchFailure, vector_store_id: str = "") -> OpenAIError:
+    """A refused search in OpenAI's shape: `param` names the field by OpenAI's names, and
+    OpenAI's own words for a vector store that is not there (or not this key's) and for a
+    spent rate limit."""
+    if failure.kind is Kind.NOT_FOUND:
+        return _not_found(vector_store_id)
+    type, code = ERROR_TYPES[failure.kind]
+    param = None
+    message = failure.message
+    if failure.kind is Kind.INVALID:
+        param = caller_place(failure, NAMES)
+    elif failure.kind is Kind.RATE_LIMITED:
+        message = f"Rate limit reached; retry after {failure.retry_after} s."
+    return OpenAIError(
+        failure.status,
+        message,
+        type=type,
+        param=param,
+        code=code,
+        retry_after=failure.retry_after,
+    )
 
 
 def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -117,6 +160,8 @@ def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
     handler first, for its headers: WWW-Authenticate on a 401, Retry-After on a 429)."""
     if isinstance(exc, Http404):  # as DRF's handler reads it, so its NotFound is answered here
         exc = NotFound()
+    elif isinstance(exc, Throttled):  # the read budget, spent before the view
+        exc = refusal(rate_limited(getattr(exc, "wait", None)))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -133,12 +178,6 @@ def _errors(exc: Exception, context: dict[str, Any]) -> Response | None:
         body = _body(
             "You didn't provide an API key: send 'Authorization: Bearer <API key>'.",
             code="invalid_api_key",
-        )
-    elif isinstance(exc, Throttled):
-        body = _body(
-            f"Rate limit reached; retry after {response.get('Retry-After', '1')} s.",
-            type="requests",
-            code="rate_limit_exceeded",
         )
     elif isinstance(exc, ValidationError):
         place, text = first_error(exc.detail)
@@ -670,17 +709,11 @@ class VectorStoreSearchView(_OpenAIView):
         try:
             if data.get("filters") is not None:
                 body["filter"] = from_openai(data["filters"])
-            found = search(principal=principal, body=body, names=NAMES)
-        except Invalid as exc:
-            raise OpenAIError(400, exc.message, param=exc.param) from exc
-        except FilterError as exc:
-            raise OpenAIError(400, exc.message, param=_filter_param(exc)) from exc
-        except KnowledgeBaseNotFound as exc:
-            raise _not_found(vector_store_id) from exc
-        except SearchUnavailable as exc:
-            return _unavailable("Search is unavailable; try again.", exc.retry_after)
-        except embeddings.ProviderUnavailable as exc:
-            return _unavailable(f"The query could not be embedded: {exc}", retry_after_seconds(exc))
+            found = search_request(principal=principal, body=body, fusion=FUSION)
+        except SearchRefused as exc:
+            raise refusal(exc.failure, vector_store_id) from exc
+        except FilterError as exc:  # filters, before the search
+            raise refusal(filter_invalid(exc)) from exc
         facts = document_facts(found.hits)
         return Response(
             {
@@ -692,18 +725,3 @@ class VectorStoreSearchView(_OpenAIView):
             },
             status=status.HTTP_200_OK,
         )
-
-
-def _filter_param(exc: FilterError) -> str:
-    """The place in the caller's filters when from_openai names it; else `filters` (Canon's
-    checks name places in its own filter language, which the caller did not write)."""
-    return exc.place if exc.place.startswith("filters") else "filters"
-
-
-def _unavailable(message: str, retry_after: int) -> Response:
-    response = Response(
-        {"error": _body(message, type="server_error", code="service_unavailable")},
-        status=status.HTTP_503_SERVICE_UNAVAILABLE,
-    )
-    response["Retry-After"] = str(retry_after)
-    return response

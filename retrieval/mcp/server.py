@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +51,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from identity.audit import checked_address
 from identity.mapping import mapped_scopes
 from identity.tokens import tokens_enabled
+from retrieval.api.search_request import rate_limited
 from retrieval.api.serializers import SearchInput
 from retrieval.api.throttling import READ, rate_limit_wait
 from retrieval.mcp import tools
@@ -122,6 +122,14 @@ class _Calls:
             raise ToolError(str(exc)) from exc
 
 
+def spend_read_budget(principal: Principal) -> None:
+    """Count one tool call against the principal's read budget (the REST API's counter);
+    ToolRefused once it is spent."""
+    wait = rate_limit_wait(principal, READ)
+    if wait is not None:
+        raise tools.refusal(rate_limited(wait))
+
+
 def _tool_call(
     tool: str, who: Principal | str, body: Callable[[Principal], dict[str, Any]], kb: Any
 ) -> dict[str, Any]:
@@ -139,9 +147,7 @@ def _tool_call(
                 principal = principal_from_key(who)
             except InvalidKey as exc:
                 raise tools.ToolRefused(f"Invalid API key: {exc}.") from exc
-        wait = rate_limit_wait(principal, READ)
-        if wait is not None:
-            raise tools.ToolRefused(f"Rate limited; retry after {max(1, math.ceil(wait))} s.")
+        spend_read_budget(principal)
         result = body(principal)
         outcome = "ok"
         return result

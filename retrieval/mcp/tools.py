@@ -1,6 +1,7 @@
 """The MCP server's tools as plain synchronous functions of a principal and the tool's
 arguments, each a thin adapter over what the REST API calls: `search` builds the body a REST
-search would send, validates it with the REST API's SearchInput and runs `run_search`;
+search would send and hands it to the search request core (`search_request`), whose failures
+`refusal` words;
 `list_knowledge_bases` is KnowledgeBaseListView's read; `fetch` reads a chunk or a document's
 live chunks through `retrieval.chunks`. A refusal is a ToolRefused whose message the caller
 reads; anything the principal may not read is refused exactly like what does not exist."""
@@ -12,21 +13,13 @@ from typing import Any
 
 from rest_framework.utils.serializer_helpers import ReturnDict
 
-import embeddings
 from kb.models import Chunk, Document
-from retrieval.api.searching import (
-    HistoryNotAllowed,
-    SearchUnavailable,
-    retry_after_seconds,
-    run_search,
-)
+from retrieval.api.search_request import Kind, SearchFailure, SearchRefused, search_request
 from retrieval.api.serializers import KnowledgeBaseListOutput, SearchInput, search_body
 from retrieval.chunks import chunk_for, live_chunks
 from retrieval.citations import citation
 from retrieval.documents import knowledge_bases
-from retrieval.filters import FilterError
-from retrieval.principals import KnowledgeBaseNotFound, OutOfScope, Principal
-from retrieval.search.history import HistoryOutOfRange
+from retrieval.principals import OutOfScope, Principal
 
 # The search tool's arguments are the REST search body's fields, under the same names. These
 # fields of the body it does not offer (tests/mcp holds the two lists to SearchInput's fields):
@@ -55,40 +48,27 @@ def _errors_text(errors: Any) -> str:
     return str(errors)
 
 
-def search_data(arguments: dict[str, Any]) -> dict[str, Any]:
-    """SearchInput's validated data for the body these tool arguments make (the arguments that
-    are None are left out, as a REST client leaves a field out). Raises ToolRefused naming the
-    argument and the problem."""
-    known = SearchInput().fields
-    body = {name: value for name, value in arguments.items() if value is not None}
-    unsupported = sorted(name for name in body if name not in known)
-    if unsupported:
-        raise ToolRefused(f"Not supported by this server yet: {', '.join(unsupported)}.")
-    params = SearchInput(data=body)
-    if not params.is_valid():
-        raise ToolRefused(f"Invalid arguments: {_errors_text(params.errors)}")
-    return dict(params.validated_data)
+def refusal(failure: SearchFailure) -> ToolRefused:
+    """A refused search (or tool call: RATE_LIMITED) in the tool's words: the REST API's
+    messages, an invalid body's problems one per field, and when to try again."""
+    if failure.kind is Kind.INVALID:
+        return ToolRefused(f"Invalid arguments: {_errors_text(failure.errors)}")
+    if failure.kind in (Kind.SEARCH_UNAVAILABLE, Kind.PROVIDER_UNAVAILABLE):
+        return ToolRefused(f"{failure.message.removesuffix('.')} in {failure.retry_after} s.")
+    return ToolRefused(failure.message)
 
 
 def search_tool(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The REST search's answer (`search_body`) for these arguments."""
-    data = search_data(arguments)
+    """The REST search's answer (`search_body`) for these arguments: the body they make (the
+    arguments that are None left out, as a REST client leaves a field out)."""
+    body = {name: value for name, value in arguments.items() if value is not None}
+    unsupported = sorted(name for name in body if name not in SearchInput().fields)
+    if unsupported:
+        raise ToolRefused(f"Not supported by this server yet: {', '.join(unsupported)}.")
     try:
-        result = run_search(principal=principal, data=data)
-    except KnowledgeBaseNotFound as exc:
-        raise ToolRefused(f"Knowledge base {data['kb']!r} not found.") from exc
-    except HistoryNotAllowed as exc:  # as_of is not offered; kept should it ever be
-        raise ToolRefused("Only index admins may search as of.") from exc
-    except HistoryOutOfRange as exc:
-        raise ToolRefused(f"as_of: {exc}") from exc
-    except FilterError as exc:
-        raise ToolRefused(f"Invalid arguments: filter: {exc}") from exc
-    except SearchUnavailable as exc:
-        raise ToolRefused(f"Search is unavailable; try again in {exc.retry_after} s.") from exc
-    except embeddings.ProviderUnavailable as exc:
-        raise ToolRefused(
-            f"The query could not be embedded ({exc}); try again in {retry_after_seconds(exc)} s."
-        ) from exc
+        result = search_request(principal=principal, body=body)
+    except SearchRefused as exc:
+        raise refusal(exc.failure) from exc
     return search_body(result)
 
 
