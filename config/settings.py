@@ -108,12 +108,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT (collectstatic), compressed and cached forever by hash.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # The admin in the person's language (the switcher's cookie, else the browser's); every
+    # other path, the APIs above all, in LANGUAGE_CODE (console/locale.py). Before the body
+    # limit, so its refusal page is in that language too; it reads no session and no body.
+    "console.locale.AdminLocaleMiddleware",
     # Before anything reads a body (CSRF reads the admin's forms): refuse what is too large.
     "kb.uploads.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    # The admin in the person's language (the switcher's cookie, else the browser's); every
-    # other path, the APIs above all, in LANGUAGE_CODE (console/locale.py).
-    "console.locale.AdminLocaleMiddleware",
     # SAML's own session (djangosaml2: the requests sent to the provider); touches nothing until
     # a SAML view uses it.
     "djangosaml2.middleware.SamlSessionMiddleware",

@@ -23,7 +23,7 @@ from django.utils.translation import gettext, gettext_noop
 import embeddings.base  # noqa: F401 (declares the embedding providers' reasons)
 import textkit.extract  # noqa: F401 (declares every format's and OCR's reasons)
 from kb.models import Build
-from textkit.reasons import DECLARED, Reason, reason
+from textkit.reasons import DECLARED, Reason, ReasonedError, reason
 from work.models import IngestionTask
 
 # Builds set aside by a person's action or a newer revision (kb's services).
@@ -80,6 +80,18 @@ UPLOAD_STORE_UNAVAILABLE = reason(
         "Try again in a minute."
     ),
 )
+# Request bodies refused before a byte is read (`kb.uploads.RequestBodyLimitMiddleware`).
+REQUEST_TOO_LARGE = reason(
+    "upload.request_too_large",
+    gettext_noop(
+        "The request body is larger than Canon reads (%(limit)s bytes: %(files)s files of "
+        "%(mb)s MB)."
+    ),
+)
+LENGTH_REQUIRED = reason(
+    "upload.length_required",
+    gettext_noop("Send the request body with a Content-Length (chunked bodies are not read)."),
+)
 
 ERROR_MAX_CHARS = 4000
 
@@ -92,14 +104,25 @@ def failure_fields(reason: Reason | None, *, message: str = "") -> dict[str, Any
     return {"error": english[:ERROR_MAX_CHARS], "error_code": code, "error_params": values}
 
 
-def reason_record(reason: Reason | None) -> tuple[str, dict[str, Any]]:
-    """A reason's code and values as a row keeps them (texts bounded); ("", {}) for none."""
+def reason_record(
+    reason: Reason | None, *, max_chars: int = ERROR_MAX_CHARS
+) -> tuple[str, dict[str, Any]]:
+    """A reason's code and values as a row keeps them (texts bounded to `max_chars`, a reason
+    given as a value kept as {"code": ..., "params": {...}}); ("", {}) for none."""
     if reason is None:
         return "", {}
-    return reason.code, {
-        name: value[:ERROR_MAX_CHARS] if isinstance(value, str) else value
-        for name, value in reason.values.items()
-    }
+    return reason.code, _values_record(reason.values, max_chars)
+
+
+def _values_record(values: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, Reason):
+            value = {"code": value.code, "params": _values_record(value.values, max_chars)}
+        elif isinstance(value, str):
+            value = value[:max_chars]
+        record[name] = value
+    return record
 
 
 def build_error_words(build: Build) -> str:
@@ -122,23 +145,41 @@ def task_error_words(task: IngestionTask) -> str:
     return task.last_error
 
 
+def error_words(error: ReasonedError) -> str:
+    """Why `error` was raised, in the active language: its declared reason worded again, or
+    its English when it carries none."""
+    if error.reason is None:
+        return str(error)
+    return reason_words(error.reason.code, error.reason.values, fallback=str(error))
+
+
 def reason_words(code: str, values: Mapping[str, Any] | None, *, fallback: str) -> str:
     """A stored reason in the active language: its declared words translated, the values that
-    are words translated too, numbers as the language writes them. `fallback` (the English as
-    stored) when the code is unknown (none, or no longer declared) or its values do not fit."""
-    declared = DECLARED.get(code) if code else None
-    if declared is None:
+    are words translated too, numbers as the language writes them, a reason inside it worded
+    the same way. `fallback` (the English as stored) when the code, or the code of a reason
+    inside it, is unknown (none, or no longer declared) or its values do not fit."""
+    if not code:
         return fallback
     try:
-        return gettext(declared.english) % {
-            name: _value_words(value, word=name in declared.words)
-            for name, value in (values or {}).items()
-        }
+        return _words(code, values)
     except (KeyError, TypeError, ValueError):
         return fallback
 
 
+def _words(code: str, values: Mapping[str, Any] | None) -> str:
+    """A declared reason in the active language; KeyError when `code` is not declared."""
+    declared = DECLARED[code]
+    return gettext(declared.english) % {
+        name: _value_words(value, word=name in declared.words)
+        for name, value in (values or {}).items()
+    }
+
+
 def _value_words(value: Any, *, word: bool) -> Any:
+    if isinstance(value, Reason):  # a reason inside a reason: worded too, or none of it is
+        return _words(value.code, value.values)
+    if isinstance(value, Mapping):  # the same, as a row keeps it
+        return _words(str(value["code"]), value.get("params"))
     if isinstance(value, int) and not isinstance(value, bool):
         return number_format(value, force_grouping=True)
     if isinstance(value, list | tuple):  # a list of words: "PDF、Word (.docx)或纯文本"

@@ -21,10 +21,18 @@ from django.core import signing
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.translation import gettext
+from django.utils.html import escape
+from django.utils.translation import get_language, gettext
 
 from kb import storage
-from kb.failures import UPLOAD_EMPTY, UPLOAD_STORE_UNAVAILABLE, UPLOAD_TOO_LARGE
+from kb.failures import (
+    LENGTH_REQUIRED,
+    REQUEST_TOO_LARGE,
+    UPLOAD_EMPTY,
+    UPLOAD_STORE_UNAVAILABLE,
+    UPLOAD_TOO_LARGE,
+    reason_words,
+)
 from textkit import extract as parsers
 from textkit.reasons import Reason
 from work import faults
@@ -223,8 +231,10 @@ class RequestBodyLimitMiddleware:
     """Refuses, before reading a byte of it, a request body that declares more than
     `request_max_bytes()` (413), or that declares no length (411: Django reads a body up to its
     Content-Length, so a chunked one would be read as empty). Under /api/ the answer is
-    Canon's JSON error; elsewhere a short page. The production server has no body limit of its
-    own (config/gunicorn.conf.py), so this is it."""
+    Canon's JSON error, in English; elsewhere a short page in the language the locale
+    middleware chose (it comes first: the admin's pages in the person's language, with nothing
+    read but the language cookie and Accept-Language). The production server has no body limit
+    of its own (config/gunicorn.conf.py), so this is it."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -232,28 +242,24 @@ class RequestBodyLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         declared = request.META.get("CONTENT_LENGTH") or ""
         if not declared and request.META.get("HTTP_TRANSFER_ENCODING"):
-            return _refusal(
-                request,
-                411,
-                "length_required",
-                "Send the request body with a Content-Length (chunked bodies are not read).",
-            )
+            return _refusal(request, 411, "length_required", LENGTH_REQUIRED())
         if declared.isdigit() and int(declared) > request_max_bytes():
-            mb = settings.UPLOAD_MAX_BYTES // (1024 * 1024)
-            return _refusal(
-                request,
-                413,
-                "request_too_large",
-                f"The request body is larger than Canon reads ({request_max_bytes()} bytes: "
-                f"{settings.UPLOAD_MAX_FILES} files of {mb} MB).",
+            too_large = REQUEST_TOO_LARGE(
+                limit=request_max_bytes(),
+                files=settings.UPLOAD_MAX_FILES,
+                mb=settings.UPLOAD_MAX_BYTES // (1024 * 1024),
             )
+            return _refusal(request, 413, "request_too_large", too_large)
         return self.get_response(request)
 
 
-def _refusal(request: HttpRequest, status: int, code: str, detail: str) -> HttpResponse:
+def _refusal(request: HttpRequest, status: int, code: str, why: Reason) -> HttpResponse:
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": code, "detail": detail}, status=status)
+        return JsonResponse({"error": code, "detail": why.english()}, status=status)
+    title = gettext("Upload refused")
+    words = reason_words(why.code, why.values, fallback=why.english())
     return HttpResponse(
-        f"<!doctype html><title>{status}</title><h1>Upload refused</h1><p>{detail}</p>",
+        f'<!doctype html><html lang="{escape(get_language())}"><meta charset="utf-8">'
+        f"<title>{status}</title><h1>{escape(title)}</h1><p>{escape(words)}</p></html>",
         status=status,
     )

@@ -20,11 +20,42 @@ from urllib.parse import urlsplit
 
 import httpcore
 import httpx
+from django.utils.translation import gettext_noop
+
+from textkit.reasons import ReasonedError, reason
+
+# Why an address is refused (`host`: a host name or address; `address`: what it resolved or
+# connected to; `detail`: the resolver's own words).
+UNRESOLVED = reason(
+    "source.host_unresolved", gettext_noop("The host %(host)s cannot be resolved (%(detail)s).")
+)
+NO_HOST = reason("source.no_host", gettext_noop("The address names no host."))
+PRIVATE_HOST = reason(
+    "source.private_host",
+    gettext_noop(
+        "The host %(host)s is a loopback, link-local or private address (%(address)s); sources "
+        "may not reach those unless CANON_SOURCES_ALLOW_PRIVATE is set."
+    ),
+)
+NOT_WEB = reason("source.not_web", gettext_noop("Only http and https addresses are accepted."))
+PEER_UNTOLD = reason(
+    "source.peer_untold", gettext_noop("The host %(host)s led to an address that cannot be told.")
+)
+PEER_PRIVATE = reason(
+    "source.peer_private",
+    gettext_noop(
+        "The host %(host)s led to a loopback, link-local or private address (%(address)s) when "
+        "connecting; sources may not reach those unless CANON_SOURCES_ALLOW_PRIVATE is set."
+    ),
+)
+LOCAL_SOCKET = reason(
+    "source.local_socket", gettext_noop("Sources do not connect to local sockets.")
+)
 
 
-class AddressRefused(Exception):
-    """The host is not one a source may reach; the message names the host, never a URL's
-    credentials or query."""
+class AddressRefused(ReasonedError):
+    """The host is not one a source may reach; the message (a declared reason) names the host,
+    never a URL's credentials or query."""
 
 
 def _addresses(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
@@ -35,9 +66,7 @@ def _addresses(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError as exc:
-        raise AddressRefused(
-            f"The host {host} cannot be resolved ({exc.strerror or exc})."
-        ) from None
+        raise AddressRefused(UNRESOLVED(host=host, detail=str(exc.strerror or exc))) from None
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
@@ -50,23 +79,19 @@ def _private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 def host_check(host: str, *, allow_private: bool) -> None:
     """Raise AddressRefused when `host` resolves to an address a source may not reach."""
     if not host:
-        raise AddressRefused("The address names no host.")
+        raise AddressRefused(NO_HOST())
     if allow_private:
         return
     for address in _addresses(host):
         if _private(address):
-            raise AddressRefused(
-                f"The host {host} is a loopback, link-local or private address ({address}); "
-                "sources may not reach those unless CANON_SOURCES_ALLOW_PRIVATE is set."
-            )
+            raise AddressRefused(PRIVATE_HOST(host=host, address=str(address)))
 
 
-def url_check(
-    url: str, *, allow_private: bool, schemes: tuple[str, ...] = ("http", "https")
-) -> None:
+def url_check(url: str, *, allow_private: bool) -> None:
+    """Raise AddressRefused unless `url` is an http(s) address whose host a source may reach."""
     parts = urlsplit(url)
-    if parts.scheme not in schemes:
-        raise AddressRefused(f"Only {' and '.join(schemes)} addresses are accepted.")
+    if parts.scheme not in ("http", "https"):
+        raise AddressRefused(NOT_WEB())
     host_check(parts.hostname or "", allow_private=allow_private)
 
 
@@ -76,13 +101,9 @@ def peer_check(address: str, *, host: str) -> None:
     try:
         reached = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
-        raise AddressRefused(f"The host {host} led to an address that cannot be told.") from None
+        raise AddressRefused(PEER_UNTOLD(host=host)) from None
     if _private(reached):
-        raise AddressRefused(
-            f"The host {host} led to a loopback, link-local or private address ({address}) "
-            "when connecting; sources may not reach those unless CANON_SOURCES_ALLOW_PRIVATE "
-            "is set."
-        )
+        raise AddressRefused(PEER_PRIVATE(host=host, address=address))
 
 
 class PeerChecked:
@@ -149,7 +170,7 @@ class _PeerCheckedBackend(httpcore.NetworkBackend):
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
     ) -> httpcore.NetworkStream:
-        raise AddressRefused("Sources do not connect to local sockets.")
+        raise AddressRefused(LOCAL_SOCKET())
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)

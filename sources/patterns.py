@@ -8,10 +8,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pathspec
+from django.utils.translation import gettext_noop
+
+from textkit.reasons import ReasonedError, reason
+
+# `detail`: pathspec's own words.
+PATTERN_INVALID = reason(
+    "source.pattern_invalid", gettext_noop("The pattern %(pattern)s is not valid: %(detail)s")
+)
 
 
-class PatternInvalid(ValueError):
-    pass
+class PatternInvalid(ReasonedError, ValueError):
+    """A pattern pathspec cannot read (a declared reason)."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,9 @@ class Patterns:
             try:
                 pathspec.GitIgnoreSpec.from_lines([pattern])
             except Exception as exc:  # pathspec raises several types for a bad pattern
-                raise PatternInvalid(f"The pattern {pattern!r} is not valid: {exc}") from None
+                raise PatternInvalid(
+                    PATTERN_INVALID(pattern=repr(pattern), detail=str(exc))
+                ) from None
         return patterns
 
     def admits(self, path: str) -> bool:

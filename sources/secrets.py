@@ -10,22 +10,39 @@ from collections.abc import Mapping
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.utils.translation import gettext_noop
+
+from textkit.reasons import ReasonedError, reason
+
+NO_KEY = reason(
+    "source.no_key",
+    gettext_noop("No key to encrypt credentials with: set CANON_SOURCES_KEY (a Fernet key)."),
+)
+KEY_INVALID = reason(
+    "source.key_invalid", gettext_noop("CANON_SOURCES_KEY is not a valid Fernet key.")
+)
+KEY_UNKNOWN = reason(
+    "source.key_unknown",
+    gettext_noop(
+        "The source's credentials were encrypted with a key that is not in CANON_SOURCES_KEY; "
+        "enter them again."
+    ),
+)
 
 
-class SecretsUnavailable(Exception):
-    """No key is configured, or the stored credentials were encrypted with a key not given."""
+class SecretsUnavailable(ReasonedError):
+    """No key is configured, or the stored credentials were encrypted with a key not given (a
+    declared reason: the admin words it in the person's language)."""
 
 
 def _fernet() -> MultiFernet:
     keys = [key.strip() for key in settings.SOURCES_KEY.split(",") if key.strip()]
     if not keys:
-        raise SecretsUnavailable(
-            "No key to encrypt credentials with: set CANON_SOURCES_KEY (a Fernet key)."
-        )
+        raise SecretsUnavailable(NO_KEY())
     try:
         return MultiFernet([Fernet(key) for key in keys])
     except ValueError:
-        raise SecretsUnavailable("CANON_SOURCES_KEY is not a valid Fernet key.") from None
+        raise SecretsUnavailable(KEY_INVALID()) from None
 
 
 def credentials_encrypt(credentials: Mapping[str, str]) -> str:
@@ -42,7 +59,4 @@ def credentials_decrypt(token: str) -> dict[str, str]:
     try:
         return dict(json.loads(_fernet().decrypt(token.encode())))
     except InvalidToken:
-        raise SecretsUnavailable(
-            "The source's credentials were encrypted with a key that is not in "
-            "CANON_SOURCES_KEY; enter them again."
-        ) from None
+        raise SecretsUnavailable(KEY_UNKNOWN()) from None

@@ -87,7 +87,8 @@ ERROR_MAX_CHARS = 4000
 PROBLEM_MAX_CHARS = 500
 
 # Why a run failed, stopped or waits (`SyncRun.error`, its code and values beside it). `detail`:
-# the source's or the store's own words (an exception's text), kept as they are.
+# what the source's kind said (its declared reason, worded again on the page; else its English)
+# or the store's own words (an exception's text), kept as they are.
 LISTING_FAILED = reason("sync.listing_failed", gettext_noop("The listing failed: %(detail)s"))
 PAUSED = reason("sync.paused", gettext_noop("The source was paused."))
 PAUSED_PART_WAY = reason("sync.paused_part_way", gettext_noop("The source was paused part-way."))
@@ -120,11 +121,9 @@ def why_fields(why: Why, *, max_chars: int) -> tuple[str, str, dict[str, Any], s
         declared: Reason | None = why
     else:
         declared = getattr(why, "reason", None) if isinstance(why, Exception) else None
-    code, values = reason_record(declared if isinstance(declared, Reason) else None)
-    values = {
-        name: value[:max_chars] if isinstance(value, str) else value
-        for name, value in values.items()
-    }
+    code, values = reason_record(
+        declared if isinstance(declared, Reason) else None, max_chars=max_chars
+    )
     file_name = str(getattr(why, "file_name", "") or "") if isinstance(why, Exception) else ""
     return str(why)[:max_chars], code, values, file_name
 
@@ -303,7 +302,7 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
         except SourceUnavailable as exc:
             return Result(
                 SyncRun.State.FAILED,
-                error=SOURCE_STOPPED(detail=str(exc)),
+                error=SOURCE_STOPPED(detail=exc.why),
                 note="Nothing was deleted: the run stopped before it finished.",
                 complete=not incomplete,
             )
@@ -363,7 +362,7 @@ def _listing(
                 if entry.path:
                     present.add(entry.path)
                 tally.listing_skipped += 1
-                tally.problem(entry.path, SKIPPED, entry.reason)
+                tally.problem(entry.path, SKIPPED, entry.declared or entry.reason)
                 if entry.incomplete and not incomplete:
                     incomplete = entry.reason
                 continue
@@ -380,7 +379,7 @@ def _listing(
                     _save(run, tally)
                 last_saved = time.monotonic()
     except ListingFailed as exc:
-        error = LISTING_FAILED(detail=str(exc))
+        error = LISTING_FAILED(detail=exc.why)
         incomplete = str(exc)
         tally.listed = max(tally.listed, listed_before)
     return items, present, incomplete, error

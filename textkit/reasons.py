@@ -12,17 +12,17 @@ are themselves words for people (a kind of file, "Word document"), marked with `
 where they are written, so a page translates them too. Whole numbers are values, grouped by
 thousands in English ("20,000") and as the page's language groups them elsewhere; so is a list
 of words (the kinds of file an upload may be), "a, b or c" in English and as the page's
-language lists them elsewhere. A code never changes meaning once stored: a build keeps it
-(`kb.models.Build.error_code`) for as long as it is kept."""
+language lists them elsewhere. A value may be another reason (what a source answered, inside
+why its sync run failed): its words in English, and worded again in the page's language; a row
+keeps it as {"code": ..., "params": {...}} (`kb.failures.reason_record`). A code never changes
+meaning once stored: a build keeps it (`kb.models.Build.error_code`) for as long as it is
+kept."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-# The values a reason may carry: what JSON keeps (a list of words comes back a list).
-Value = str | int | tuple[str, ...] | list[str]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ class Reason:
         return self.english()
 
 
+# The values a reason may carry: what JSON keeps (a list of words comes back a list), and
+# another reason (as a row keeps it, a mapping of its code and values).
+Value = str | int | tuple[str, ...] | list[str] | Reason | Mapping[str, Any]
+
 # Every declared reason, by code (filled as the declaring modules are imported).
 DECLARED: dict[str, Words] = {}
 
@@ -74,7 +78,12 @@ def english(code: str, values: Mapping[str, Any]) -> str:
 
 def english_value(value: Any) -> Any:
     """A number as English writes it in a sentence ("20,000"), a list of words as English lists
-    them ("PDF, HTML or plain text"); anything else as it is."""
+    them ("PDF, HTML or plain text"), a reason its sentence (given, or as a row keeps it);
+    anything else as it is."""
+    if isinstance(value, Reason):
+        return value.english()
+    if isinstance(value, Mapping):
+        return english(str(value["code"]), value.get("params") or {})
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     if isinstance(value, tuple | list):
@@ -90,3 +99,8 @@ class ReasonedError(Exception):
     def __init__(self, message: str | Reason) -> None:
         self.reason = message if isinstance(message, Reason) else None
         super().__init__(str(message))
+
+    @property
+    def why(self) -> str | Reason:
+        """What an error wrapping this one passes on: its reason, else its English."""
+        return self.reason if self.reason is not None else str(self)

@@ -4,8 +4,9 @@ in: a stored credential is kept unless a new one is typed.
 
 The form is saved by `source_save` and nothing else, and it is saved while the form is cleaned
 (inside the admin view's transaction): every refusal of the service (`SourceInvalid`, naming its
-field) is shown on that field, with the user's input kept, instead of a bare error page. The
-model's own validation is not run: the service is the one check."""
+field; its kind's refusal of a setting among them) is shown on that field in the person's
+language, with the user's input kept, instead of a bare error page. The model's own validation
+is not run: the service is the one check."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from console.admin.scoping import groups_refused, request_reader
+from kb.failures import error_words
 from kb.metadata import field_specs
 from kb.models import KnowledgeBase
 from sources.kinds.base import Kind
@@ -325,10 +327,10 @@ class SourceForm(forms.ModelForm):
                     credentials=credentials if kind_class.SECRET_FIELDS else None,
                 )
         except SourceInvalid as exc:
-            self.add_error(self._field_of(exc, kind_class, data), str(exc))
+            self.add_error(self._field_of(exc, kind_class, data), error_words(exc))
         except SecretsUnavailable as exc:
             self.add_error(
-                self._first(kind_fields(kind)[len(kind_class.CONFIG_FIELDS) :]), str(exc)
+                self._first(kind_fields(kind)[len(kind_class.CONFIG_FIELDS) :]), error_words(exc)
             )
         except IntegrityError:  # a concurrent save took the slug after the service's check
             self.add_error(

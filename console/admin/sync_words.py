@@ -1,8 +1,9 @@
 """The admin's words for why a sync run failed, stopped or waits, and for its per-item problems:
 a run keeps them in English (the API's and the logs' words) and, for a declared reason, its code
 and values beside them (`SyncRun.error_reason`, `error_params`; a problem's `code`, `params` and
-`file`), which the admin words in the person's language. A run from before, or a reason nobody
-declared (a source's own words), shows its English as stored."""
+`file`), which the admin words in the person's language, with what the source's kind said
+inside them (its own reason, a value of the run's). A run from before, or a reason nobody
+declared (an unexpected error's own words), shows its English as stored."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 from django.utils.translation import gettext
 
-# Declare the reasons of runs (`sources.sync`, `sources.services.runs`) and of items.
+# Declare the reasons of runs (`sources.sync`, `sources.services.runs`), of items, and (through
+# `sources.sync`'s registry of kinds) every kind's.
 import sources.services.runs
 import sources.sync  # noqa: F401
 from kb.failures import reason_words

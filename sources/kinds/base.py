@@ -27,8 +27,37 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext_noop
+
 from sources.patterns import Patterns
-from textkit.reasons import ReasonedError
+from textkit.reasons import Reason, ReasonedError, reason
+
+# What every kind may say (a kind's own reasons are declared in its module). A `path` is the
+# item's path in the source, `size` and `limit` counts of bytes; `kind` is the kind's label.
+NO_SUCH_SETTING = reason(
+    "source.no_such_setting",
+    gettext_noop("%(kind)s sources have no setting %(name)s."),
+    words=("kind",),
+)
+SETTING_REQUIRED = reason(
+    "source.setting_required", gettext_noop("A %(kind)s source needs %(name)s."), words=("kind",)
+)
+ITEM_LIMIT = reason(
+    "source.item_limit", gettext_noop("item limit %(limit)s reached; the rest was not listed")
+)
+SYMBOLIC_LINK = reason("source.symbolic_link", gettext_noop("symbolic link, not followed"))
+NOT_REGULAR = reason("source.not_regular", gettext_noop("not a regular file"))
+LISTED_TOO_LARGE = reason(
+    "source.listed_too_large", gettext_noop("%(size)s bytes, over the limit of %(limit)s bytes")
+)
+ITEM_TOO_LARGE = reason(
+    "source.item_too_large",
+    gettext_noop("%(path)s is %(size)s bytes, over the limit of %(limit)s bytes."),
+)
+ITEM_OVER_LIMIT = reason(
+    "source.item_over_limit", gettext_noop("%(path)s is over the limit of %(limit)s bytes.")
+)
+ITEM_GONE = reason("source.item_gone", gettext_noop("%(path)s is gone since it was listed."))
 
 
 @dataclass(frozen=True)
@@ -72,14 +101,23 @@ class Item:
         return self.name or self.path.rsplit("/", 1)[-1] or "index"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Problem:
     """A thing the listing saw but could not list as an item, and why (for the run's report).
-    `incomplete`: the listing may be missing items because of it, so the run deletes nothing."""
+    `incomplete`: the listing may be missing items because of it, so the run deletes nothing.
+    Why is given as a declared reason (or plain English): `reason` is its English (the API's
+    words), `declared` the reason the admin words in the person's language (None for English)."""
 
     path: str
     reason: str
     incomplete: bool = False
+    declared: Reason | None = field(default=None, compare=False)
+
+    def __init__(self, path: str, reason: str | Reason, incomplete: bool = False) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "reason", str(reason))
+        object.__setattr__(self, "incomplete", incomplete)
+        object.__setattr__(self, "declared", reason if isinstance(reason, Reason) else None)
 
 
 @dataclass(frozen=True)
@@ -94,8 +132,8 @@ class Fetched:
 
 class SourceError(ReasonedError):
     """Base of the errors a kind raises; the message is for a person and never holds a
-    credential. It may be a declared reason (`textkit.reasons`), which the admin words in the
-    person's language; `str(error)` is its English."""
+    credential. It is a declared reason (`textkit.reasons`, declared below and in each kind's
+    module), which the admin words in the person's language; `str(error)` is its English."""
 
 
 class ListingFailed(SourceError):
@@ -148,10 +186,10 @@ class Kind(ABC):
         their own checks (and call this). Raises ConfigInvalid naming the field."""
         unknown = sorted(set(config) - set(cls.CONFIG_FIELDS))
         if unknown:
-            raise ConfigInvalid(f"{cls.label} sources have no setting {unknown[0]!r}.")
+            raise ConfigInvalid(NO_SUCH_SETTING(kind=cls.label, name=repr(unknown[0])))
         for name in cls.REQUIRED_FIELDS:
             if config.get(name) in (None, ""):
-                raise ConfigInvalid(f"A {cls.label} source needs {name!r}.")
+                raise ConfigInvalid(SETTING_REQUIRED(kind=cls.label, name=repr(name)))
         return dict(config)
 
     @abstractmethod

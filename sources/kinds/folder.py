@@ -16,8 +16,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pathspec
+from django.utils.translation import gettext_noop
 
 from sources.kinds.base import (
+    ITEM_GONE,
+    ITEM_LIMIT,
+    ITEM_OVER_LIMIT,
+    ITEM_TOO_LARGE,
+    LISTED_TOO_LARGE,
+    NOT_REGULAR,
+    SYMBOLIC_LINK,
     ConfigInvalid,
     Fetched,
     Item,
@@ -28,6 +36,45 @@ from sources.kinds.base import (
     SourceUnavailable,
 )
 from sources.kinds.front_matter import item_front_matter
+from textkit.reasons import Reason, reason
+
+# What a folder source says (`path`: the folder's path on the server, or an item's in it; `why`:
+# the system's own words for an OS error, as it wrote them).
+NOT_ABSOLUTE = reason(
+    "folder.not_absolute", gettext_noop("The folder %(path)s is not an absolute path.")
+)
+MISSING = reason(
+    "folder.missing", gettext_noop("The folder %(path)s does not exist on the server.")
+)
+NOT_A_FOLDER = reason("folder.not_a_folder", gettext_noop("%(path)s is not a folder."))
+NO_ROOTS = reason(
+    "folder.no_roots",
+    gettext_noop(
+        "Folder sources are not enabled on this server: an operator lists the folders they may "
+        "read in CANON_SOURCES_FOLDER_ROOTS."
+    ),
+)
+NOT_UNDER_ROOTS = reason(
+    "folder.not_under_roots",
+    gettext_noop("The folder %(path)s is not under a folder opened to sources (%(roots)s)."),
+)
+UNREADABLE = reason(
+    "folder.unreadable", gettext_noop("The folder %(path)s cannot be read: %(why)s.")
+)
+SUBFOLDER_UNREADABLE = reason(
+    "folder.subfolder_unreadable", gettext_noop("folder cannot be read: %(why)s")
+)
+FILE_UNREADABLE = reason("folder.file_unreadable", gettext_noop("cannot be read: %(why)s"))
+NOT_INSIDE = reason("folder.not_inside", gettext_noop("%(path)s is not a path inside the folder."))
+PASSES_LINK = reason(
+    "folder.passes_link", gettext_noop("%(path)s is or passes a symbolic link, not followed.")
+)
+ITEM_NOT_REGULAR = reason(
+    "folder.item_not_regular", gettext_noop("%(path)s is not a regular file.")
+)
+ITEM_UNREADABLE = reason(
+    "folder.item_unreadable", gettext_noop("%(path)s cannot be read: %(why)s.")
+)
 
 
 class FolderKind(Kind):
@@ -42,11 +89,11 @@ class FolderKind(Kind):
         checked = super().check_config(config, allow_private=allow_private)
         path = checked["path"]
         if not isinstance(path, str) or not os.path.isabs(path):
-            raise ConfigInvalid(f"The folder {path!r} is not an absolute path.")
+            raise ConfigInvalid(NOT_ABSOLUTE(path=repr(path)))
         if not os.path.exists(path):
-            raise ConfigInvalid(f"The folder {path} does not exist on the server.")
+            raise ConfigInvalid(MISSING(path=path))
         if not os.path.isdir(path):
-            raise ConfigInvalid(f"{path} is not a folder.")
+            raise ConfigInvalid(NOT_A_FOLDER(path=path))
         checked["path"] = os.path.normpath(path)
         return checked
 
@@ -55,20 +102,17 @@ class FolderKind(Kind):
         return str(self.config["path"])
 
     @staticmethod
-    def root_refusal(path: str, roots: Sequence[str]) -> str:
-        """Why `path` may not be read ("" when it may): it must resolve (links followed) to a
+    def root_refusal(path: str, roots: Sequence[str]) -> Reason | None:
+        """Why `path` may not be read (None when it may): it must resolve (links followed) to a
         folder under one of `roots`, the folders an operator opened to sources."""
         if not roots:
-            return (
-                "Folder sources are not enabled on this server: an operator lists the folders "
-                "they may read in CANON_SOURCES_FOLDER_ROOTS."
-            )
+            return NO_ROOTS()
         real = os.path.realpath(path)
         for root in roots:
             base = os.path.realpath(root)
             if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
-                return ""
-        return f"The folder {path} is not under a folder opened to sources ({', '.join(roots)})."
+                return None
+        return NOT_UNDER_ROOTS(path=path, roots=", ".join(roots))
 
     def listing(self, previous: Mapping[str, Mapping[str, Any]]) -> Iterator[Item | Problem]:
         """Files in path order (deterministic), depth first, without recursion. Raises
@@ -76,12 +120,12 @@ class FolderKind(Kind):
         directory below it is a Problem(incomplete=True). Items and per-file problems together
         count towards `limits.max_items`."""
         refusal = self.root_refusal(self.root, self.limits.folder_roots)
-        if refusal:
+        if refusal is not None:
             raise ListingFailed(refusal)
         try:
             top = _entries(self.root)
         except OSError as exc:
-            raise ListingFailed(f"The folder {self.root} cannot be read: {_why(exc)}.") from None
+            raise ListingFailed(UNREADABLE(path=self.root, why=_why(exc))) from None
         prune = _pruner(self.patterns.exclude)
         stack: list[tuple[str, Iterator[os.DirEntry[str]]]] = [("", iter(top))]
         listed = 0
@@ -101,7 +145,7 @@ class FolderKind(Kind):
                     try:
                         children = _entries(entry.path)
                     except OSError as exc:
-                        yield Problem(path, f"folder cannot be read: {_why(exc)}", incomplete=True)
+                        yield Problem(path, SUBFOLDER_UNREADABLE(why=_why(exc)), incomplete=True)
                         continue
                     stack.append((path + "/", iter(children)))
                     continue
@@ -111,26 +155,22 @@ class FolderKind(Kind):
             except FileNotFoundError:
                 continue  # removed while we walked: it is not there now
             except OSError as exc:
-                found = Problem(path, f"cannot be read: {_why(exc)}")
+                found = Problem(path, FILE_UNREADABLE(why=_why(exc)))
             listed += 1
             if listed > self.limits.max_items:
-                yield Problem(
-                    path,
-                    f"item limit {self.limits.max_items} reached; the rest was not listed",
-                    incomplete=True,
-                )
+                yield Problem(path, ITEM_LIMIT(limit=self.limits.max_items), incomplete=True)
                 return
             yield found
 
     def _listed(self, entry: os.DirEntry[str], path: str) -> Item | Problem:
         if entry.is_symlink():
-            return Problem(path, "symbolic link, not followed")
+            return Problem(path, SYMBOLIC_LINK())
         if not entry.is_file(follow_symlinks=False):
-            return Problem(path, "not a regular file")
+            return Problem(path, NOT_REGULAR())
         st = entry.stat(follow_symlinks=False)
         if st.st_size > self.limits.max_item_bytes:
             return Problem(
-                path, f"{st.st_size} bytes, over the limit of {self.limits.max_item_bytes} bytes"
+                path, LISTED_TOO_LARGE(size=st.st_size, limit=self.limits.max_item_bytes)
             )
         return Item(
             path=path,
@@ -145,13 +185,11 @@ class FolderKind(Kind):
         when the root itself cannot be opened."""
         parts = item.path.split("/")
         if any(part in ("", ".", "..") for part in parts):
-            raise ItemProblem(f"{item.path} is not a path inside the folder.")
+            raise ItemProblem(NOT_INSIDE(path=item.path))
         try:
             directory = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
-            raise SourceUnavailable(
-                f"The folder {self.root} cannot be read: {_why(exc)}."
-            ) from None
+            raise SourceUnavailable(UNREADABLE(path=self.root, why=_why(exc))) from None
         try:
             data = self._read(directory, parts, item.path)
         finally:
@@ -175,28 +213,26 @@ class FolderKind(Kind):
                 except OSError as exc:
                     # O_NOFOLLOW says ELOOP for a link, or ENOTDIR with O_DIRECTORY
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, at):
-                        raise ItemProblem(
-                            f"{path} is or passes a symbolic link, not followed."
-                        ) from None
+                        raise ItemProblem(PASSES_LINK(path=path)) from None
                     raise
                 opened.append(fd)
                 at = fd
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise ItemProblem(f"{path} is not a regular file.")
+                raise ItemProblem(ITEM_NOT_REGULAR(path=path))
             limit = self.limits.max_item_bytes
             if st.st_size > limit:
-                raise ItemProblem(f"{path} is {st.st_size} bytes, over the limit of {limit} bytes.")
+                raise ItemProblem(ITEM_TOO_LARGE(path=path, size=st.st_size, limit=limit))
             data = _read_at_most(fd, limit + 1)
             if len(data) > limit:  # it grew since the fstat
-                raise ItemProblem(f"{path} is over the limit of {limit} bytes.")
+                raise ItemProblem(ITEM_OVER_LIMIT(path=path, limit=limit))
             return data
         except FileNotFoundError:
-            raise ItemProblem(f"{path} is gone since it was listed.") from None
+            raise ItemProblem(ITEM_GONE(path=path)) from None
         except OSError as exc:
             if exc.errno == errno.ENOTDIR:  # a folder on its way became a file
-                raise ItemProblem(f"{path} is gone since it was listed.") from None
-            raise ItemProblem(f"{path} cannot be read: {_why(exc)}.") from None
+                raise ItemProblem(ITEM_GONE(path=path)) from None
+            raise ItemProblem(ITEM_UNREADABLE(path=path, why=_why(exc))) from None
         finally:
             for opened_fd in opened:
                 os.close(opened_fd)

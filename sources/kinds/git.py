@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 import urllib3
 import urllib3.poolmanager
+from django.utils.translation import gettext_noop
 from dulwich.client import (
     GitClient,
     HTTPUnauthorized,
@@ -50,6 +51,11 @@ from dulwich.refs import Ref, check_ref_format
 from dulwich.repo import Repo
 
 from sources.kinds.base import (
+    ITEM_LIMIT,
+    ITEM_TOO_LARGE,
+    LISTED_TOO_LARGE,
+    NOT_REGULAR,
+    SYMBOLIC_LINK,
     ConfigInvalid,
     Fetched,
     Item,
@@ -61,6 +67,7 @@ from sources.kinds.base import (
 )
 from sources.kinds.front_matter import item_front_matter
 from sources.network import AddressRefused, host_check, peer_checked_pools, url_check
+from textkit.reasons import reason
 
 # Written into the cache when it is made: only a directory holding it is ever deleted.
 MARKER = "canon-source-cache.json"
@@ -68,6 +75,85 @@ MARKER = "canon-source-cache.json"
 TOKEN_USERNAME = "x-access-token"  # noqa: S105 - a user name, not a secret
 _SHA = re.compile(r"[0-9a-f]{40}")
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+# What a Git source says. `url` is the repository's address without user information, `path`
+# an item's path (or a folder's on the server), `detail` a library's or the system's own words
+# with any credential scrubbed out.
+URL_NOT_TEXT = reason("git.url_not_text", gettext_noop("The repository's URL must be text."))
+CREDENTIALS_IN_URL = reason(
+    "git.credentials_in_url",
+    gettext_noop("Put the user name and password (or token) in the credentials, not the URL."),
+)
+LOCAL_NEEDS_PRIVATE = reason(
+    "git.local_needs_private",
+    gettext_noop(
+        "A local repository is read from the server's own disk; that is allowed only when "
+        "CANON_SOURCES_ALLOW_PRIVATE is set."
+    ),
+)
+FILE_URL_ELSEWHERE = reason(
+    "git.file_url_elsewhere", gettext_noop("A file:// URL must name a path on this server.")
+)
+NOT_A_FOLDER = reason("git.not_a_folder", gettext_noop("%(path)s is not a folder on the server."))
+NOT_WEB = reason("git.not_web", gettext_noop("The repository must be an https:// or http:// URL."))
+BRANCH_NOT_TEXT = reason("git.branch_not_text", gettext_noop("The branch must be text."))
+BAD_BRANCH = reason("git.bad_branch", gettext_noop("%(branch)s is not a valid branch name."))
+COPY_DAMAGED = reason(
+    "git.copy_damaged",
+    gettext_noop("The local copy of the repository cannot be read (%(detail)s)."),
+)
+COPY_UNREADABLE = reason(
+    "git.copy_unreadable", gettext_noop("The local copy cannot be read (%(detail)s).")
+)
+NO_BLOB_ID = reason("git.no_blob_id", gettext_noop("%(path)s has no Git blob id as its version."))
+NOT_IN_BRANCH = reason("git.not_in_branch", gettext_noop("%(path)s is no longer in the branch."))
+NOT_A_FILE = reason("git.not_a_file", gettext_noop("%(path)s is not a file in the repository."))
+NO_CACHE = reason(
+    "git.no_cache", gettext_noop("Git sources need a cache directory (SOURCES_CACHE_ROOT).")
+)
+CACHE_TAKEN = reason(
+    "git.cache_taken",
+    gettext_noop("The cache directory %(path)s holds something else; not used."),
+)
+CACHE_UNMAKABLE = reason(
+    "git.cache_unmakable",
+    gettext_noop("The cache directory %(path)s cannot be made: %(detail)s."),
+)
+CREDENTIALS_REFUSED = reason(
+    "git.credentials_refused",
+    gettext_noop("The repository refused the credentials (HTTP 401)."),
+)
+CREDENTIALS_NEEDED = reason(
+    "git.credentials_needed",
+    gettext_noop(
+        "The repository asks for credentials (HTTP 401): give a user name and a password or token."
+    ),
+)
+NOT_A_REPOSITORY = reason(
+    "git.not_a_repository", gettext_noop("There is no Git repository at %(url)s.")
+)
+FETCH_FAILED = reason(
+    "git.fetch_failed", gettext_noop("The repository cannot be fetched: %(detail)s.")
+)
+# `detail`: why its address is refused (`sources.network`), a sentence of its own.
+FETCH_REFUSED = reason(
+    "git.fetch_refused", gettext_noop("The repository cannot be fetched: %(detail)s")
+)
+NO_BRANCH = reason("git.no_branch", gettext_noop("The repository has no branch %(branch)s."))
+NO_BRANCH_OF = reason(
+    "git.no_branch_of",
+    gettext_noop("The repository has no branch %(branch)s (its branches: %(branches)s)."),
+)
+NOT_A_COMMIT = reason("git.not_a_commit", gettext_noop("The branch does not point at a commit."))
+LOCAL_NOT_ALLOWED = reason(
+    "git.local_not_allowed",
+    gettext_noop("A local repository is allowed only when CANON_SOURCES_ALLOW_PRIVATE is set."),
+)
+PATH_NOT_UTF8 = reason("git.path_not_utf8", gettext_noop("the path is not UTF-8"))
+SUBMODULE = reason("git.submodule", gettext_noop("submodule, not followed"))
+TOO_DEEP = reason(
+    "git.too_deep", gettext_noop("The repository's folders nest too deep to be read.")
+)
 
 
 class _Corrupt(Exception):
@@ -90,38 +176,33 @@ class GitKind(Kind):
         checked = super().check_config(config, allow_private=allow_private)
         url = checked["url"]
         if not isinstance(url, str):
-            raise ConfigInvalid("The repository's URL must be text.")
+            raise ConfigInvalid(URL_NOT_TEXT())
         url = url.strip()
         parts = urlsplit(url)
         if parts.scheme in ("http", "https"):
             if "@" in parts.netloc:
-                raise ConfigInvalid(
-                    "Put the user name and password (or token) in the credentials, not the URL."
-                )
+                raise ConfigInvalid(CREDENTIALS_IN_URL())
             try:
                 url_check(url, allow_private=allow_private)
             except AddressRefused as exc:
-                raise ConfigInvalid(str(exc)) from None
+                raise ConfigInvalid(exc.why) from None
         elif parts.scheme == "file" or (not parts.scheme and url.startswith("/")):
             if not allow_private:
-                raise ConfigInvalid(
-                    "A local repository is read from the server's own disk; that is allowed only "
-                    "when CANON_SOURCES_ALLOW_PRIVATE is set."
-                )
+                raise ConfigInvalid(LOCAL_NEEDS_PRIVATE())
             path = unquote(parts.path) if parts.scheme == "file" else url
             if parts.scheme == "file" and parts.netloc not in ("", "localhost"):
-                raise ConfigInvalid("A file:// URL must name a path on this server.")
+                raise ConfigInvalid(FILE_URL_ELSEWHERE())
             if not os.path.isabs(path) or not os.path.isdir(path):
-                raise ConfigInvalid(f"{path} is not a folder on the server.")
+                raise ConfigInvalid(NOT_A_FOLDER(path=path))
             url = os.path.normpath(path)
         else:
-            raise ConfigInvalid("The repository must be an https:// or http:// URL.")
+            raise ConfigInvalid(NOT_WEB())
         branch = checked.get("branch") or "main"
         if not isinstance(branch, str):
-            raise ConfigInvalid("The branch must be text.")
+            raise ConfigInvalid(BRANCH_NOT_TEXT())
         branch = branch.strip().removeprefix("refs/heads/")
         if not check_ref_format(Ref(b"refs/heads/" + branch.encode())):
-            raise ConfigInvalid(f"{branch!r} is not a valid branch name.")
+            raise ConfigInvalid(BAD_BRANCH(branch=repr(branch)))
         checked.update(url=url, branch=branch)
         return checked
 
@@ -146,9 +227,7 @@ class GitKind(Kind):
             except _Corrupt as exc:
                 self._cache_drop()
                 if attempt == 2:
-                    raise ListingFailed(
-                        f"The local copy of the repository cannot be read ({exc})."
-                    ) from None
+                    raise ListingFailed(COPY_DAMAGED(detail=str(exc))) from None
         yield from entries
 
     def fetch(self, item: Item) -> Fetched:
@@ -157,28 +236,28 @@ class GitKind(Kind):
         branch; SourceUnavailable when the repository or the cache cannot be read."""
         limit = self.limits.max_item_bytes
         if item.size is not None and item.size > limit:
-            raise ItemProblem(f"{item.path} is {item.size} bytes, over the limit of {limit} bytes.")
+            raise ItemProblem(ITEM_TOO_LARGE(path=item.path, size=item.size, limit=limit))
         if not _SHA.fullmatch(item.version):
-            raise ItemProblem(f"{item.path} has no Git blob id as its version.")
+            raise ItemProblem(NO_BLOB_ID(path=item.path))
         sha = ObjectID(item.version.encode())
         try:
             repo = self._cache()
             if sha not in repo.object_store:
                 repo, _ = self._update()
             if sha not in repo.object_store:
-                raise ItemProblem(f"{item.path} is no longer in the branch.")
+                raise ItemProblem(NOT_IN_BRANCH(path=item.path))
             type_num, data = repo.object_store.get_raw(sha)
         except ItemProblem:
             raise
         except ListingFailed as exc:
-            raise SourceUnavailable(str(exc)) from None
+            raise SourceUnavailable(exc.why) from None
         except Exception as exc:  # a broken pack or object: fetched again by the next run
             self._cache_drop()
-            raise SourceUnavailable(f"The local copy cannot be read ({_why(exc)}).") from None
+            raise SourceUnavailable(COPY_UNREADABLE(detail=_why(exc))) from None
         if type_num != Blob.type_num:
-            raise ItemProblem(f"{item.path} is not a file in the repository.")
+            raise ItemProblem(NOT_A_FILE(path=item.path))
         if len(data) > limit:
-            raise ItemProblem(f"{item.path} is {len(data)} bytes, over the limit of {limit} bytes.")
+            raise ItemProblem(ITEM_TOO_LARGE(path=item.path, size=len(data), limit=limit))
         metadata = item_front_matter(item, data)
         return Fetched(data=data, media_type="", metadata=metadata)
 
@@ -196,7 +275,7 @@ class GitKind(Kind):
             return self._repo
         root = self.limits.cache_dir
         if not root:
-            raise ListingFailed("Git sources need a cache directory (SOURCES_CACHE_ROOT).")
+            raise ListingFailed(NO_CACHE())
         marker = os.path.join(root, MARKER)
         if os.path.isfile(marker):
             try:
@@ -214,15 +293,13 @@ class GitKind(Kind):
             return self._repo
         try:
             if os.path.exists(root) and os.listdir(root):
-                raise ListingFailed(f"The cache directory {root} holds something else; not used.")
+                raise ListingFailed(CACHE_TAKEN(path=root))
             os.makedirs(root, exist_ok=True)
             repo = Repo.init_bare(root)
             with open(marker, "w", encoding="utf-8") as file:
                 json.dump({"url": self.url}, file)
         except OSError as exc:
-            raise ListingFailed(
-                f"The cache directory {root} cannot be made: {_why(exc)}."
-            ) from None
+            raise ListingFailed(CACHE_UNMAKABLE(path=root, detail=_why(exc))) from None
         self._repo = repo
         return repo
 
@@ -249,18 +326,14 @@ class GitKind(Kind):
             client.fetch(path, repo, determine_wants=wants, ref_prefix=[Ref(b"refs/heads/")])
         except HTTPUnauthorized:
             if self.credentials.get("password") or self.credentials.get("username"):
-                raise ListingFailed("The repository refused the credentials (HTTP 401).") from None
-            raise ListingFailed(
-                "The repository asks for credentials (HTTP 401): give a user name and a password "
-                "or token."
-            ) from None
+                raise ListingFailed(CREDENTIALS_REFUSED()) from None
+            raise ListingFailed(CREDENTIALS_NEEDED()) from None
         except NotGitRepository:
-            shown = _USERINFO.sub("", self.url)
-            raise ListingFailed(f"There is no Git repository at {shown}.") from None
-        except (GitProtocolError, AddressRefused, OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ListingFailed(
-                self._scrub(f"The repository cannot be fetched: {_why(exc)}.")
-            ) from None
+            raise ListingFailed(NOT_A_REPOSITORY(url=_USERINFO.sub("", self.url))) from None
+        except AddressRefused as exc:
+            raise ListingFailed(FETCH_REFUSED(detail=exc.why)) from None
+        except (GitProtocolError, OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ListingFailed(FETCH_FAILED(detail=self._scrub(_why(exc)))) from None
         except Exception as exc:  # writing the pack into a damaged cache
             raise _Corrupt(self._scrub(_why(exc))) from None
         finally:
@@ -273,24 +346,23 @@ class GitKind(Kind):
                 for name in advertised
                 if name.startswith(b"refs/heads/")
             )
-            known = f" (its branches: {', '.join(branches[:10])})" if branches else ""
-            branch = self.config.get("branch") or "main"
-            raise ListingFailed(f"The repository has no branch {branch!r}{known}.")
+            branch = repr(self.config.get("branch") or "main")
+            if branches:
+                raise ListingFailed(NO_BRANCH_OF(branch=branch, branches=", ".join(branches[:10])))
+            raise ListingFailed(NO_BRANCH(branch=branch))
         try:
             commit = repo[head]
             repo.refs[ref] = head  # keeps the branch reachable in the cache
         except Exception as exc:
             raise _Corrupt(_why(exc)) from None
         if not isinstance(commit, Commit):
-            raise ListingFailed("The branch does not point at a commit.")
+            raise ListingFailed(NOT_A_COMMIT())
         return repo, commit
 
     def _client(self) -> tuple[GitClient, str]:
         if not self.url.startswith(("http://", "https://")):
             if not self.limits.allow_private:
-                raise ListingFailed(
-                    "A local repository is allowed only when CANON_SOURCES_ALLOW_PRIVATE is set."
-                )
+                raise ListingFailed(LOCAL_NOT_ALLOWED())
             return LocalGitClient(), self.url
         username = self.credentials.get("username") or None
         password = self.credentials.get("password") or None
@@ -333,32 +405,26 @@ class GitKind(Kind):
                 except UnicodeDecodeError:
                     path = entry.path.decode("utf-8", "replace")
                     if self.patterns.admits(path):
-                        found.append(Problem(path, "the path is not UTF-8"))
+                        found.append(Problem(path, PATH_NOT_UTF8()))
                     continue
                 if not self.patterns.admits(path):
                     continue
                 if len(found) >= self.limits.max_items:
                     found.append(
-                        Problem(
-                            path,
-                            f"item limit {self.limits.max_items} reached; the rest was not listed",
-                            incomplete=True,
-                        )
+                        Problem(path, ITEM_LIMIT(limit=self.limits.max_items), incomplete=True)
                     )
                     break
                 version = entry.sha.decode()
                 if S_ISGITLINK(entry.mode):
-                    found.append(Problem(path, "submodule, not followed"))
+                    found.append(Problem(path, SUBMODULE()))
                 elif S_ISLNK(entry.mode):
-                    found.append(Problem(path, "symbolic link, not followed"))
+                    found.append(Problem(path, SYMBOLIC_LINK()))
                 elif not S_ISREG(entry.mode):
-                    found.append(Problem(path, "not a regular file"))
+                    found.append(Problem(path, NOT_REGULAR()))
                 else:
                     size = _size(repo, entry.sha, previous.get(path), version)
                     if size > limit:
-                        found.append(
-                            Problem(path, f"{size} bytes, over the limit of {limit} bytes")
-                        )
+                        found.append(Problem(path, LISTED_TOO_LARGE(size=size, limit=limit)))
                         continue
                     found.append(
                         Item(
@@ -373,7 +439,7 @@ class GitKind(Kind):
         except _Corrupt:
             raise
         except MaxTreeDepthExceeded:
-            raise ListingFailed("The repository's folders nest too deep to be read.") from None
+            raise ListingFailed(TOO_DEEP()) from None
         except Exception as exc:  # a missing or damaged object in the cache
             raise _Corrupt(_why(exc)) from None
         return found

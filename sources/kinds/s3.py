@@ -38,9 +38,15 @@ from botocore.exceptions import (
     HTTPClientError,
     ReadTimeoutError,
 )
+from django.utils.translation import gettext_noop
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from sources.kinds.base import (
+    ITEM_GONE,
+    ITEM_LIMIT,
+    ITEM_OVER_LIMIT,
+    ITEM_TOO_LARGE,
+    LISTED_TOO_LARGE,
     ConfigInvalid,
     Fetched,
     Item,
@@ -53,6 +59,7 @@ from sources.kinds.base import (
 )
 from sources.kinds.front_matter import item_front_matter
 from sources.network import AddressRefused, host_check, peer_checked_pools, url_check
+from textkit.reasons import Reason, Words, reason
 
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 CREDENTIAL_CODES = frozenset(
@@ -76,6 +83,135 @@ NETWORK_ERRORS = (BotoCoreError, Urllib3Error, ConnectionError)
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
 _REGION = re.compile(r"[a-z0-9-]{1,40}")
+
+# What a bucket source says. `bucket` and `endpoint` (scheme, host and port only, or "AWS S3")
+# name where; `code` is the error code S3 answered (or its HTTP status), `error` the class name
+# of what failed on the way. Never a credential, nor boto's text.
+SETTING_NOT_TEXT = reason(
+    "s3.setting_not_text", gettext_noop("The %(name)s of an S3 bucket source must be text.")
+)
+BAD_BUCKET = reason(
+    "s3.bad_bucket",
+    gettext_noop(
+        "%(bucket)s is not a bucket name: 3 to 63 lowercase letters, digits, dots, hyphens or "
+        "underscores, starting and ending with a letter or digit."
+    ),
+)
+BAD_REGION = reason(
+    "s3.bad_region", gettext_noop("%(region)s is not a region name (e.g. eu-west-1).")
+)
+TAGS_YES_OR_NO = reason(
+    "s3.tags_yes_or_no", gettext_noop("The 'tags_each_sync' of an S3 bucket source is yes or no.")
+)
+ENDPOINT_INVALID = reason(
+    "s3.endpoint_invalid", gettext_noop("The endpoint URL is not a valid URL.")
+)
+ENDPOINT_USERINFO = reason(
+    "s3.endpoint_userinfo",
+    gettext_noop(
+        "The endpoint URL may not hold a user name, password, query or fragment; credentials go "
+        "in access_key_id and secret_access_key."
+    ),
+)
+ONE_CREDENTIAL = reason(
+    "s3.one_credential",
+    gettext_noop(
+        "The S3 bucket source has only one of access_key_id and secret_access_key; give both, or "
+        "neither for a public bucket."
+    ),
+)
+BAD_KEY = reason(
+    "s3.bad_key", gettext_noop("the key is not a usable path (an empty, '.' or '..' part)")
+)
+# `detail`: why the tags could not be read (one of the reasons below).
+TAGS_UNREADABLE = reason(
+    "s3.tags_unreadable", gettext_noop("its tags could not be read: %(detail)s")
+)
+ITEM_REFUSED = reason("s3.item_refused", gettext_noop("%(path)s: %(detail)s"))
+CREDENTIALS_REFUSED = reason(
+    "s3.credentials_refused",
+    gettext_noop("The bucket %(bucket)s at %(endpoint)s refused the credentials (%(code)s)."),
+)
+NO_SUCH_BUCKET = reason(
+    "s3.no_such_bucket",
+    gettext_noop("The bucket %(bucket)s does not exist at %(endpoint)s (NoSuchBucket)."),
+)
+TIMED_OUT = reason(
+    "s3.timed_out",
+    gettext_noop("The bucket %(bucket)s at %(endpoint)s did not answer in time (%(error)s)."),
+)
+UNREACHABLE = reason(
+    "s3.unreachable",
+    gettext_noop("The bucket %(bucket)s at %(endpoint)s cannot be reached (%(error)s)."),
+)
+# What a call was refused or failed to do, one reason per call: listing the bucket, reading an
+# object, reading an object's tags.
+LIST, READ, READ_TAGS = "list", "read", "tags"
+DENIED: dict[str, Words] = {
+    LIST: reason(
+        "s3.list_denied",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s refused access (%(code)s): the credentials "
+            "may not list it."
+        ),
+    ),
+    READ: reason(
+        "s3.read_denied",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s refused access (%(code)s): the credentials "
+            "may not read it."
+        ),
+    ),
+    READ_TAGS: reason(
+        "s3.read_tags_denied",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s refused access (%(code)s): the credentials "
+            "may not read the tags of it."
+        ),
+    ),
+}
+FAILED: dict[str, Words] = {
+    LIST: reason(
+        "s3.list_failed",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s failed to list (%(code)s); try again later."
+        ),
+    ),
+    READ: reason(
+        "s3.read_failed",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s failed to read (%(code)s); try again later."
+        ),
+    ),
+    READ_TAGS: reason(
+        "s3.read_tags_failed",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s failed to read the tags of (%(code)s); try "
+            "again later."
+        ),
+    ),
+}
+REFUSED: dict[str, Words] = {
+    LIST: reason(
+        "s3.list_refused",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s refused to list: %(code)s (HTTP %(status)s)."
+        ),
+    ),
+    READ: reason(
+        "s3.read_refused",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s refused to read: %(code)s (HTTP %(status)s)."
+        ),
+    ),
+    READ_TAGS: reason(
+        "s3.read_tags_refused",
+        gettext_noop(
+            "The bucket %(bucket)s at %(endpoint)s refused to read the tags of: %(code)s "
+            "(HTTP %(status)s)."
+        ),
+    ),
+}
 
 
 class S3Kind(Kind):
@@ -108,24 +244,21 @@ class S3Kind(Kind):
         checked = super().check_config(config, allow_private=allow_private)
         for field in cls.CONFIG_FIELDS:
             if not isinstance(checked.get(field, ""), str):
-                raise ConfigInvalid(f"The {field!r} of an S3 bucket source must be text.")
+                raise ConfigInvalid(SETTING_NOT_TEXT(name=repr(field)))
         endpoint = checked.get("endpoint_url", "").strip()
         if endpoint:
             _endpoint_check(endpoint, allow_private=allow_private)
             checked["endpoint_url"] = endpoint.rstrip("/")
         if not _BUCKET.fullmatch(checked["bucket"]) or ".." in checked["bucket"]:
-            raise ConfigInvalid(
-                f"{checked['bucket']!r} is not a bucket name: 3 to 63 lowercase letters, digits, "
-                "dots, hyphens or underscores, starting and ending with a letter or digit."
-            )
+            raise ConfigInvalid(BAD_BUCKET(bucket=repr(checked["bucket"])))
         if "prefix" in checked:
             checked["prefix"] = _folder(checked["prefix"])
         if checked.get("region") and not _REGION.fullmatch(checked["region"]):
-            raise ConfigInvalid(f"{checked['region']!r} is not a region name (e.g. eu-west-1).")
+            raise ConfigInvalid(BAD_REGION(region=repr(checked["region"])))
         if "tags_each_sync" in checked:
             answer = checked.pop("tags_each_sync").strip().lower()
             if answer not in ("", "yes", "no"):
-                raise ConfigInvalid("The 'tags_each_sync' of an S3 bucket source is yes or no.")
+                raise ConfigInvalid(TAGS_YES_OR_NO())
             if answer == "yes":
                 checked["tags_each_sync"] = "yes"
         return checked
@@ -174,23 +307,19 @@ class S3Kind(Kind):
                     listed += 1
                     if listed > self.limits.max_items:
                         yield Problem(
-                            path,
-                            f"item limit {self.limits.max_items} reached; the rest was not listed",
-                            incomplete=True,
+                            path, ITEM_LIMIT(limit=self.limits.max_items), incomplete=True
                         )
                         return
                     yield found
         except (ClientError, *NETWORK_ERRORS) as exc:
-            raise ListingFailed(self._told(exc, "list")) from None
+            raise ListingFailed(self._told(exc, LIST)) from None
 
     def _listed(self, entry: Mapping[str, Any], path: str) -> Item | Problem:
         if any(part in ("", ".", "..") for part in path.split("/")):
-            return Problem(path, "the key is not a usable path (an empty, '.' or '..' part)")
+            return Problem(path, BAD_KEY())
         size = int(entry.get("Size") or 0)
         if size > self.limits.max_item_bytes:
-            return Problem(
-                path, f"{size} bytes, over the limit of {self.limits.max_item_bytes} bytes"
-            )
+            return Problem(path, LISTED_TOO_LARGE(size=size, limit=self.limits.max_item_bytes))
         etag = str(entry.get("ETag") or "").strip('"')
         return Item(
             path=path,
@@ -205,7 +334,7 @@ class S3Kind(Kind):
         try:
             tags = self._tags(client, key, None)
         except SourceUnavailable as exc:
-            return Problem(item.path, f"its tags could not be read: {exc}", incomplete=True)
+            return Problem(item.path, TAGS_UNREADABLE(detail=exc.why), incomplete=True)
         if not tags:
             return item
         digest = hashlib.sha256(json.dumps(tags, sort_keys=True).encode()).hexdigest()[:16]
@@ -226,21 +355,19 @@ class S3Kind(Kind):
         except ClientError as exc:
             raise self._fetch_error(exc, item.path) from None
         except NETWORK_ERRORS as exc:
-            raise SourceUnavailable(self._told(exc, "read")) from None
+            raise SourceUnavailable(self._told(exc, READ)) from None
         body = response["Body"]
         try:
             length = int(response.get("ContentLength") or 0)
             if length > limit:
-                raise ItemProblem(
-                    f"{item.path} is {length} bytes, over the limit of {limit} bytes."
-                )
+                raise ItemProblem(ITEM_TOO_LARGE(path=item.path, size=length, limit=limit))
             data = _read_at_most(body, limit + 1)
         except NETWORK_ERRORS as exc:
-            raise SourceUnavailable(self._told(exc, "read")) from None
+            raise SourceUnavailable(self._told(exc, READ)) from None
         finally:
             body.close()
         if len(data) > limit:
-            raise ItemProblem(f"{item.path} is over the limit of {limit} bytes.")
+            raise ItemProblem(ITEM_OVER_LIMIT(path=item.path, limit=limit))
         metadata = item_front_matter(item, data)
         metadata.update(response.get("Metadata") or {})
         metadata.update(self._tags(client, key, response.get("VersionId")))
@@ -255,24 +382,24 @@ class S3Kind(Kind):
             tagging = client.get_object_tagging(Bucket=self.bucket, Key=key, **extra)
         except ClientError as exc:
             if _status(exc) >= 500 or _code(exc) in BUSY_CODES:
-                raise SourceUnavailable(self._told(exc, "read the tags of")) from None
+                raise SourceUnavailable(self._told(exc, READ_TAGS)) from None
             return {}  # AccessDenied, NotImplemented, gone a moment ago: the bytes stand
         except NETWORK_ERRORS as exc:
-            raise SourceUnavailable(self._told(exc, "read the tags of")) from None
+            raise SourceUnavailable(self._told(exc, READ_TAGS)) from None
         return {str(tag["Key"]): str(tag["Value"]) for tag in tagging.get("TagSet", [])}
 
     def _fetch_error(self, exc: ClientError, path: str) -> SourceError:
         code = _code(exc)
         if code in MISSING_CODES:
-            return ItemProblem(f"{path} is gone since it was listed.")
+            return ItemProblem(ITEM_GONE(path=path))
         if (
             code in CREDENTIAL_CODES
             or code in BUSY_CODES
             or code == "NoSuchBucket"
             or _status(exc) >= 500
         ):
-            return SourceUnavailable(self._told(exc, "read"))
-        return ItemProblem(f"{path}: {self._told(exc, 'read')}")
+            return SourceUnavailable(self._told(exc, READ))
+        return ItemProblem(ITEM_REFUSED(path=path, detail=self._told(exc, READ)))
 
     # -- the client --------------------------------------------------------------------------
 
@@ -285,10 +412,7 @@ class S3Kind(Kind):
         key_id = self.credentials.get("access_key_id", "")
         secret = self.credentials.get("secret_access_key", "")
         if bool(key_id) != bool(secret):
-            raise error(
-                f"The {self.label} source has only one of access_key_id and secret_access_key; "
-                "give both, or neither for a public bucket."
-            )
+            raise error(ONE_CREDENTIAL())
         endpoint = str(self.config.get("endpoint_url") or "") or None
         config = Config(
             connect_timeout=min(self.limits.timeout, 10.0),
@@ -318,29 +442,29 @@ class S3Kind(Kind):
         try:
             host_check(urlsplit(url).hostname or "", allow_private=self.limits.allow_private)
         except AddressRefused as exc:
-            raise error(str(exc)) from None
+            raise error(exc.why) from None
 
-    def _told(self, exc: Exception, what: str) -> str:
-        """A person's sentence for a failed call, from codes and class names only."""
-        where = f"The bucket {self.bucket} at {self.endpoint}"
-        if isinstance(exc, HTTPClientError) and isinstance(exc.kwargs.get("error"), AddressRefused):
-            return str(exc.kwargs["error"])  # a connection that reached a refused address
+    def _told(self, exc: Exception, what: str) -> str | Reason:
+        """Why a call (`what`: LIST, READ or READ_TAGS) failed, from codes and class names
+        only."""
+        where = {"bucket": self.bucket, "endpoint": self.endpoint}
+        refused = exc.kwargs.get("error") if isinstance(exc, HTTPClientError) else None
+        if isinstance(refused, AddressRefused):
+            return refused.why  # a connection that reached a refused address
         if isinstance(exc, ClientError):
             code, status = _code(exc), _status(exc)
             if code in CREDENTIAL_CODES:
-                return f"{where} refused the credentials ({code})."
+                return CREDENTIALS_REFUSED(**where, code=code)
             if code == "NoSuchBucket":
-                return f"The bucket {self.bucket} does not exist at {self.endpoint} (NoSuchBucket)."
+                return NO_SUCH_BUCKET(**where)
             if code in DENIED_CODES or status == 403:
-                return (
-                    f"{where} refused access ({code or status}): the credentials may not {what} it."
-                )
+                return DENIED[what](**where, code=code or str(status))
             if status >= 500 or code in BUSY_CODES:
-                return f"{where} failed to {what} ({code or status}); try again later."
-            return f"{where} refused to {what}: {code or 'error'} (HTTP {status})."
+                return FAILED[what](**where, code=code or str(status))
+            return REFUSED[what](**where, code=code or "error", status=str(status))
         if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
-            return f"{where} did not answer in time ({type(exc).__name__})."
-        return f"{where} cannot be reached ({type(exc).__name__})."
+            return TIMED_OUT(**where, error=type(exc).__name__)
+        return UNREACHABLE(**where, error=type(exc).__name__)
 
     def close(self) -> None:
         if self._s3 is not None:
@@ -366,17 +490,14 @@ def _endpoint_check(endpoint: str, *, allow_private: bool) -> None:
         parts = urlsplit(endpoint)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise ConfigInvalid("The endpoint URL is not a valid URL.") from None
+        raise ConfigInvalid(ENDPOINT_INVALID()) from None
     if parts.username or parts.password or parts.query or parts.fragment:
         # not echoed: it may hold a password
-        raise ConfigInvalid(
-            "The endpoint URL may not hold a user name, password, query or fragment; "
-            "credentials go in access_key_id and secret_access_key."
-        )
+        raise ConfigInvalid(ENDPOINT_USERINFO())
     try:
         url_check(endpoint, allow_private=allow_private)
     except AddressRefused as exc:
-        raise ConfigInvalid(str(exc)) from None
+        raise ConfigInvalid(exc.why) from None
 
 
 def _folder(prefix: str) -> str:

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeGuard
 
+from django.utils.translation import gettext_noop
+
 from sources.kinds.base import Item, ListingFailed, Problem
-from sources.kinds.web_http import WebClient, WebError
+from sources.kinds.web_http import SITE_ANSWERED, WebClient, WebError
 from sources.kinds.web_robots import Robots
 from sources.kinds.web_sitemap import (
     SITEMAP_MAX_BYTES,
@@ -27,9 +29,23 @@ from sources.kinds.web_sitemap import (
 )
 from sources.kinds.web_urls import Site, url_item_path, url_media_type_guess, url_normalise
 from sources.patterns import Patterns
+from textkit.reasons import reason
 
 # An index of indexes of sitemaps is as deep as a sitemap goes here.
 MAX_SITEMAP_NESTING = 2
+
+# What a crawl says (`detail`: why a sitemap could not be read, `web_http`'s or `web_sitemap`'s).
+START_REFUSED = reason(
+    "website.start_refused", gettext_noop("robots.txt refuses the start address %(url)s.")
+)
+PAGE_LIMIT = reason("website.page_limit", gettext_noop("page limit of %(limit)s reached"))
+SITEMAP_UNREADABLE = reason(
+    "website.sitemap_unreadable",
+    gettext_noop("The sitemap %(url)s could not be read: %(detail)s."),
+)
+NESTED_SITEMAP_UNREADABLE = reason(
+    "website.nested_sitemap_unreadable", gettext_noop("sitemap could not be read: %(detail)s")
+)
 
 
 @dataclass(frozen=True)
@@ -135,7 +151,7 @@ class Crawl:
 
     def _start_check(self, start: str) -> None:
         if not self._robots.allows(start):
-            raise ListingFailed(f"robots.txt refuses the start address {start}.")
+            raise ListingFailed(START_REFUSED(url=start))
 
     def _worth_reading(self, url: str, depth: int) -> bool:
         """A page the patterns exclude is read only for links that will be followed, and only
@@ -145,7 +161,7 @@ class Crawl:
         return depth < self._max_depth and url_media_type_guess(url) in ("", "text/html")
 
     def _limit_reached(self) -> Problem:
-        return Problem("", f"page limit of {self._max_pages} reached", incomplete=True)
+        return Problem("", PAGE_LIMIT(limit=self._max_pages), incomplete=True)
 
     def _take(self, url: str, *, start: bool, lastmod: datetime | None = None) -> Visit:
         self._pages += 1
@@ -176,8 +192,8 @@ class Crawl:
                 sitemap = self._sitemap_read(url)
             except (WebError, SitemapInvalid) as exc:
                 if url == sitemap_url:
-                    raise ListingFailed(f"The sitemap {url} could not be read: {exc}.") from None
-                yield Problem(url_item_path(url), f"sitemap could not be read: {exc}", True)
+                    raise ListingFailed(SITEMAP_UNREADABLE(url=url, detail=exc.why)) from None
+                yield Problem(url_item_path(url), NESTED_SITEMAP_UNREADABLE(detail=exc.why), True)
                 continue
             for entry in sitemap.entries:
                 loc = url_normalise(entry.loc)
@@ -194,5 +210,5 @@ class Crawl:
             url, max_bytes=SITEMAP_MAX_BYTES, media_type_for=lambda _url, content_type: content_type
         )
         if answer.status != 200 or answer.content is None:
-            raise WebError(url, f"the site answered {answer.status}")
+            raise WebError(url, SITE_ANSWERED(status=answer.status))
         return sitemap_parse(answer.content)

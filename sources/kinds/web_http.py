@@ -13,13 +13,40 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
+from django.utils.translation import gettext_noop
 
 from sources.kinds.web_urls import Site, url_host, url_normalise
 from sources.network import AddressRefused, guarded_client
+from textkit.reasons import Reason, ReasonedError, reason
 
 USER_AGENT = "CanonSync/1.0"
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+# Why an address gave no answer to use: words that follow the address or a page's path ("...
+# timed out after 30 s"). `host` where a redirect led, `error` the HTTP library's own words.
+OFF_SITE = reason("website.off_site", gettext_noop("redirected off the site to %(host)s"))
+OFF_WEB = reason(
+    "website.off_web",
+    gettext_noop("redirected off the site to an address that is not http(s)"),
+)
+REDIRECT_REFUSED = reason("website.redirect_refused", gettext_noop("refused by robots.txt"))
+TIMED_OUT = reason("website.timed_out", gettext_noop("timed out after %(seconds)s s"))
+NO_ANSWER = reason("website.no_answer", gettext_noop("gave no answer (%(error)s)"))
+# `detail`: why the address is refused (`sources.network`).
+ADDRESS_REFUSED = reason("website.address_refused", gettext_noop("was refused (%(detail)s)"))
+TOO_MANY_REDIRECTS = reason(
+    "website.too_many_redirects", gettext_noop("redirected more than %(limit)s times")
+)
+DECLARED_TOO_LARGE = reason(
+    "website.declared_too_large",
+    gettext_noop("%(size)s bytes is over the limit of %(limit)s bytes"),
+)
+PAGE_TOO_LARGE = reason(
+    "website.page_too_large", gettext_noop("the page is over the limit of %(limit)s bytes")
+)
+# An answer that is no page (`status`: its code, and HTTP's phrase for it when known).
+SITE_ANSWERED = reason("website.site_answered", gettext_noop("the site answered %(status)s"))
 
 
 class Pacer:
@@ -59,11 +86,11 @@ class Response:
     content: bytes | None
 
 
-class WebError(Exception):
+class WebError(ReasonedError):
     """A URL that gave no answer to use; `url` is the one that failed (after redirects), and the
-    message is for a person."""
+    message is for a person (a declared reason)."""
 
-    def __init__(self, url: str, message: str) -> None:
+    def __init__(self, url: str, message: str | Reason) -> None:
         super().__init__(message)
         self.url = url
 
@@ -73,10 +100,10 @@ class Disallowed(WebError):
 
 
 class OffSite(WebError):
-    """A redirect led off the site (or to a non-web address); `host` names where."""
+    """A redirect led off the site (or, `host` "", to a non-web address); `host` names where."""
 
     def __init__(self, url: str, host: str) -> None:
-        super().__init__(url, f"redirected off the site to {host}")
+        super().__init__(url, OFF_SITE(host=host) if host else OFF_WEB())
         self.host = host
 
 
@@ -134,7 +161,7 @@ class WebClient:
                     if status in _REDIRECTS and answer.headers.get("location"):
                         target = url_normalise(answer.headers["location"], base=url)
                         if target is None:
-                            raise OffSite(url, "an address that is not http(s)")
+                            raise OffSite(url, "")
                     else:
                         content_type = answer.headers.get("content-type", "")
                         media_type = _media_type(content_type)
@@ -146,20 +173,20 @@ class WebClient:
                                 content = _body(answer, url, max_bytes)
                         return Response(url, status, answer.headers, media_type, content)
             except httpx.TimeoutException:
-                raise Unreachable(url, f"timed out after {self._timeout:g} s") from None
+                raise Unreachable(url, TIMED_OUT(seconds=f"{self._timeout:g}")) from None
             except httpx.RequestError as exc:
-                raise Unreachable(url, f"gave no answer ({_brief(exc)})") from None
+                raise Unreachable(url, NO_ANSWER(error=_brief(exc))) from None
             except AddressRefused as exc:
-                raise Unreachable(url, f"was refused ({exc})") from None
+                raise Unreachable(url, ADDRESS_REFUSED(detail=exc.why)) from None
             finally:
                 self.pacer.done()
             assert target is not None  # every other way out of the `with` returned or raised
             if not self.site.contains(target):
                 raise OffSite(url, url_host(target))
             if allowed is not None and not allowed(target):
-                raise Disallowed(target, "refused by robots.txt")
+                raise Disallowed(target, REDIRECT_REFUSED())
             url = target
-        raise TooManyRedirects(url, f"redirected more than {MAX_REDIRECTS} times")
+        raise TooManyRedirects(url, TOO_MANY_REDIRECTS(limit=MAX_REDIRECTS))
 
 
 def _media_type(content_type: str) -> str:
@@ -171,13 +198,13 @@ def _body(answer: httpx.Response, url: str, max_bytes: int) -> bytes:
     also bounds a compressed body that inflates)."""
     declared = answer.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise TooLarge(url, f"{int(declared)} bytes is over the limit of {max_bytes} bytes")
+        raise TooLarge(url, DECLARED_TOO_LARGE(size=int(declared), limit=max_bytes))
     chunks: list[bytes] = []
     size = 0
     for chunk in answer.iter_bytes():
         size += len(chunk)
         if size > max_bytes:
-            raise TooLarge(url, f"the page is over the limit of {max_bytes} bytes")
+            raise TooLarge(url, PAGE_TOO_LARGE(limit=max_bytes))
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -8,13 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop
 from protego import Protego
 
 from sources.kinds.base import ListingFailed
 from sources.kinds.web_http import USER_AGENT, WebClient, WebError
+from textkit.reasons import reason
 
 # RFC 9309 2.5: crawlers must parse at least 500 KiB; a larger file fails the listing.
 ROBOTS_MAX_BYTES = 512 * 1024
+
+# `detail`: why robots.txt gave no answer (`web_http`); `status`: the site's answer.
+UNREADABLE = reason(
+    "website.robots_unreadable",
+    gettext_noop("robots.txt could not be read (%(detail)s), so what may be crawled is unknown."),
+)
+ANSWERED = reason(
+    "website.robots_answered",
+    gettext_noop(
+        "robots.txt could not be read (the site answered %(status)s), so what may be crawled is "
+        "unknown."
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -41,14 +56,9 @@ def robots_load(http: WebClient) -> Robots:
             media_type_for=lambda _url, content_type: content_type,
         )
     except WebError as exc:
-        raise ListingFailed(
-            f"robots.txt could not be read ({exc}), so what may be crawled is unknown."
-        ) from None
+        raise ListingFailed(UNREADABLE(detail=exc.why)) from None
     if answer.status == 200 and answer.content is not None:
         return Robots(Protego.parse(answer.content.decode("utf-8", errors="replace")))
     if 400 <= answer.status < 500 and answer.status != 429:
         return Robots(Protego.parse(""))
-    raise ListingFailed(
-        f"robots.txt could not be read (the site answered {answer.status}), so what may be "
-        "crawled is unknown."
-    )
+    raise ListingFailed(ANSWERED(status=answer.status))

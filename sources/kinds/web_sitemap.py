@@ -7,14 +7,29 @@ import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.utils.translation import gettext_noop
 from lxml import etree
+
+from textkit.reasons import ReasonedError, reason
 
 # The protocol's own bound on one sitemap, compressed or not.
 SITEMAP_MAX_BYTES = 50 * 1024 * 1024
 
 
-class SitemapInvalid(ValueError):
-    pass
+# What is wrong with a sitemap (`detail`: the parser's or zlib's own words).
+NOT_XML = reason("website.sitemap_not_xml", gettext_noop("not valid XML (%(detail)s)"))
+NOT_A_SITEMAP = reason(
+    "website.not_a_sitemap",
+    gettext_noop("a <%(root)s> document, not a <urlset> or <sitemapindex>"),
+)
+NOT_GZIP = reason("website.sitemap_not_gzip", gettext_noop("not valid gzip (%(detail)s)"))
+INFLATES_TOO_MUCH = reason(
+    "website.sitemap_inflates", gettext_noop("over %(limit)s bytes uncompressed")
+)
+
+
+class SitemapInvalid(ReasonedError, ValueError):
+    """A sitemap that cannot be read; the message (a declared reason) says why."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +56,10 @@ def sitemap_parse(data: bytes) -> Sitemap:
     try:
         root = etree.fromstring(data, parser=parser)
     except etree.XMLSyntaxError as exc:
-        raise SitemapInvalid(f"not valid XML ({exc})") from None
+        raise SitemapInvalid(NOT_XML(detail=str(exc))) from None
     kind = etree.QName(root).localname
     if kind not in ("urlset", "sitemapindex"):
-        raise SitemapInvalid(f"a <{kind}> document, not a <urlset> or <sitemapindex>")
+        raise SitemapInvalid(NOT_A_SITEMAP(root=kind))
     entries = []
     for child in root:
         if not isinstance(child.tag, str):
@@ -68,9 +83,9 @@ def _gunzipped(data: bytes) -> bytes:
     try:
         out = inflater.decompress(data, SITEMAP_MAX_BYTES + 1)
     except zlib.error as exc:
-        raise SitemapInvalid(f"not valid gzip ({exc})") from None
+        raise SitemapInvalid(NOT_GZIP(detail=str(exc))) from None
     if len(out) > SITEMAP_MAX_BYTES:
-        raise SitemapInvalid(f"over {SITEMAP_MAX_BYTES} bytes uncompressed")
+        raise SitemapInvalid(INFLATES_TOO_MUCH(limit=SITEMAP_MAX_BYTES))
     return out
 
 

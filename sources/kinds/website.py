@@ -54,6 +54,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
+from django.utils.translation import gettext_noop
 
 from sources.kinds.base import (
     ConfigInvalid,
@@ -71,6 +72,7 @@ from sources.kinds.web_config import website_config_check
 from sources.kinds.web_crawl import Crawl, Visit
 from sources.kinds.web_html import html_read, robots_directives
 from sources.kinds.web_http import (
+    SITE_ANSWERED,
     Disallowed,
     OffSite,
     Response,
@@ -91,6 +93,7 @@ from sources.kinds.web_urls import (
 from sources.network import AddressRefused, url_check
 from sources.patterns import Patterns
 from textkit.extract.registry import SUPPORTED_MEDIA_TYPES
+from textkit.reasons import Reason, reason
 
 # A Crawl-delay beyond this is taken as this: a day between pages would outlive any run.
 CRAWL_DELAY_CAP = 60.0
@@ -99,6 +102,43 @@ _INCOMPLETE_STATUSES = frozenset({401, 403, 408, 429})
 _GONE_STATUSES = frozenset({404, 410})
 _GENERIC_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
+
+# What a website source says of a page (`path`: its item path; `url`: its address; `detail`:
+# why it gave no answer to use, `web_http`'s words; `status`: the site's answer, with HTTP's
+# phrase for it).
+REFUSED_OR_OFF_SITE = reason(
+    "website.refused_or_off_site",
+    gettext_noop("%(path)s is refused by robots.txt or not on the site."),
+)
+ITEM_UNREACHABLE = reason("website.item_unreachable", gettext_noop("%(path)s %(detail)s."))
+ITEM_UNUSABLE = reason("website.item_unusable", gettext_noop("%(path)s: %(detail)s."))
+UNREAD_TYPE = reason(
+    "website.unread_type", gettext_noop("%(path)s is %(media_type)s, which Canon does not read.")
+)
+GONE = reason("website.gone", gettext_noop("%(path)s is gone since the listing (%(status)s)."))
+ITEM_ANSWERED = reason(
+    "website.item_answered", gettext_noop("%(path)s: the site answered %(status)s.")
+)
+START_REDIRECT_REFUSED = reason(
+    "website.start_redirect_refused",
+    gettext_noop("The start address %(url)s redirects to a page robots.txt refuses."),
+)
+START_REDIRECTED = reason(
+    "website.start_redirected",
+    gettext_noop("The start address %(url)s was %(detail)s; use the address it leads to."),
+)
+START_TOO_LARGE = reason(
+    "website.start_too_large",
+    gettext_noop("The start address %(url)s: %(detail)s; its links are unknown."),
+)
+START_UNREACHABLE = reason(
+    "website.start_unreachable", gettext_noop("The start address %(url)s %(detail)s.")
+)
+# `what`: the media type it answered with, or its status.
+START_NOT_A_PAGE = reason(
+    "website.start_not_a_page",
+    gettext_noop("The start address %(url)s answered %(what)s, not a page to crawl."),
+)
 
 
 class WebsiteKind(Kind):
@@ -133,7 +173,7 @@ class WebsiteKind(Kind):
             config = self.check_config(self.config, allow_private=True)
             url_check(config["start_url"] or config["sitemap_url"], allow_private=self._private)
         except (ConfigInvalid, AddressRefused) as exc:
-            raise ListingFailed(str(exc)) from None
+            raise ListingFailed(exc.why) from None
         http = self._client(config)
         robots = self._robots = robots_load(http)
         http.pacer.delay = max(config["delay_seconds"], min(robots.crawl_delay, CRAWL_DELAY_CAP))
@@ -158,33 +198,34 @@ class WebsiteKind(Kind):
         try:
             config = self.check_config(self.config, allow_private=True)
         except ConfigInvalid as exc:
-            raise SourceUnavailable(str(exc)) from None
+            raise SourceUnavailable(exc.why) from None
         http = self._client(config)
         url = str(item.state.get("url") or url_normalise(http.site.origin + "/" + item.path))
         try:
             robots = self._robots = self._robots or robots_load(http)
         except ListingFailed as exc:
-            raise SourceUnavailable(str(exc)) from None
+            raise SourceUnavailable(exc.why) from None
         if not http.site.contains(url) or not robots.allows(url):
-            raise ItemProblem(f"{item.path} is refused by robots.txt or not on the site.")
+            raise ItemProblem(REFUSED_OR_OFF_SITE(path=item.path))
         try:
             answer = self._get(http, url, {}, allowed=robots.allows)
         except Unreachable as exc:
-            raise SourceUnavailable(f"{item.path} {exc}.") from None
+            raise SourceUnavailable(ITEM_UNREACHABLE(path=item.path, detail=exc.why)) from None
         except WebError as exc:
-            raise ItemProblem(f"{item.path}: {exc}.") from None
+            raise ItemProblem(ITEM_UNUSABLE(path=item.path, detail=exc.why)) from None
         if answer.status == 200 and answer.content is not None:
             metadata: dict[str, Any] = item_front_matter(item, answer.content)
             if answer.media_type == "text/html":
                 metadata = html_read(answer.content, answer.url, charset=_charset(answer)).metadata
             return Fetched(answer.content, answer.media_type, metadata)
         if answer.status == 200:
-            raise ItemProblem(f"{item.path} is {answer.media_type}, which Canon does not read.")
+            raise ItemProblem(UNREAD_TYPE(path=item.path, media_type=answer.media_type))
         if answer.status in _GONE_STATUSES:
-            raise ItemProblem(f"{item.path} is gone since the listing ({answer.status}).")
+            raise ItemProblem(GONE(path=item.path, status=answer.status))
+        answered = ITEM_ANSWERED(path=item.path, status=_status(answer.status))
         if answer.status in _INCOMPLETE_STATUSES or answer.status >= 500:
-            raise SourceUnavailable(f"{item.path}: the site answered {_status(answer.status)}.")
-        raise ItemProblem(f"{item.path}: the site answered {_status(answer.status)}.")
+            raise SourceUnavailable(answered)
+        raise ItemProblem(answered)
 
     def close(self) -> None:
         if self._http is not None:
@@ -236,27 +277,21 @@ class WebsiteKind(Kind):
             answer = self._get(self._http, url, previous, allowed=self._robots.allows)
         except Disallowed:
             if start:
-                raise ListingFailed(
-                    f"The start address {url} redirects to a page robots.txt refuses."
-                ) from None
+                raise ListingFailed(START_REDIRECT_REFUSED(url=url)) from None
             return Visit()
         except (OffSite, TooManyRedirects) as exc:
             if start:
-                raise ListingFailed(
-                    f"The start address {url} was {exc}; use the address it leads to."
-                ) from None
-            return _unread(path, str(exc), previous, incomplete=False)
+                raise ListingFailed(START_REDIRECTED(url=url, detail=exc.why)) from None
+            return _unread(path, exc.why, previous, incomplete=False)
         except TooLarge as exc:
-            visit = _unread(url_item_path(exc.url), str(exc), previous, incomplete=False)
+            visit = _unread(url_item_path(exc.url), exc.why, previous, incomplete=False)
             if start and not visit.links:
-                raise ListingFailed(
-                    f"The start address {url}: {exc}; its links are unknown."
-                ) from None
+                raise ListingFailed(START_TOO_LARGE(url=url, detail=exc.why)) from None
             return visit
         except Unreachable as exc:
             if start:
-                raise ListingFailed(f"The start address {url} {exc}.") from None
-            return _unread(path, str(exc), previous, incomplete=True)
+                raise ListingFailed(START_UNREACHABLE(url=url, detail=exc.why)) from None
+            return _unread(path, exc.why, previous, incomplete=True)
         final = answer.url
         path = url_item_path(final)
         if answer.status == 200 and answer.content is not None:
@@ -273,7 +308,7 @@ class WebsiteKind(Kind):
             return Visit((item,), tuple(state.get("links", ())), final)
         if start:
             what = answer.media_type if answer.status == 200 else _status(answer.status)
-            raise ListingFailed(f"The start address {url} answered {what}, not a page to crawl.")
+            raise ListingFailed(START_NOT_A_PAGE(url=url, what=what))
         if answer.status == 200:
             return Visit(final=final)  # a type Canon does not read
         if answer.status in _GONE_STATUSES:
@@ -282,7 +317,7 @@ class WebsiteKind(Kind):
         # we did not ask for leaves its links unknown.
         status = answer.status
         incomplete = status in _INCOMPLETE_STATUSES or status >= 500 or status == 304
-        return _unread(path, f"the site answered {_status(answer.status)}", previous, incomplete)
+        return _unread(path, SITE_ANSWERED(status=_status(status)), previous, incomplete)
 
     def _item(self, answer: Response, lastmod: datetime | None) -> Visit:
         assert answer.content is not None and self._http is not None
@@ -330,11 +365,11 @@ class WebsiteKind(Kind):
 
 
 def _unread(
-    path: str, reason: str, previous: Mapping[str, Mapping[str, Any]], incomplete: bool
+    path: str, why: str | Reason, previous: Mapping[str, Mapping[str, Any]], incomplete: bool
 ) -> Visit:
     """A page that could not be read this time, lending the crawl its last known links."""
     links = tuple(previous.get(path, {}).get("links", ()))
-    return Visit((Problem(path, reason, incomplete=incomplete),), links)
+    return Visit((Problem(path, why, incomplete=incomplete),), links)
 
 
 def _readable_type(url: str, content_type: str) -> str | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from kb.metadata import field_specs
 from kb.models import KnowledgeBase
@@ -17,12 +18,40 @@ from sources.kinds.registry import KINDS
 from sources.models import Source
 from sources.patterns import PatternInvalid, Patterns
 from sources.secrets import credentials_decrypt, credentials_encrypt
+from textkit.reasons import Reason, ReasonedError, reason
+
+# Why a source cannot be saved, besides its kind's refusal of its settings (`ConfigInvalid`).
+NO_SUCH_KIND = reason("source.no_such_kind", gettext_noop("There is no kind of source %(kind)s."))
+NOT_A_FIELD = reason(
+    "source.not_a_field",
+    gettext_noop('"%(field)s" is not a metadata field of %(kb)s; declare it first.'),
+)
+NO_SUCH_CREDENTIAL = reason(
+    "source.no_such_credential",
+    gettext_noop("%(kind)s sources take no %(name)s."),
+    words=("kind",),
+)
+THRESHOLD_RANGE = reason(
+    "source.threshold_range", gettext_noop("Give a share between 1 and 100 %%.")
+)
+SLUG_TAKEN = reason("source.slug_taken", gettext_noop("%(kb)s already has a source %(slug)s."))
+KIND_FIXED = reason(
+    "source.kind_fixed", gettext_noop("A source's kind cannot change; add a new source.")
+)
+SLUG_FIXED = reason(
+    "source.slug_fixed",
+    gettext_noop(
+        "The slug is the first part of this source's document keys; it cannot change once the "
+        "source has documents."
+    ),
+)
 
 
-class SourceInvalid(ValueError):
-    """A source that cannot be saved; `field` names what to fix, the message says how."""
+class SourceInvalid(ReasonedError, ValueError):
+    """A source that cannot be saved; `field` names what to fix, the message (a declared
+    reason, which the admin words in the person's language) says how."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str | Reason) -> None:
         super().__init__(message)
         self.field = field
 
@@ -40,31 +69,30 @@ def source_check(
     """The configuration as it will be stored; SourceInvalid naming the field otherwise."""
     kind_class = KINDS.get(kind)
     if kind_class is None:
-        raise SourceInvalid("kind", f"There is no kind of source {kind!r}.")
+        raise SourceInvalid("kind", NO_SUCH_KIND(kind=repr(kind)))
     try:
         checked = kind_class.check_config(config, allow_private=settings.SOURCES_ALLOW_PRIVATE)
     except ConfigInvalid as exc:
-        raise SourceInvalid("config", str(exc)) from None
+        raise SourceInvalid("config", exc.why) from None
     if kind_class is FolderKind:
         refusal = FolderKind.root_refusal(checked["path"], settings.SOURCES_FOLDER_ROOTS)
-        if refusal:
+        if refusal is not None:
             raise SourceInvalid("config", refusal)
     for name, patterns in (("include", include), ("exclude", exclude)):
         try:
             Patterns.of(patterns, ())
         except PatternInvalid as exc:
-            raise SourceInvalid(name, str(exc)) from None
+            raise SourceInvalid(name, exc.why) from None
     specs = field_specs(kb)
     for source_field, kb_field in metadata_map.items():
         spec = specs.get(kb_field)
         if not isinstance(source_field, str) or spec is None or spec.built_in:
-            raise SourceInvalid(
-                "metadata_map",
-                f'"{kb_field}" is not a metadata field of {kb}; declare it first.',
-            )
+            raise SourceInvalid("metadata_map", NOT_A_FIELD(field=kb_field, kb=str(kb)))
     unknown = sorted(set(credentials or {}) - set(kind_class.SECRET_FIELDS))
     if unknown:
-        raise SourceInvalid("credentials", f"{kind_class.label} sources take no {unknown[0]!r}.")
+        raise SourceInvalid(
+            "credentials", NO_SUCH_CREDENTIAL(kind=kind_class.label, name=repr(unknown[0]))
+        )
     return checked
 
 
@@ -99,22 +127,18 @@ def source_save(
         credentials=credentials,
     )
     if not 1 <= delete_threshold_percent <= 100:
-        raise SourceInvalid("delete_threshold_percent", "Give a share between 1 and 100 %.")
+        raise SourceInvalid("delete_threshold_percent", THRESHOLD_RANGE())
     with transaction.atomic():
         if source is None:
             if Source.objects.filter(kb=kb, slug=slug).exists():
-                raise SourceInvalid("slug", f"{kb} already has a source {slug!r}.")
+                raise SourceInvalid("slug", SLUG_TAKEN(kb=str(kb), slug=repr(slug)))
             source = Source(kb=kb, kind=kind)
         else:
             source = Source.objects.select_for_update(no_key=True).get(pk=source.pk)
             if kind != source.kind:
-                raise SourceInvalid("kind", "A source's kind cannot change; add a new source.")
+                raise SourceInvalid("kind", KIND_FIXED())
             if slug != source.slug and source.items.exists():
-                raise SourceInvalid(
-                    "slug",
-                    "The slug is the first part of this source's document keys; it "
-                    "cannot change once the source has documents.",
-                )
+                raise SourceInvalid("slug", SLUG_FIXED())
         if credentials is not None:
             kept = credentials_decrypt(source.credentials_encrypted)
             kept.update({key: value for key, value in credentials.items() if value})

@@ -13,6 +13,7 @@ from django.test import Client
 
 from kb.models import KnowledgeBase, TenantMembership
 from kb.roles import CONTENT_MANAGERS, ensure_roles
+from kb.uploads import request_max_bytes
 from tests.retrieval.factories import upload
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +121,34 @@ def test_a_refusal_in_the_service_reads_in_the_admins_language(
         follow=True,
     ).content.decode()
     assert "该文档未被删除。" in page
+
+
+def test_a_request_too_large_is_refused_in_the_browsers_language(content_manager: Client) -> None:
+    """A body over what Canon reads is refused before a byte of it is read: the page says so in
+    the language the browser or the switcher chose, the API in English."""
+    declared: dict[str, Any] = {
+        "data": b"x",
+        "content_type": "application/octet-stream",
+        "CONTENT_LENGTH": str(request_max_bytes() + 1),
+    }
+    upload_page = "/admin/kb/document/upload/"
+
+    chinese = content_manager.post(upload_page, HTTP_ACCEPT_LANGUAGE=CHINESE_BROWSER, **declared)
+    english = content_manager.post(upload_page, HTTP_ACCEPT_LANGUAGE="en-US,en;q=0.9", **declared)
+    content_manager.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    chosen = content_manager.post(upload_page, HTTP_ACCEPT_LANGUAGE="en-US,en;q=0.9", **declared)
+    api = content_manager.post("/api/v1/upload", HTTP_ACCEPT_LANGUAGE=CHINESE_BROWSER, **declared)
+
+    assert chinese.status_code == english.status_code == chosen.status_code == 413
+    limit = f"{request_max_bytes():,}"
+    for page in (chinese, chosen):
+        text = page.content.decode()
+        assert '<html lang="zh-hans">' in text and "<h1>上传被拒绝</h1>" in text
+        assert f"请求体超过了 Canon 读取的上限（{limit} 字节：" in text
+        assert "Upload refused" not in text
+    text = english.content.decode()
+    assert "<h1>Upload refused</h1>" in text
+    assert f"The request body is larger than Canon reads ({limit} bytes: " in text
+    assert not re.search(r"[\u4e00-\u9fff]", text)
+    assert api.status_code == 413 and api.json()["error"] == "request_too_large"
+    assert api.json()["detail"].startswith("The request body is larger than Canon reads")

@@ -439,7 +439,7 @@ def test_links_submodules_large_files_and_the_item_limit_are_reported(
     found = listed(make_kind(str(origin.root)))
     assert set(found.items) == {"small.txt"}
     assert {path: p.reason for path, p in found.problems.items()} == {
-        "big.txt": "10001 bytes, over the limit of 10000 bytes",
+        "big.txt": "10,001 bytes, over the limit of 10,000 bytes",
         "link.txt": "symbolic link, not followed",
         "vendor/lib": "submodule, not followed",
     }
