@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -76,6 +77,7 @@ def embed(name: str) -> dict[str, Any]:
 
     db, redis_db, legs_path = CORPORA[name]
     dump = json.loads(legs_path.read_text(encoding="utf-8"))
+    os.environ["CANON_EMBEDDING_THREADS"] = str(THREADS)  # read when Django's settings load
     ingest.setup(db, redis_db, fresh=False)
     from kb.models import KnowledgeBase
 

@@ -80,3 +80,68 @@ def test_the_keyword_drop_counts_english_questions_that_lose_a_keyword_answer() 
     ranked = [["C", "A"], ["B", "C"], ["C"], ["C"]]
     drop = cross_corpus.keyword_drop(questions, ranked)
     assert drop == {"n": 3, "dropped": 1, "rate": 0.3333, "ids": ["q2"]}
+
+
+def _legs_question() -> dict[str, Any]:
+    """A question (English) whose vector leg lists chunks 1, 2, keyword leg 2, and whose third
+    list (MiniLM over English chunks) lists 3 then 1."""
+
+    def entry(rank: int, chunk: int, doc: str, **more: float) -> dict[str, Any]:
+        return {"rank": rank, "chunk": chunk, "doc": doc, "cjk": 0.0, **more}
+
+    return {
+        "id": "q1",
+        "set": "natural",
+        "corpus": "hand",
+        "chunks": 100,
+        "query": {
+            "cjk": 0.0,
+            "terms": ["hold"],
+            "present": [["hold", 2.0, 3]],
+            "avg_length": 50.0,
+        },
+        "vector": [entry(1, 1, "A", cos=0.8), entry(2, 2, "B", cos=0.5)],
+        "keyword": [entry(1, 2, "B", bm25=3.0)],
+        "english": [entry(1, 3, "C", cos=0.9), entry(2, 1, "A", cos=0.7)],
+        "en_cos": {"1": 0.7, "2": 0.2, "3": 0.9},
+    }
+
+
+def test_the_third_list_adds_its_candidates_and_its_columns() -> None:
+    from bench.quality import third_leg
+
+    q = _legs_question()
+    ids, x, docs = third_leg._english_rows(q, 30, add=True)
+
+    assert sorted(ids) == [1, 2, 3] and docs[3] == "C"
+    extra = {
+        cid: dict(zip(third_leg.ENGLISH, row[len(FEATURES) :], strict=True))
+        for cid, row in zip(ids, x, strict=True)
+    }
+    # chunk 3: only the third list found it, at its top
+    assert extra[3] == {
+        "en_cos": 0.9,
+        "en_cos_below_best": 0.0,
+        "in_english": 1.0,
+        "english_reciprocal_rank": 0.5,
+        "english_best": 0.9,
+    }
+    # chunk 2: the legs found it, the third list did not; its cosine is still known
+    assert extra[2]["in_english"] == 0.0 and extra[2]["en_cos"] == 0.2
+    assert extra[2]["en_cos_below_best"] == np.float64(0.9 - 0.2)
+    # re-scoring adds no candidate: the best is the candidates' own
+    ids, x, _ = third_leg._english_rows(q, 30, add=False)
+    assert sorted(ids) == [1, 2]
+    rescore = {cid: row[len(FEATURES) :].tolist() for cid, row in zip(ids, x, strict=True)}
+    assert rescore[1] == [0.7, 0.0, 0.7]
+
+
+def test_a_chinese_question_has_no_third_list() -> None:
+    from bench.quality import third_leg
+
+    q = {**_legs_question(), "id": "q2", "english": [], "en_cos": {}}
+    q["query"] = {**q["query"], "cjk": 0.9}
+    ids, x, _ = third_leg._english_rows(q, 30, add=True)
+
+    assert sorted(ids) == [1, 2]
+    assert not x[:, len(FEATURES) :].any()
