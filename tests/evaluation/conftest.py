@@ -15,9 +15,9 @@ from evaluation.services.question_sets import (
     questions_check,
     questions_import,
 )
-from ingestion.pipeline.run import task_execute
 from kb.access import Reader
 from kb.models import KnowledgeBase
+from tests.helpers import execute_here
 from tests.retrieval.factories import publish
 from work.models import IngestionTask
 
@@ -87,7 +87,7 @@ def run_evaluation(run: EvaluationRun) -> str:
     assert run.task_id is not None
     # Inside a test's transaction the database clock stands still at the test's start.
     IngestionTask.objects.filter(pk=run.task_id).update(available_at=None)
-    return task_execute(task_id=run.task_id, worker_id="test")
+    return execute_here(run.task_id)
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from django.test.utils import CaptureQueriesContext
 from evaluation.calibration import MIN_QUESTIONS, calibration_changes, change_counts
 from evaluation.models import Calibration, Question
 from evaluation.services.gates import quality_gate_save
-from ingestion.pipeline.run import task_execute
 from kb.audit_kinds import (
     FUSION_CALIBRATION_ADOPTED,
     FUSION_CALIBRATION_ROLLED_BACK,
@@ -31,6 +30,7 @@ from retrieval.models import FusionCalibration
 from retrieval.principals import Principal, api_key_create
 from retrieval.search import fusion
 from tests.evaluation.calibration_world import bad_default, publish_topics, topic_set
+from tests.helpers import execute_here
 from tests.retrieval.factories import api, publish
 from work.models import AuditEvent, IngestionTask
 
@@ -80,7 +80,7 @@ def compute(calibration_id: int) -> str:
     assert calibration.task_id is not None
     # Inside a test's transaction the database clock stands still at the test's start.
     IngestionTask.objects.filter(pk=calibration.task_id).update(available_at=None)
-    return task_execute(task_id=calibration.task_id, worker_id="test")
+    return execute_here(calibration.task_id)
 
 
 def computed(client: Client, kb: KnowledgeBase, n: int = N, name: str = "Topics") -> int:

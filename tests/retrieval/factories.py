@@ -9,13 +9,13 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from ingestion.pipeline.run import task_execute
 from kb import storage
 from kb.models import Build, Document, KnowledgeBase, Publication, Revision
 from kb.services.documents import document_create, revision_create
 from retrieval.search.hits import Hit
 from sources.services.runs import sync_request
 from sources.services.sources import source_save
+from tests.helpers import execute_here
 from work.models import IngestionTask
 
 
@@ -46,7 +46,7 @@ def build(revision: Revision) -> Build:
     # Inside a test's transaction the database clock stands still at the test's start, before
     # the task's `available_at`; make it available "now" as it would be for a worker.
     IngestionTask.objects.filter(pk=task.pk).update(available_at=None)
-    outcome = task_execute(task_id=task.pk, worker_id="test")
+    outcome = execute_here(task.pk)
     if outcome == "not_claimed":  # a real worker the test runs claimed it first: its outcome
         outcome = _outcome_of_worker(revision)
     assert outcome in ("published", "awaiting_approval"), outcome
