@@ -160,8 +160,17 @@ class SyncRun(models.Model):
     listing_complete = models.BooleanField(
         default=False, verbose_name=gettext_lazy("listing complete")
     )
-    # Why nothing was deleted, or why deletions wait for a person; "" when they went ahead.
+    # Why nothing was deleted, or why deletions wait for a person, and a person's answer; "" when
+    # they went ahead. In English (the API's words); beside it the declared reasons its sentences
+    # are ([{code, params}], `sources.deletion_notes`), which the admin words in the person's
+    # language when they still say its English. Runs from before keep [] and show their English.
     deletion_note = models.TextField(blank=True, verbose_name=gettext_lazy("deletion note"))
+    deletion_note_reasons = models.JSONField(
+        blank=True,
+        default=list,
+        db_default=[],
+        verbose_name=gettext_lazy("deletion note reasons"),
+    )
     deletions_planned = models.PositiveIntegerField(
         default=0, verbose_name=gettext_lazy("deletions planned")
     )

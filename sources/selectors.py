@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Count, Min, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from kb.audit_kinds import SYNC_ANSWERS
 from kb.models import Document
@@ -104,7 +105,8 @@ def sync_answer(run: SyncRun) -> AuditEvent | None:
 
 @dataclass(frozen=True)
 class TimeSpent:
-    """One part of a run's time, in seconds; `what` says what it covers."""
+    """One part of a run's time, in seconds; `what` says what it covers. `label` and `what` are
+    English, marked for the admin to translate (its run page)."""
 
     key: str
     label: str
@@ -139,24 +141,38 @@ def run_time_split(run: SyncRun) -> tuple[list[TimeSpent], float | None]:
     parts = [
         TimeSpent(
             "waiting",
-            "waiting for a worker",
+            gettext_noop("waiting for a worker"),
             max(0.0, (started - run.created_at).total_seconds()),
-            "from the request until a worker took the run (other work queued before it)",
+            gettext_noop(
+                "from the request until a worker took the run (other work queued before it)"
+            ),
         ),
-        TimeSpent("listing", "listing", run.seconds_listing, "reading the source's list"),
-        TimeSpent("fetching", "fetching", run.seconds_fetching, "reading new and changed items"),
+        TimeSpent(
+            "listing",
+            gettext_noop("listing"),
+            run.seconds_listing,
+            gettext_noop("reading the source's list"),
+        ),
+        TimeSpent(
+            "fetching",
+            gettext_noop("fetching"),
+            run.seconds_fetching,
+            gettext_noop("reading new and changed items"),
+        ),
         TimeSpent(
             "submitting",
-            "submitting",
+            gettext_noop("submitting"),
             run.seconds_submitting,
-            "checking and storing each item as a revision",
+            gettext_noop("checking and storing each item as a revision"),
         ),
         TimeSpent(
             "other",
-            "the rest of the run",
+            gettext_noop("the rest of the run"),
             max(0.0, working - measured),
-            "comparing with what the source held last time, deleting, saving progress, and any "
-            "attempt cut short (a stopped worker's lease running out)",
+            gettext_noop(
+                "comparing with what the source held last time, deleting, saving progress, and "
+                "any attempt cut short (a stopped worker's lease running out)"
+            ),
         ),
     ]
     held = run.confirmed_at is not None or run.state == SyncRun.State.AWAITING_CONFIRMATION
@@ -164,9 +180,9 @@ def run_time_split(run: SyncRun) -> tuple[list[TimeSpent], float | None]:
         parts.append(
             TimeSpent(
                 "answer",
-                "waiting for a person",
+                gettext_noop("waiting for a person"),
                 (end - work_end).total_seconds(),
-                "the held deletions waiting to be confirmed or kept",
+                gettext_noop("the held deletions waiting to be confirmed or kept"),
             )
         )
     return parts, sum(p.seconds for p in parts)

@@ -41,6 +41,15 @@ from kb.metadata import field_specs
 from kb.models import Document
 from kb.storage import StorageUnavailable
 from kb.uploads import UploadRejected
+from sources.deletion_notes import (
+    HELD_EMPTY,
+    HELD_OVER_THRESHOLD,
+    INCOMPLETE,
+    STOPPED,
+    SUPERSEDED,
+    note_fields,
+    note_set,
+)
 from sources.kinds.base import (
     Item,
     ItemProblem,
@@ -199,7 +208,7 @@ def _outcome_counts(run: SyncRun) -> dict[str, int]:
 class Result:
     state: str
     error: Why = ""
-    note: str = ""  # about deletions: why none, or why they wait
+    note: Reason | None = None  # about deletions: why none, or why they wait
     complete: bool = True  # the listing was complete
 
 
@@ -303,7 +312,7 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
             return Result(
                 SyncRun.State.FAILED,
                 error=SOURCE_STOPPED(detail=exc.why),
-                note="Nothing was deleted: the run stopped before it finished.",
+                note=STOPPED(),
                 complete=not incomplete,
             )
         faults.sync_after_item(tally.processed + 1)
@@ -318,7 +327,7 @@ def _sync(*, run: SyncRun, kind: Kind, lease: Lease, tally: Tally) -> Result:
                 return Result(
                     SyncRun.State.CANCELLED,
                     error=PAUSED_PART_WAY(),
-                    note="Nothing was deleted: the run stopped before it finished.",
+                    note=STOPPED(),
                     complete=not incomplete,
                 )
 
@@ -346,12 +355,13 @@ def _listing(
     tally: Tally,
     run: SyncRun,
     lease: Lease,
-) -> tuple[list[Item], set[str], str, Reason | None]:
+) -> tuple[list[Item], set[str], str | Reason, Reason | None]:
     """Every item listed, every path present (items and problems), why the listing may be
-    incomplete ("" when it is complete) and the listing's error (None when none)."""
+    incomplete ("" when it is complete: the kind's reason, or its English) and the listing's
+    error (None when none)."""
     items: list[Item] = []
     present: set[str] = set()
-    incomplete = ""
+    incomplete: str | Reason = ""
     error: Reason | None = None
     last_saved = time.monotonic()
     listed_before = tally.listed  # by an earlier attempt of the run
@@ -364,7 +374,7 @@ def _listing(
                 tally.listing_skipped += 1
                 tally.problem(entry.path, SKIPPED, entry.declared or entry.reason)
                 if entry.incomplete and not incomplete:
-                    incomplete = entry.reason
+                    incomplete = entry.declared or entry.reason
                 continue
             if len(document_key(run.source, entry.path)) > KEY_MAX:
                 present.add(entry.path)
@@ -380,7 +390,7 @@ def _listing(
                 last_saved = time.monotonic()
     except ListingFailed as exc:
         error = LISTING_FAILED(detail=exc.why)
-        incomplete = str(exc)
+        incomplete = exc.why
         tally.listed = max(tally.listed, listed_before)
     return items, present, incomplete, error
 
@@ -448,10 +458,10 @@ def _deletions(
     manifest: dict[str, SourceItem],
     present: set[str],
     listed: int,
-    incomplete: str,
+    incomplete: str | Reason,
     lease: Lease,
     tally: Tally,
-) -> str:
+) -> Reason | None:
     """Delete the documents of items no longer at the source, or hold them for a person, or
     delete nothing; returns the note saying which and why. An item whose document a person
     deleted already is only marked gone (its document stays the person's to restore), and is
@@ -464,12 +474,9 @@ def _deletions(
     tracked = [row for row in manifest.values() if row.gone_at is None and row.document_id]
     gone = [row for row in tracked if row.path not in present]
     if not gone:
-        return ""
+        return None
     if incomplete:
-        return (
-            f"Nothing was deleted ({len(gone)} items not seen): the listing was incomplete: "
-            f"{incomplete}"
-        )
+        return INCOMPLETE(items=len(gone), detail=incomplete)
     for row in gone:
         if row.document_id in deleted_by_people:
             with fenced(lease):
@@ -478,28 +485,30 @@ def _deletions(
                 tally.problem(row.path, outcome.kind, outcome.reason)
     gone = [row for row in gone if row.document_id not in deleted_by_people]
     if not gone:
-        return ""
+        return None
     live = sum(1 for row in tracked if row.document_id not in deleted_by_people)
     share = 100 * len(gone) / live
-    hold = ""
+    hold: Reason | None = None
     if listed == 0:
-        hold = f"the listing was empty where the last run saw {live} items"
+        hold = HELD_EMPTY(items=live)
     elif (
         share > run.source.delete_threshold_percent
         and len(gone) >= settings.SOURCES_DELETE_HOLD_MIN
     ):
-        hold = (
-            f"{len(gone)} of {live} documents ({share:.0f} %) would be deleted, over the "
-            f"source's threshold of {run.source.delete_threshold_percent} %"
+        hold = HELD_OVER_THRESHOLD(
+            gone=len(gone),
+            live=live,
+            share=int(f"{share:.0f}"),  # rounded as the note always said it
+            threshold=run.source.delete_threshold_percent,
         )
-    if hold:
+    if hold is not None:
         with fenced(lease):
             # An older run still waiting holds the same items; this run's list replaces it.
             SyncRun.objects.filter(
                 source=run.source, state=SyncRun.State.AWAITING_CONFIRMATION
             ).exclude(pk=run.pk).update(
                 state=SyncRun.State.CANCELLED,
-                deletion_note=f"Superseded by sync run {run.pk}, which holds its deletions.",
+                **note_fields(SUPERSEDED(run=str(run.pk))),
                 finished_at=timezone.now(),
             )
             SourceItem.objects.filter(source=run.source, pending_delete_run__isnull=False).update(
@@ -511,13 +520,13 @@ def _deletions(
             run.state = SyncRun.State.AWAITING_CONFIRMATION
             run.deletions_planned = len(gone)
             run.save(update_fields=["state", "deletions_planned"])
-        return f"Deletions wait for confirmation: {hold}."
+        return hold
     for row in gone:
         with fenced(lease):
             outcome = item_delete(run=run, item_id=row.pk)
         if outcome is not None and outcome.reason:  # a person deleted it meanwhile
             tally.problem(row.path, outcome.kind, outcome.reason)
-    return ""
+    return None
 
 
 def _save(run: SyncRun, tally: Tally) -> None:
@@ -547,13 +556,19 @@ def _error_set(run: SyncRun, why: Why) -> None:
 
 
 def _close(
-    run: SyncRun, tally: Tally, state: str, *, error: Why = "", note: str = "", complete: bool
+    run: SyncRun,
+    tally: Tally,
+    state: str,
+    *,
+    error: Why = "",
+    note: Reason | None = None,
+    complete: bool,
 ) -> None:
     """Caller holds the run's lease (fenced)."""
     _save(run, tally)
     run.state = state
     _error_set(run, error)
-    run.deletion_note = note
+    note_set(run, note)
     run.listing_complete = complete
     run.finished_at = None if state == SyncRun.State.AWAITING_CONFIRMATION else timezone.now()
     run.save()

@@ -19,6 +19,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from console.admin.confirmation import confirm, require
 from console.admin.scoping import TenantScopedAdmin, may_read
+from console.admin.sync_words import deletion_note_words
 from kb.document_states import purge_delay, utc_text
 from sources.models import Source, SourceItem, SyncRun
 from sources.selectors import run_progress
@@ -318,7 +319,7 @@ def confirm_deletions_view(
         summary={
             "facts": [
                 (gettext("source"), str(source)),
-                (gettext("why it waits"), run.deletion_note or "—"),
+                (gettext("why it waits"), deletion_note_words(run) or "—"),
                 (
                     gettext("documents"),
                     ngettext("%(n)s would be deleted", "%(n)s would be deleted", deletions["total"])
@@ -378,7 +379,7 @@ def keep_documents_view(
         summary={
             "facts": [
                 (gettext("source"), str(source)),
-                (gettext("why it waits"), run.deletion_note or "—"),
+                (gettext("why it waits"), deletion_note_words(run) or "—"),
                 (
                     gettext("documents"),
                     ngettext(

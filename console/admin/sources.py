@@ -26,7 +26,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 from console.admin import source_actions
 from console.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin
 from console.admin.source_form import CREDENTIAL_PREFIX, SourceForm, kind_fields, setting_words
-from console.admin.sync_words import problem_words, run_error_words
+from console.admin.sync_words import deletion_note_words, problem_words, run_error_words
 from kb.models import KnowledgeBase
 from sources.kinds.registry import KINDS
 from sources.models import Source, SourceItem, SyncRun
@@ -427,6 +427,7 @@ class SyncRunAdmin(ReadOnlyAdmin):
                 answer=sync_answer(run) if run.confirmed_at is not None else None,
                 times=run_time_split(run),
                 run_error=run_error_words(run),
+                deletion_note=deletion_note_words(run),
                 problems=[
                     {**problem, "words": problem_words(problem)} for problem in run.problems or []
                 ],

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_noop
 
 from kb.audit_kinds import SYNC_DELETIONS_CONFIRMED, SYNC_DELETIONS_KEPT
 from kb.services.base import ActionRefused, Actor, actor_id
+from sources.deletion_notes import CONFIRMED, KEPT, NOT_FINISHED, note_add, note_set
 from sources.models import Source, SourceItem, SyncRun
 from sources.services.items import DELETED, item_delete
 from textkit.reasons import reason
@@ -63,7 +64,7 @@ def _close_orphaned(source: Source) -> int:
         else:
             run.error = RUN_WORKER_STOPPED.english
             run.error_reason, run.error_params = RUN_WORKER_STOPPED.code, {}
-        run.deletion_note = "Nothing was deleted: the run did not finish."
+        note_set(run, NOT_FINISHED())
         run.finished_at = timezone.now()
         run.save(
             update_fields=[
@@ -72,6 +73,7 @@ def _close_orphaned(source: Source) -> int:
                 "error_reason",
                 "error_params",
                 "deletion_note",
+                "deletion_note_reasons",
                 "finished_at",
             ]
         )
@@ -126,7 +128,7 @@ def sync_deletions_confirm(*, run_id: int, actor: Actor = None, reason: str = ""
         run.state = SyncRun.State.SUCCEEDED
         run.confirmed_by_id = actor_id(actor)
         run.confirmed_at = run.finished_at = timezone.now()
-        run.deletion_note += f" Confirmed: {deleted} deleted."
+        note_add(run, CONFIRMED(deleted=deleted))
         run.save()
         _answer_record(
             run,
@@ -151,7 +153,7 @@ def sync_deletions_keep(*, run_id: int, actor: Actor = None, reason: str = "") -
         run.state = SyncRun.State.SUCCEEDED
         run.confirmed_by_id = actor_id(actor)
         run.confirmed_at = run.finished_at = timezone.now()
-        run.deletion_note += f" Kept: a person chose not to delete these {kept} documents."
+        note_add(run, KEPT(kept=kept))
         run.save()
         _answer_record(
             run,

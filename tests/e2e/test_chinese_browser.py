@@ -4,7 +4,10 @@ that needs approval, one fails; she retries a build a provider refused; an index
 she tries test search. Every page reads in Chinese, why a build failed too (`kb.failures`): what
 is left in English is only what she or the files wrote (keys, file names, titles), names of
 formats and APIs, and a provider's own answer inside its reason. The switcher in the header turns
-the same page to English and back.
+the same page to English and back. An index admin reads a folder source's sync runs in Chinese:
+one whose listing failed (the folder's own reason, inside why nothing was deleted) and one that
+holds deletions for her (why they wait, on the run's page and its confirmation page, and her
+answer after it).
 
 Screenshots land in artifacts/e2e/ (look at them)."""
 
@@ -21,12 +24,17 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from embeddings.base import REFUSED
+from ingestion.pipeline.run import task_execute
 from kb.failures import failure_fields
 from kb.metadata import BUILT_IN_FIELDS
 from kb.models import Build, Document, KnowledgeBase
 from kb.roles import CONTENT_MANAGERS, INDEX_ADMINS, ensure_roles
+from sources.models import Source, SyncRun
+from sources.services.runs import sync_request
+from sources.services.sources import source_save
 from tests.conftest import wait_for
 from tests.e2e.browser import Person, chinese_browser, make_user
+from tests.e2e.test_sources_browser import sources_settings
 from tests.kb.test_swap_with_known_failures import BROKEN_PDF
 from work.models import IngestionTask
 
@@ -216,3 +224,85 @@ def test_a_content_managers_day_reads_in_chinese(
     cm.submit("#language-zh-hans")
     cm.wait_for_text("的时间线")
     assert Document.objects.filter(kb=kb).count() == 3
+
+
+def test_an_index_admin_reads_a_sync_runs_deletions_in_chinese(
+    live_server: Any, chinese_browser: WebDriver, kb: KnowledgeBase, tmp_path: Path, settings: Any
+) -> None:
+    browser = chinese_browser
+    sources_settings(tmp_path)
+    settings.SOURCES_DELETE_HOLD_MIN = 2
+    ensure_roles(Group, Permission)
+    make_user("ia-zh", INDEX_ADMINS, kb.tenant)
+    share, away = tmp_path / "share", tmp_path / "away"
+    share.mkdir()
+    names = [f"page-{number}.md" for number in range(6)]
+    for name in names:
+        (share / name).write_text(f"# 第 {name[5]} 页\n\n制度正文。\n")
+    source = source_save(
+        kb=kb, name="制度共享盘", slug="policies", kind="folder", config={"path": str(share)}
+    )
+
+    def synced(source: Source) -> SyncRun:  # in this process, as a worker runs it
+        run, _ = sync_request(source=source)
+        assert run.task_id is not None
+        task_execute(task_id=run.task_id, worker_id="e2e")
+        run.refresh_from_db()
+        return run
+
+    assert synced(source).new == 6
+    share.rename(away)  # the share is unmounted: the listing fails, nothing is deleted
+    failed = synced(source)
+    away.rename(share)
+    for name in names[:3]:  # back, three pages retired: half the source, over its threshold
+        (share / name).unlink()
+    held = synced(source)
+    assert failed.state == SyncRun.State.FAILED, failed.deletion_note
+    assert held.state == SyncRun.State.AWAITING_CONFIRMATION, held.deletion_note
+    # the folder's own words, with the system's words for what went wrong inside
+    folder_zh = f"无法读取文件夹 {share}：no such file or directory。"
+    data = [
+        "ia-zh", str(kb), kb.tenant.slug, str(share), "no such file or directory", *names,
+        "policies", "page",
+    ]  # fmt: skip
+    english = ("Nothing was deleted", "The folder", "listing", "Deletions wait", "Kept:")
+
+    def reads_in_chinese(person: Person, shot: str) -> None:
+        left = english_left(person, data)
+        person.screenshot(shot)
+        assert not left, f"English left on {person.driver.current_url}: {left}"
+        assert not [words for words in english if words in person.text()]
+
+    ia = Person(browser, live_server.url, "ia-zh")
+    ia.log_in(signed_in=SIGNED_IN)
+
+    # the failed run: why the listing failed, and why nothing was deleted, in Chinese
+    ia.visit(f"/admin/sources/syncrun/{failed.pk}/change/")
+    ia.wait_for_text("删除")
+    assert browser.find_element(By.ID, "run-error").text == f"列举数据源失败：{folder_zh}"
+    note = browser.find_element(By.ID, "deletion-note").text
+    assert note == f"没有删除任何内容（6 个条目未被列举到）：列举不完整：{folder_zh}"
+    browser.execute_script("document.getElementById('run-deletions').scrollIntoView()")
+    reads_in_chinese(ia, "sync-run-listing-failed")
+
+    # the run that holds deletions: why they wait, on its page and its confirmation page
+    held_zh = "删除等待确认：将删除 6 个文档中的 3 个（50%），超过数据源的删除阈值 20%。"
+    ia.visit(f"/admin/sources/syncrun/{held.pk}/change/")
+    assert browser.find_element(By.ID, "deletion-note").text == held_zh
+    assert "3 个文档等待人工确认删除" in browser.find_element(By.ID, "pending-deletions").text
+    browser.execute_script("document.getElementById('run-deletions').scrollIntoView()")
+    reads_in_chinese(ia, "sync-run-holds-deletions")
+    ia.click("#keep-documents-link")
+    ia.wait_for_text("等待原因")
+    assert held_zh in ia.text()
+    reads_in_chinese(ia, "sync-run-keep-confirmation")
+    ia.fill("id_reason", "共享盘迁移中")
+    ia.submit("input[type=submit]")
+    ia.wait_for_text("已保留")
+    note = browser.find_element(By.ID, "deletion-note").text
+    assert note == f"{held_zh}已保留：有人选择不删除这 3 个文档。"
+    assert browser.find_element(By.ID, "answered").text.startswith("由 ia-zh 于 ")
+    assert "保留：3 个文档已保留，照常提供。" in browser.find_element(By.ID, "answered").text
+    browser.execute_script("document.getElementById('run-deletions').scrollIntoView()")
+    data.append("共享盘迁移中")
+    reads_in_chinese(ia, "sync-run-kept")
