@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -199,6 +201,19 @@ def check_shape(
 
 
 # --- what the packaged (in-process) models share -------------------------------------------
+
+
+def log_loaded(model: str, started: float, threads: int) -> None:
+    """The line each process logs when it has loaded a packaged model (`started`: its
+    `time.perf_counter()` before loading)."""
+    logger.info(
+        "embedding model %s loaded in %.2fs (%d thread%s, pid %d)",
+        model,
+        time.perf_counter() - started,
+        threads,
+        "" if threads == 1 else "s",
+        os.getpid(),
+    )
 
 
 def require_dimensions(model: str, has: int, asked: int) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import logging
 import os
 import time
 from collections.abc import Sequence
@@ -37,11 +36,10 @@ from embeddings.base import (
     ProviderSpec,
     ProviderUnavailable,
     local_vectors,
+    log_loaded,
     register,
     require_dimensions,
 )
-
-logger = logging.getLogger(__name__)
 
 MINILM_MODEL = "all-MiniLM-L6-v2-int8"
 MINILM_DIMENSIONS = 384
@@ -145,14 +143,7 @@ def load_encoder() -> MiniLM:
     except (OSError, ValueError, RuntimeError) as exc:
         raise ProviderMisconfigured(COULD_NOT_LOAD(model=MINILM_MODEL, detail=str(exc))) from exc
     _encoders[os.getpid()] = encoder
-    logger.info(
-        "embedding model %s loaded in %.2fs (%d thread%s, pid %d)",
-        MINILM_MODEL,
-        time.perf_counter() - started,
-        threads,
-        "" if threads == 1 else "s",
-        os.getpid(),
-    )
+    log_loaded(MINILM_MODEL, started, threads)
     return encoder
 
 

@@ -14,7 +14,6 @@ they can differ in the last float32 bits (below 1e-6), which never moves a ranki
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import warnings
@@ -30,11 +29,10 @@ from embeddings.base import (
     ProviderSpec,
     ProviderUnavailable,
     local_vectors,
+    log_loaded,
     register,
     require_dimensions,
 )
-
-logger = logging.getLogger(__name__)
 
 USE_MODEL = "use-multilingual-v3"
 USE_DIMENSIONS = 512
@@ -75,14 +73,7 @@ def load_encoder(model: str = USE_MODEL) -> Any:
     except (OSError, ValueError, KeyError) as exc:
         raise ProviderMisconfigured(COULD_NOT_LOAD(model=model, detail=str(exc))) from exc
     _encoders[key] = encoder
-    logger.info(
-        "embedding model %s loaded in %.2fs (%d BLAS thread%s, pid %d)",
-        model,
-        time.perf_counter() - started,
-        threads,
-        "" if threads == 1 else "s",
-        os.getpid(),
-    )
+    log_loaded(model, started, threads)
     return encoder
 
 

