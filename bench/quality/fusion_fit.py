@@ -295,6 +295,9 @@ class Recipe:
     gate: tuple[Any, ...] | None = None  # KeywordGate's fields, in order
     by_language: bool = False
     extra: str | None = None  # an EXTRAS entry's columns too (bench only)
+    # Chinese questions ranked by this recipe's model instead (fitted on the same questions):
+    # a third list that only reads English, asked only for questions not in Chinese.
+    chinese: Recipe | None = None
 
     def signs(self) -> list[int] | None:
         from retrieval.search.fusion import FEATURES
@@ -319,6 +322,7 @@ class Fitted:
 
     recipe: Recipe
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    chinese: Fitted | None = None  # the recipe's `chinese` recipe, fitted
 
     def part_of(self, q: dict[str, Any]) -> dict[str, Any]:
         if not self.recipe.by_language:
@@ -327,6 +331,8 @@ class Fitted:
 
     def rank(self, q: dict[str, Any]) -> list[str]:
         """The question's ranked documents under this model."""
+        if self.chinese is not None and query_is_chinese(q):
+            return self.chinese.rank(q)
         part = self.part_of(q)
         return ranked_documents(
             q,
@@ -385,6 +391,8 @@ def fit_recipe(recipe: Recipe, tuning: list[dict[str, Any]]) -> Fitted:
             "other": [q for q in tuning if not query_is_chinese(q)],
         }
     fitted = Fitted(recipe)
+    if recipe.chinese is not None:
+        fitted.chinese = fit_recipe(recipe.chinese, tuning)
     for name, questions in groups.items():
         signs = recipe.signs()
         choice = choose(questions, signs=signs, gate=recipe.keyword_gate(), extra=recipe.extra)
