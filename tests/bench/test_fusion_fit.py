@@ -145,3 +145,21 @@ def test_a_chinese_question_has_no_third_list() -> None:
 
     assert sorted(ids) == [1, 2]
     assert not x[:, len(FEATURES) :].any()
+
+
+def test_a_recipe_ranks_chinese_questions_by_its_chinese_recipes_model() -> None:
+    class Fixed(fusion_fit.Fitted):
+        def rank(self, q: dict[str, Any]) -> list[str]:
+            return ["the Chinese model's answer"]
+
+    english = {**_legs_question(), "answers": ["A"]}
+    mean, scale, weights, bias = fusion_fit.fit([english], 30, 0.1)
+    part = {"depth": 30, "mean": mean, "scale": scale, "weights": weights, "bias": bias}
+    two_legs = fusion_fit.Recipe("two legs")
+    fitted = fusion_fit.Fitted(
+        fusion_fit.Recipe("three", chinese=two_legs), {"all": part}, chinese=Fixed(two_legs)
+    )
+    chinese = {**english, "id": "q3", "query": {**english["query"], "cjk": 0.9}}
+
+    assert fitted.rank(chinese) == ["the Chinese model's answer"]
+    assert set(fitted.rank(english)) == {"A", "B"}  # the question's own model, its legs' documents
