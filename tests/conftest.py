@@ -289,3 +289,15 @@ def wait_for(
         if relay:
             outbox_relay_batch()
         time.sleep(0.2)
+
+
+@pytest.fixture
+def steady_rate_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read and write budgets count in fixed windows (a minute for "1/min"): requests
+    either side of a window's end would each get a budget of their own. A test that spends a
+    budget asks for this to make every request of it fall 10 s into one window."""
+    from types import SimpleNamespace
+
+    from retrieval.api import throttling
+
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: 60 * 16_667 + 10.0))

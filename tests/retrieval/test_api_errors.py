@@ -200,6 +200,7 @@ def test_errors_outside_the_api_keep_djangos_pages(settings: Any) -> None:
 
 
 @DEBUG_MODES
+@pytest.mark.usefixtures("steady_rate_window")
 def test_authentication_and_throttling_errors_are_json(
     kb: KnowledgeBase, settings: Any, debug: bool
 ) -> None:

@@ -216,6 +216,7 @@ def test_a_session_user_without_a_tenant_is_refused(kb: KnowledgeBase) -> None:
     assert client.get("/api/v1/kbs/").status_code == 403
 
 
+@pytest.mark.usefixtures("steady_rate_window")
 def test_a_key_over_its_rate_gets_429_with_retry_after(kb: KnowledgeBase, settings: Any) -> None:
     settings.CANON_API_RATE = "2/min"
     _, busy = api_key_create(tenant=kb.tenant, name="busy")
@@ -231,6 +232,7 @@ def test_a_key_over_its_rate_gets_429_with_retry_after(kb: KnowledgeBase, settin
     assert api(calm).get("/api/v1/kbs/").status_code == 200, "the limit is per key"
 
 
+@pytest.mark.usefixtures("steady_rate_window")
 def test_session_users_are_rate_limited_per_user(
     admin_user: User, kb: KnowledgeBase, settings: Any
 ) -> None:

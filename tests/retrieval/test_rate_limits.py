@@ -16,7 +16,7 @@ from retrieval.principals import api_key_create
 from tests.retrieval.factories import api, search
 from tests.retrieval.routes import Operation, api_operations, call
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("steady_rate_window")]
 
 # POSTs that only read: the search, and the compatibility doors' searches (retrieval.compat).
 READS_BY_NAME = {
