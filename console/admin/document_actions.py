@@ -330,15 +330,19 @@ def restore_view(
 HISTORY_ROWS = 50
 
 
-def document_boxes(request: HttpRequest, document: Document) -> dict[str, Any]:
+def document_boxes(
+    request: HttpRequest,
+    document: Document,
+    rows: list[tuple[Build, dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """What the document page's Builds and History boxes are rendered from, with the user's
     actions: the page and its progress JSON use this one function, so what the page shows live
-    is what a reload would show."""
+    is what a reload would show. `rows`: the builds already read (`document_build_rows`)."""
     user = request.user
     return {
         "original": document,
         # each build's progress and role, as the progress JSON refreshes them
-        "builds": document_build_rows(document=document),
+        "builds": document_build_rows(document=document) if rows is None else rows,
         "history": document_history(document=document, limit=HISTORY_ROWS),
         "can_approve": user.has_perm("kb.approve_build"),
         "can_rollback": user.has_perm("kb.rollback_document"),
@@ -354,11 +358,14 @@ def progress_view(
     """The document page's live state: status line, what is served, every build's progress and
     role (one reading), and the Builds and History boxes as the page renders them."""
     document = _document(model_admin, request, object_id)
-    # Progress first, the boxes after: the page stops polling once the progress says nothing is
-    # building, so the boxes must be at least as new as it (a publish committing between two
-    # reads the other way round left History saying "Nothing published yet").
-    progress = document_progress(document=document)
-    boxes = document_boxes(request, document)
+    # The builds are read once, for the figures and the rendered rows alike: two readings let a
+    # failure committing between them show a row whose role still said "parsing" beside its
+    # Retry…. History is read after them: the page stops polling once the progress says nothing
+    # is building, so History must be at least as new (read the other way round, a publish
+    # committing between the reads left it saying "Nothing published yet").
+    rows = document_build_rows(document=document)
+    progress = document_progress(document=document, rows=rows)
+    boxes = document_boxes(request, document, rows)
     return JsonResponse(
         {
             **progress,

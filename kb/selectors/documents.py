@@ -147,12 +147,16 @@ def document_build_rows(*, document: Document) -> list[tuple[Build, dict[str, An
     return rows
 
 
-def document_progress(*, document: Document) -> dict[str, Any]:
+def document_progress(
+    *, document: Document, rows: list[tuple[Build, dict[str, Any]]] | None = None
+) -> dict[str, Any]:
     """Everything the document page shows about state, from one reading: the title (the parse
     stage may put the file's own), the status line, the build served now and every build's
-    progress and role (`document_build_rows`). The page is
+    progress and role (`document_build_rows`, or `rows` already read from it, so that the
+    progress JSON's figures and its rendered Builds rows are one reading). The page is
     rendered from it and its script refreshes every box from it (the progress JSON)."""
-    rows = document_build_rows(document=document)
+    if rows is None:
+        rows = document_build_rows(document=document)
     served = next((p for _, p in rows if p["role_kind"] == "served"), None)
     return {
         "title": document.title,

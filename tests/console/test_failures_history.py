@@ -148,3 +148,33 @@ def test_the_live_refresh_brings_history_and_retry(
     assert f"/retry/{build.pk}/" in failed["builds_html"]
     (row,) = [b for b in failed["builds"] if b["id"] == build.pk]
     assert row["label"] == "— (failed before chunking)" and row["chunks"] == row["label"]
+
+
+def test_a_failure_committing_while_the_progress_is_read_shows_in_figures_and_rows_alike(
+    kb: KnowledgeBase, clients: tuple[Client, Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's script sets each role from the JSON's figures and the actions cell from its
+    rendered rows: they must be one reading, or a failure committing in between shows a row
+    whose role says "queued" beside its Retry… (seen in a browser test)."""
+    from console.admin import document_actions
+    from kb.selectors import documents
+
+    _, carol = clients
+    publish(kb, "travel", "Train tickets are reimbursed in second class.")
+    broken = upload_broken(kb, "travel")
+    read = documents.document_build_rows
+
+    def read_then_fail(**kwargs: object) -> object:
+        rows = read(**kwargs)  # type: ignore[arg-type]
+        if not Build.objects.filter(revision=broken, state=Build.State.FAILED).exists():
+            run_pending()  # the worker fails the build just after this reading
+        return rows
+
+    monkeypatch.setattr(documents, "document_build_rows", read_then_fail)
+    monkeypatch.setattr(document_actions, "document_build_rows", read_then_fail)
+    data = carol.get(f"/admin/kb/document/{broken.document_id}/progress/").json()
+    build = Build.objects.get(revision=broken)
+    assert build.state == Build.State.FAILED  # it did fail during the request
+    (row,) = [b for b in data["builds"] if b["id"] == build.pk]
+    offers_retry = f"/retry/{build.pk}/" in data["builds_html"]
+    assert (row["role_kind"] == "failed") == offers_retry, (row["role"], offers_retry)
