@@ -301,6 +301,10 @@ EMBEDDING_PROVIDER = env_str("CANON_EMBEDDING_PROVIDER", "hash")
 EMBEDDING_MODEL = env_str("CANON_EMBEDDING_MODEL", "canon-hash-v1")
 EMBEDDING_DIMENSIONS = env_int("CANON_EMBEDDING_DIMENSIONS", 384)
 EMBEDDING_BATCH_SIZE = env_int("CANON_EMBEDDING_BATCH_SIZE", 64)
+# New index versions embedded by `use` get the English list (a second, English-only embedding of
+# the chunks not in Chinese, read as a third list by hybrid search: docs/BENCHMARKS.md "B8 with a
+# third list") unless this is off or the person creating the version unticks it.
+ENGLISH_LIST_DEFAULT = env_bool("CANON_ENGLISH_LIST", True)
 CHUNK_SIZE = env_int("CANON_CHUNK_SIZE", 800)  # characters
 CHUNK_OVERLAP = env_int("CANON_CHUNK_OVERLAP", 100)  # characters
 CHUNK_WRITE_BATCH = env_int("CANON_CHUNK_WRITE_BATCH", 200)

@@ -330,6 +330,11 @@ DEMO_EMBEDDING = {
 }
 
 
+# The English list's model (kb.services.index_versions.english_list_fields), which new `use`
+# knowledge bases get by default (CANON_ENGLISH_LIST).
+ENGLISH_LIST_MODEL = "minilm/all-MiniLM-L6-v2-int8"
+
+
 def demo_embedding_env(env: dict[str, str], *, concurrency: int) -> dict[str, dict[str, str]]:
     """The embedding settings of `make run`, and for web, mcp and worker: the model to load at
     start (CANON_PRELOAD_EMBEDDING_MODELS) and BLAS threads per process, so that the worker's
@@ -339,6 +344,9 @@ def demo_embedding_env(env: dict[str, str], *, concurrency: int) -> dict[str, di
     preload = env.get("CANON_PRELOAD_EMBEDDING_MODELS")
     if preload is None:
         preload = f"{env['CANON_EMBEDDING_PROVIDER']}/{env.get('CANON_EMBEDDING_MODEL', '')}"
+        english = env.get("CANON_ENGLISH_LIST", "1").strip().lower() in {"1", "true", "yes", "on"}
+        if english and env["CANON_EMBEDDING_PROVIDER"] == "use":
+            preload += f",{ENGLISH_LIST_MODEL}"  # its versions' English list (settings)
     cores = os.cpu_count() or 1
     threads = env.get("CANON_EMBEDDING_THREADS")
     return {

@@ -11,6 +11,16 @@ the index of `vector`, while the heap keeps the full-precision vector (exact re-
 and rollbacks read it). Built concurrently so writes to other versions never wait; inside a
 transaction (tests) it falls back to a plain CREATE INDEX.
 
+A version with an English list (`IndexVersion.english_list`) has a second index beside it, over
+its English vectors, partial on their presence too (Chinese chunks have none):
+
+    CREATE INDEX CONCURRENTLY kb_chunk_hnsw_en_iv<N> ON kb_chunk
+        USING hnsw ((embedding_en::vector(E)) vector_cosine_ops)
+        WHERE index_version_id = <N> AND embedding_en IS NOT NULL
+
+Both are built, reported and dropped together: the version's vector index is ready when both
+are (`ann_index_state`).
+
 When the index is built is `kb.ann_build`'s decision (a new version's after its bulk load).
 """
 
@@ -38,6 +48,23 @@ def ann_index_name(version_id: int) -> str:
     return f"kb_chunk_hnsw_iv{int(version_id)}"
 
 
+def english_index_name(version_id: int) -> str:
+    return f"kb_chunk_hnsw_en_iv{int(version_id)}"
+
+
+def english_cast(version: IndexVersion) -> str:
+    """The type the version's English index is built on: `vector(E)`."""
+    return f"vector({int(version.english_dimensions or 0)})"
+
+
+def english_distance(
+    version: IndexVersion, *, column: str = "c.embedding_en", query: str = "%(q)s"
+) -> str:
+    """The cosine distance expression the version's English index serves."""
+    cast = english_cast(version)
+    return f"{column}::{cast} <=> {query}::{cast}"
+
+
 def ann_cast(version: IndexVersion) -> str:
     """The type the version's index is built on: `vector(D)` or `halfvec(D)`."""
     storage = version.vector_storage if version.vector_storage in STORAGES else "vector"
@@ -53,19 +80,34 @@ def ann_distance(
     return f"{column}::{cast} {OPERATOR[version.metric]} {query}::{cast}"
 
 
-def ann_index_state(version_id: int) -> str:
-    """ "ready" (valid), "building" (exists, not valid yet: a concurrent build in progress, or a
-    crashed one the next build drops) or "missing"."""
+def _index_state(name: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
             "WHERE c.relname = %s",
-            [ann_index_name(version_id)],
+            [name],
         )
         row = cursor.fetchone()
     if row is None:
         return "missing"
     return "ready" if row[0] else "building"
+
+
+def _index_names(version_id: int) -> list[str]:
+    """The version's vector indexes: its own, and its English list's when it has one."""
+    english = IndexVersion.objects.filter(pk=version_id).exclude(english_provider="").exists()
+    return [ann_index_name(version_id), *([english_index_name(version_id)] if english else [])]
+
+
+def ann_index_state(version_id: int) -> str:
+    """ "ready" (valid), "building" (exists, not valid yet: a concurrent build in progress, or a
+    crashed one the next build drops) or "missing"; for a version with an English list, the
+    state of the two indexes together (ready when both are, missing when either is)."""
+    states = {_index_state(name) for name in _index_names(version_id)}
+    for state in ("missing", "building"):
+        if state in states:
+            return state
+    return "ready"
 
 
 def ann_index_ready(version_id: int) -> bool:
@@ -78,33 +120,48 @@ def ann_index_ensure(*, version_id: int) -> str:
     An invalid index is dropped and rebuilt: the caller must make sure no other session is
     building it at the same time (`kb.ann_build` holds the version's advisory lock)."""
     version = IndexVersion.objects.get(pk=version_id)
-    name = ann_index_name(version.pk)
+    storage = version.vector_storage if version.vector_storage in STORAGES else "vector"
+    indexes = {
+        ann_index_name(version.pk): (
+            f"(embedding::{ann_cast(version)}) {OPCLASS[storage, version.metric]}",
+            f"index_version_id = {int(version.pk)}",
+        )
+    }
+    if version.english_list:
+        indexes[english_index_name(version.pk)] = (
+            f"(embedding_en::{english_cast(version)}) vector_cosine_ops",
+            f"index_version_id = {int(version.pk)} AND embedding_en IS NOT NULL",
+        )
+    for name, (expression, predicate) in indexes.items():
+        _index_ensure(name, expression, predicate)
+    return ann_index_name(version.pk)
+
+
+def _index_ensure(name: str, expression: str, predicate: str) -> None:
     concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
-    state = ann_index_state(version.pk)
+    state = _index_state(name)
     if state == "ready":
-        return name
+        return
     with connection.cursor() as cursor:
         # A concurrent build that crashed leaves an INVALID index behind: drop and rebuild it.
         if state == "building":
             cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {name}")
-        storage = version.vector_storage if version.vector_storage in STORAGES else "vector"
         if not concurrently:
             # In a transaction, deferred foreign-key checks of rows written in it would make
             # CREATE INDEX refuse ("pending trigger events"): run them now.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(
-            f"CREATE INDEX {concurrently} IF NOT EXISTS {name} ON kb_chunk "
-            f"USING hnsw ((embedding::{ann_cast(version)}) {OPCLASS[storage, version.metric]}) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-            f"WHERE index_version_id = {int(version.pk)}"
+            f"CREATE INDEX {concurrently} IF NOT EXISTS {name} ON kb_chunk USING hnsw "
+            f"({expression}) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+            f"WHERE {predicate}"
         )
         if not concurrently:
             cursor.execute("SET CONSTRAINTS ALL DEFERRED")
-    return name
 
 
 def ann_index_drop(*, version_id: int) -> None:
-    """Drop a collected version's index; idempotent."""
+    """Drop a collected version's indexes (its English list's too); idempotent."""
     concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {ann_index_name(version_id)}")
+        for name in (ann_index_name(version_id), english_index_name(version_id)):
+            cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {name}")

@@ -47,9 +47,12 @@ _DUE = """
     SELECT v.id
     FROM kb_indexversion v JOIN kb_knowledgebase k ON k.id = v.kb_id
     WHERE v.collected_at IS NULL AND v.state <> 'failed'
-      AND NOT EXISTS (
-          SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-          WHERE c.relname = 'kb_chunk_hnsw_iv' || v.id AND i.indisvalid)
+      AND (NOT EXISTS (
+              SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+              WHERE c.relname = 'kb_chunk_hnsw_iv' || v.id AND i.indisvalid)
+           OR (v.english_provider <> '' AND NOT EXISTS (
+              SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+              WHERE c.relname = 'kb_chunk_hnsw_en_iv' || v.id AND i.indisvalid)))
       AND (k.active_index_version_id = v.id
            OR NOT EXISTS (SELECT 1 FROM kb_build b
                           WHERE b.index_version_id = v.id AND b.state IN ('pending', 'building')))
@@ -57,7 +60,8 @@ _DUE = """
 
 
 def ann_index_due(*, version_id: int) -> bool:
-    """Whether the version's index should be built now: it has no valid index, it is neither
+    """Whether the version's index should be built now: it lacks a valid index (its own, or its
+    English list's when it has one), it is neither
     collected nor failed, and either it is active (it must never serve without one) or all its
     builds are written."""
     with connection.cursor() as cursor:

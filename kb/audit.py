@@ -81,22 +81,27 @@ def builds_check(build_ids: Sequence[int]) -> list[BuildCheck]:
         f"""
         SELECT b.id, b.kb_id, b.document_id, p.id, b.verified_at,
                b.expected_chunk_count, iv.dimensions, b.manifest_sha256, sum({DIGEST}),
-               {COMPLETENESS_COLUMNS}
+               b.english_expected, iv.english_dimensions, {COMPLETENESS_COLUMNS}
         FROM kb_build b
         JOIN kb_indexversion iv ON iv.id = b.index_version_id
         LEFT JOIN kb_publication p ON p.build_id = b.id
         LEFT JOIN kb_chunk c ON c.build_id = b.id
         WHERE b.id = ANY(%s)
-        GROUP BY b.id, iv.dimensions, p.id
+        GROUP BY b.id, iv.dimensions, iv.english_dimensions, p.id
         ORDER BY b.id
         """,  # noqa: S608 (constant fragments; values are bound)
         [list(build_ids)],
     ):
         build_id, kb_id, document_id, publication_id, verified_at = row[:5]
         expected, dimensions, manifest, digest = row[5:9]
-        completeness = Completeness(*row[9:])
+        english_expected, english_dimensions = row[9:11]
+        completeness = Completeness(*row[11:])
         problems = completeness.problems(
-            expected_count=expected, dimensions=dimensions, manifest=manifest
+            expected_count=expected,
+            dimensions=dimensions,
+            manifest=manifest,
+            english_expected=english_expected,
+            english_dimensions=english_dimensions,
         )
         checks.append(
             BuildCheck(

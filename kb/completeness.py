@@ -26,12 +26,15 @@ def incomplete_build(build_id: int, problems: list[str]) -> IncompleteBuild:
     return IncompleteBuild(INCOMPLETE(build=str(build_id), problems="; ".join(problems)))
 
 
-# Count, embedded, distinct ordinals, ordinal range, dimension range, manifest hash.
+# Count, embedded, distinct ordinals, ordinal range, dimension range, manifest hash; English
+# vectors and their dimension range.
 COLUMNS = """count(c.id), count(c.embedding), count(DISTINCT c.ordinal),
        min(c.ordinal), max(c.ordinal),
        min(vector_dims(c.embedding)), max(vector_dims(c.embedding)),
        encode(sha256(convert_to(coalesce(
-           string_agg(c.content_hash, ',' ORDER BY c.ordinal), ''), 'UTF8')), 'hex')"""
+           string_agg(c.content_hash, ',' ORDER BY c.ordinal), ''), 'UTF8')), 'hex'),
+       count(c.embedding_en),
+       min(vector_dims(c.embedding_en)), max(vector_dims(c.embedding_en))"""
 
 
 @dataclass(frozen=True)
@@ -44,10 +47,23 @@ class Completeness:
     min_dimensions: int | None
     max_dimensions: int | None
     manifest_sha256: str | None
+    english_count: int = 0
+    min_english_dimensions: int | None = None
+    max_english_dimensions: int | None = None
 
-    def problems(self, *, expected_count: int | None, dimensions: int, manifest: str) -> list[str]:
-        """Reasons this build may not be switched live; empty when complete."""
-        problems = []
+    def problems(
+        self,
+        *,
+        expected_count: int | None,
+        dimensions: int,
+        manifest: str,
+        english_expected: int | None = None,
+        english_dimensions: int | None = None,
+    ) -> list[str]:
+        """Reasons this build may not be switched live; empty when complete. `english_expected`:
+        how many chunks must carry an English vector of `english_dimensions` (None: the
+        version has no English list, and none may)."""
+        problems = self._english_problems(english_expected, english_dimensions)
         if expected_count is None:
             problems.append("the expected chunk count is unknown")
         elif self.chunk_count != expected_count:
@@ -67,6 +83,23 @@ class Completeness:
             )
         if self.chunk_count and self.manifest_sha256 != manifest:
             problems.append("the manifest hash of the written chunks does not match")
+        return problems
+
+    def _english_problems(self, expected: int | None, dimensions: int | None) -> list[str]:
+        if expected is None:
+            if self.english_count:
+                return [f"{self.english_count} chunks have an English vector no list asks for"]
+            return []
+        problems = []
+        if self.english_count != expected:
+            problems.append(f"{self.english_count} of {expected} English vectors are written")
+        if self.english_count and (
+            self.min_english_dimensions != dimensions or self.max_english_dimensions != dimensions
+        ):
+            problems.append(
+                f"English vector dimensions {self.min_english_dimensions}.."
+                f"{self.max_english_dimensions} differ from the English list's {dimensions}"
+            )
         return problems
 
 

@@ -231,6 +231,27 @@ class IndexVersion(models.Model):
         db_default="vector",
         verbose_name=gettext_lazy("vector storage"),
     )
+    # The English list (issue 38): a second embedding of each chunk whose text is not Chinese
+    # (`textkit.text.mostly_chinese`), by a packaged model that reads English paraphrase better
+    # than a multilingual one, with its own HNSW index (`kb.ann`); search reads it as a third
+    # list for queries not in Chinese. "" for a version without it.
+    english_provider = models.CharField(
+        max_length=50,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("English list provider"),
+    )
+    english_model = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name=gettext_lazy("English list model"),
+    )
+    english_dimensions = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("English list dimensions")
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=gettext_lazy("created at"))
     activated_at = models.DateTimeField(
         null=True, blank=True, verbose_name=gettext_lazy("activated at")
@@ -266,6 +287,11 @@ class IndexVersion(models.Model):
         # No state: a stored "building" is not what a candidate that covers the knowledge base
         # is (ready; kb.selectors.index_versions.index_version_status says that).
         return f"{self.kb} v{self.number} ({self.model}, {self.dimensions}d)"
+
+    @property
+    def english_list(self) -> bool:
+        """Whether the version embeds its English chunks a second time (`english_provider`)."""
+        return bool(self.english_provider)
 
     @property
     def uses_postings(self) -> bool:
@@ -415,6 +441,12 @@ class Build(models.Model):
     chunks_written = models.PositiveIntegerField(
         default=0, verbose_name=gettext_lazy("chunks written")
     )
+    # How many of the chunks must carry an English vector (`Chunk.embedding_en`): those not in
+    # Chinese, when the version has an English list; None when it has none. Set with
+    # `expected_chunk_count`, checked by the completeness check.
+    english_expected = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name=gettext_lazy("English vectors expected")
+    )
     # How many of the build's chunks have a vector (cached or embedded so far), set by the embed
     # stage after each batch; the admin's progress counts it before any chunk is written.
     chunks_embedded = models.PositiveIntegerField(
@@ -518,6 +550,9 @@ class Chunk(models.Model):
     content_hash = models.CharField(max_length=64, verbose_name=gettext_lazy("content hash"))
     token_count = models.PositiveIntegerField(verbose_name=gettext_lazy("token count"))
     embedding = VectorField(null=True, blank=True)
+    # The English list's vector (IndexVersion.english_provider), for chunks not in Chinese of a
+    # version that has one; its own HNSW index per version casts it likewise (kb.ann).
+    embedding_en = VectorField(null=True, blank=True)
     # Pipeline p1 only: the `simple` tsvector of the words and CJK bigrams (legacy keyword leg).
     lexical = SearchVectorField(null=True, blank=True)
     # From p2 on: the number of analysed terms (BM25's document length; postings in Posting).

@@ -128,7 +128,9 @@ def _pointers(documents: Documents) -> list[Violation]:
 def _builds(documents: Documents) -> list[Violation]:
     """One pass over the chunks of the documents' builds: every live build (a publication points
     at it) and every verified one not given up (a rollback may point at it) is complete against
-    its manifest; no chunk disagrees with its build; no ordinal repeats."""
+    its manifest, its English vectors too where its version has an English list (every chunk
+    not in Chinese has one of the list's dimensions, no other chunk has one); no chunk
+    disagrees with its build; no ordinal repeats."""
     where, params = documents.where()
     found: list[Violation] = []
     duplicated: list[int] = []
@@ -141,14 +143,14 @@ def _builds(documents: Documents) -> list[Violation]:
                                       OR c.index_version_id <> b.index_version_id
                                       OR c.kb_id <> b.kb_id),
                count(c.id) - count(DISTINCT c.ordinal),
-               {COMPLETENESS_COLUMNS}
+               b.english_expected, iv.english_dimensions, {COMPLETENESS_COLUMNS}
         FROM kb_document d
         JOIN kb_build b ON b.document_id = d.id
         JOIN kb_indexversion iv ON iv.id = b.index_version_id
         LEFT JOIN kb_publication p ON p.build_id = b.id
         LEFT JOIN kb_chunk c ON c.build_id = b.id
         WHERE {where}
-        GROUP BY b.id, d.kb_id, d.id, iv.dimensions, p.id
+        GROUP BY b.id, d.kb_id, d.id, iv.dimensions, iv.english_dimensions, p.id
         """,  # noqa: S608 (constant fragments; values are bound)
         params,
     ):
@@ -162,8 +164,13 @@ def _builds(documents: Documents) -> list[Violation]:
             duplicated.append(build_id)
         if not checked:
             continue
-        problems = Completeness(*row[10:]).problems(
-            expected_count=expected, dimensions=dimensions, manifest=manifest
+        english_expected, english_dimensions = row[10:12]
+        problems = Completeness(*row[12:]).problems(
+            expected_count=expected,
+            dimensions=dimensions,
+            manifest=manifest,
+            english_expected=english_expected,
+            english_dimensions=english_dimensions,
         )
         if live and not expected:
             problems.append("the live build has no chunks")

@@ -51,6 +51,16 @@ def cjk_share(text: str) -> float:
     return round(len(_CJK_IDEOGRAPH_RE.findall(compact)) / len(compact), 4)
 
 
+# A text at least this Chinese (`cjk_share`) counts as Chinese: for the hybrid fusion's language
+# features, and for which chunks the English list embeds (a model that reads no Chinese).
+CHINESE_SHARE = 0.2
+
+
+def mostly_chinese(text: str) -> bool:
+    """Whether `text` counts as Chinese (`CHINESE_SHARE`)."""
+    return cjk_share(text) >= CHINESE_SHARE
+
+
 def normalize_text(text: str) -> str:
     """Return `text` NFC-normalised, with \\n line ends, no control characters other than \\n
     and \\t, no trailing whitespace on any line, at most one blank line in a row, and no leading

@@ -39,7 +39,11 @@ from kb.selectors.index_versions import (
     index_version_settings,
     index_version_status,
 )
-from kb.services.index_versions import index_version_activate, index_version_create
+from kb.services.index_versions import (
+    english_list_default,
+    index_version_activate,
+    index_version_create,
+)
 
 
 def _provider_choices() -> list[tuple[str, str]]:
@@ -75,6 +79,18 @@ class IndexVersionForm(forms.Form):
             "here on 10,000 real chunks, search found the same nearest chunks with both (recall "
             "0.94); at a million generated vectors, where the larger index no longer fitted in "
             "memory, halfvec answered in half the time, its recall 0.01 lower."
+        ),
+    )
+    english_list = forms.BooleanField(
+        label=gettext_lazy("English list"),
+        required=False,
+        help_text=gettext_lazy(
+            "Also embed each passage not in Chinese with the packaged English model "
+            "(all-MiniLM-L6-v2), which hybrid search reads as a third list for questions not "
+            "in Chinese. Measured on two corpora, each fitted on one and tested on the other: "
+            "English questions found their answer higher (MRR@10 0.565 to 0.612 and 0.595 to "
+            "0.664), Chinese ones as before. It costs about ten times the CPU per English "
+            "passage to build, 1.5 KB per passage and about 13 ms of CPU per question."
         ),
     )
     reason = forms.CharField(
@@ -114,6 +130,11 @@ class IndexVersionForm(forms.Form):
         problem = spec.dimension_problem(model, dimensions)
         if problem:
             self.add_error("model" if model not in spec.models else "dimensions", problem)
+        if data.get("english_list") and name == embeddings.MINILM_PROVIDER:
+            self.add_error(
+                "english_list",
+                gettext("This model reads English already: it needs no English list beside it."),
+            )
         if name == embeddings.LOCAL_PROVIDER:
             path = embeddings.local_model_path(model)
             if not path.is_dir():
@@ -147,6 +168,10 @@ def index_version_create_view(
         "chunk_size": active.chunk_size if active else 800,
         "chunk_overlap": active.chunk_overlap if active else 100,
         "vector_storage": active.vector_storage if active else "vector",
+        # what the active version has, else what a new version of its model gets by default
+        "english_list": bool(
+            active and (active.english_list or english_list_default(active.provider))
+        ),
     }
     form = IndexVersionForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():

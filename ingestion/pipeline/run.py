@@ -18,7 +18,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 import embeddings
 from ingestion.models import StageResult
 from ingestion.pipeline.chunk import chunk
-from ingestion.pipeline.embed import embed
+from ingestion.pipeline.embed import embed, english_expected
 from ingestion.pipeline.parse import parse, parse_context, parse_options, record_title
 from ingestion.pipeline.stages import JsonDict, TerminalError, fingerprint, stage_run
 from ingestion.pipeline.write import write
@@ -213,25 +213,34 @@ def build_run(*, task: IngestionTask, lease: Lease) -> str:
         shared=True,
     )
     pieces: list[JsonDict] = chunked["chunks"]
+    english = english_expected(pieces, version)
     with fenced(lease):
         # Runs on every attempt; only a changed expectation invalidates an earlier verification.
         Build.objects.filter(pk=build.pk).exclude(
-            expected_chunk_count=len(pieces), manifest_sha256=chunked["manifest"]
+            expected_chunk_count=len(pieces),
+            manifest_sha256=chunked["manifest"],
+            english_expected=english,
         ).update(
-            expected_chunk_count=len(pieces), manifest_sha256=chunked["manifest"], verified_at=None
+            expected_chunk_count=len(pieces),
+            manifest_sha256=chunked["manifest"],
+            english_expected=english,
+            verified_at=None,
         )
     if not pieces:
         raise TerminalError("empty", NOTHING_TO_INDEX())
+    # The English list's model is part of what the stages make (a version's settings never
+    # change, but a stage result is looked up by its input).
+    embedded_by = (version.model, version.dimensions, *filter(None, [version.english_model]))
     stage_run(
         lease=lease,
         stage=StageResult.Stage.EMBED,
-        fingerprint=fingerprint(chunked["manifest"], version.model, version.dimensions),
+        fingerprint=fingerprint(chunked["manifest"], *embedded_by),
         compute=lambda: embed(pieces, version, build_id=build.pk, lease=lease),
     )
     stage_run(
         lease=lease,
         stage=StageResult.Stage.WRITE,
-        fingerprint=fingerprint(chunked["manifest"], version.model, version.dimensions),
+        fingerprint=fingerprint(chunked["manifest"], *embedded_by),
         compute=lambda: write(build=build, pieces=pieces, lease=lease),
     )
     faults.before_switch()

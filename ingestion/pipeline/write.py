@@ -26,7 +26,7 @@ from django.db import connection
 from django.db.models.functions import Now
 
 from ingestion.pipeline.chunk import chunk_key
-from ingestion.pipeline.embed import cache_model
+from ingestion.pipeline.embed import cache_model, english_hash, english_model_key
 from ingestion.pipeline.stages import JsonDict
 from kb.completeness import build_completeness, incomplete_build
 from kb.models import Build
@@ -44,7 +44,8 @@ def keyword_text(piece: JsonDict) -> str:
 def chunks_write(
     *, build: Build, pieces: list[JsonDict], lease: Lease, chunk_key: Any, model_key: str
 ) -> JsonDict:
-    """Upsert the build's chunk rows in fenced batches, joining cached embeddings; for postings
+    """Upsert the build's chunk rows in fenced batches, joining cached embeddings (the English
+    list's too, for a version that has one: `embed.english_hash`); for postings
     versions also each batch's postings (copied from `postings_source` when there is one, else
     analysed); then the build's statistics and its verification."""
     version = build.index_version
@@ -132,23 +133,26 @@ def _batch_write(
             """
             INSERT INTO kb_chunk (kb_id, build_id, document_id, index_version_id, ordinal,
                                   chunk_key, text, heading_path, content_hash, token_count,
-                                  embedding, lexical, lexical_length, char_start, char_end,
-                                  location, created_at)
+                                  embedding, embedding_en, lexical, lexical_length, char_start,
+                                  char_end, location, created_at)
             SELECT %s, %s, %s, %s, x.ordinal, x.chunk_key, x.text, x.heading_path,
-                   x.content_hash, x.token_count, ec.embedding,
+                   x.content_hash, x.token_count, ec.embedding, en.embedding,
                    CASE WHEN %s THEN to_tsvector('simple', x.lexical) END, x.lexical_length,
                    x.char_start, x.char_end, x.location::jsonb, now()
             FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
-                        %s::text[], %s::int[], %s::int[], %s::int[], %s::text[])
+                        %s::text[], %s::int[], %s::int[], %s::int[], %s::text[], %s::text[])
                  AS x(ordinal, chunk_key, text, heading_path, content_hash, token_count,
-                      lexical, lexical_length, char_start, char_end, location)
+                      lexical, lexical_length, char_start, char_end, location, en_hash)
             LEFT JOIN ingestion_embeddingcache ec
                    ON ec.model = %s AND ec.dimensions = %s AND ec.content_hash = x.content_hash
+            LEFT JOIN ingestion_embeddingcache en
+                   ON en.model = %s AND en.dimensions = %s AND en.content_hash = x.en_hash
             ON CONFLICT (build_id, ordinal) DO UPDATE
                SET chunk_key = EXCLUDED.chunk_key, text = EXCLUDED.text,
                    heading_path = EXCLUDED.heading_path,
                    content_hash = EXCLUDED.content_hash, token_count = EXCLUDED.token_count,
-                   embedding = EXCLUDED.embedding, lexical = EXCLUDED.lexical,
+                   embedding = EXCLUDED.embedding, embedding_en = EXCLUDED.embedding_en,
+                   lexical = EXCLUDED.lexical,
                    lexical_length = EXCLUDED.lexical_length,
                    char_start = EXCLUDED.char_start, char_end = EXCLUDED.char_end,
                    location = EXCLUDED.location
@@ -181,8 +185,11 @@ def _batch_write(
                 [p.get("char_start") for p in batch],
                 [p.get("char_end") for p in batch],
                 [json.dumps(p["location"]) if p.get("location") else None for p in batch],
+                [english_hash(p) if version.english_list else None for p in batch],
                 model_key,
                 version.dimensions,
+                english_model_key(version),
+                version.english_dimensions or 0,
             ],
         )
         rows = cursor.fetchall()
@@ -308,6 +315,8 @@ def build_verify(*, build: Build, lease: Lease) -> None:
             expected_count=row.expected_chunk_count,
             dimensions=row.index_version.dimensions,
             manifest=row.manifest_sha256,
+            english_expected=row.english_expected,
+            english_dimensions=row.index_version.english_dimensions,
         )
         if problems:
             raise incomplete_build(build.pk, problems)

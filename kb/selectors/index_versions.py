@@ -367,6 +367,7 @@ SETTING_LABELS = {
     "chunk overlap": gettext_lazy("chunk overlap"),
     "pipeline": gettext_lazy("pipeline"),
     "vector storage": gettext_lazy("vector storage"),
+    "English list": gettext_lazy("English list"),
 }
 
 
@@ -382,6 +383,11 @@ def index_version_settings(version: IndexVersion) -> list[tuple[str, str]]:
         "chunk overlap": str(version.chunk_overlap),
         "pipeline": version.pipeline_version,
         "vector storage": version.vector_storage,
+        "English list": (
+            f"{version.english_provider}/{version.english_model} · {version.english_dimensions}d"
+            if version.english_list
+            else gettext("none")
+        ),
     }
     return [(str(SETTING_LABELS[key]), value) for key, value in values.items()]
 
@@ -392,6 +398,7 @@ def index_version_settings_line(version: IndexVersion) -> str:
         f"{version.provider}/{version.model} · {version.dimensions}d {version.metric} · "
         f"chunks {version.chunk_size}/{version.chunk_overlap} · {version.pipeline_version}"
         + (f" · {version.vector_storage}" if version.vector_storage != "vector" else "")
+        + (f" · English list {version.english_model}" if version.english_list else "")
     )
 
 
@@ -410,6 +417,15 @@ def index_version_settings_record(version: IndexVersion | None) -> dict[str, Any
         "chunk_overlap": version.chunk_overlap,
         "pipeline_version": version.pipeline_version,
         "vector_storage": version.vector_storage,
+        "english_list": (
+            {
+                "provider": version.english_provider,
+                "model": version.english_model,
+                "dimensions": version.english_dimensions,
+            }
+            if version.english_list
+            else None
+        ),
     }
 
 

@@ -13,6 +13,7 @@ from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext
 
+import embeddings
 from kb import locks
 from kb.ann import STORAGES, ann_index_ensure, ann_index_ready
 from kb.ann_build import ann_index_build_soon
@@ -36,6 +37,28 @@ from work.models import AuditEvent, IngestionTask
 from work.outbox import task_create
 
 
+def english_list_default(provider: str) -> bool:
+    """Whether a new version embedded by `provider` gets the English list unless asked not to:
+    for `use` (measured: B8 with a third list), when CANON_ENGLISH_LIST is on."""
+    return settings.ENGLISH_LIST_DEFAULT and provider == embeddings.USE_PROVIDER
+
+
+def english_list_fields(*, provider: str, english_list: bool) -> dict[str, Any]:
+    """The IndexVersion fields of its English list (`IndexVersion.english_provider`): the
+    packaged `minilm` model, or none. Refused for a version that is embedded by it already."""
+    if not english_list:
+        return {"english_provider": "", "english_model": "", "english_dimensions": None}
+    if provider == embeddings.MINILM_PROVIDER:
+        raise ActionRefused(
+            gettext("This model reads English already: it needs no English list beside it.")
+        )
+    return {
+        "english_provider": embeddings.MINILM_PROVIDER,
+        "english_model": embeddings.MINILM_MODEL,
+        "english_dimensions": embeddings.MINILM_DIMENSIONS,
+    }
+
+
 @transaction.atomic
 def knowledge_base_create(
     *,
@@ -48,8 +71,13 @@ def knowledge_base_create(
     provider: str | None = None,
     model: str | None = None,
     dimensions: int | None = None,
+    english_list: bool | None = None,
 ) -> KnowledgeBase:
-    """Create a knowledge base with its first index version, active from the start."""
+    """Create a knowledge base with its first index version, active from the start; with the
+    English list when `english_list`, by default as `english_list_default` says."""
+    provider = provider or settings.EMBEDDING_PROVIDER
+    if english_list is None:
+        english_list = english_list_default(provider)
     kb = KnowledgeBase.objects.create(
         tenant=tenant,
         name=name,
@@ -62,13 +90,14 @@ def knowledge_base_create(
         kb=kb,
         number=1,
         state=IndexVersion.State.ACTIVE,
-        provider=provider or settings.EMBEDDING_PROVIDER,
+        provider=provider,
         model=model or settings.EMBEDDING_MODEL,
         dimensions=dimensions or settings.EMBEDDING_DIMENSIONS,
         chunk_size=settings.CHUNK_SIZE,
         chunk_overlap=settings.CHUNK_OVERLAP,
         pipeline_version=PIPELINE_VERSION,
         activated_at=timezone.now(),
+        **english_list_fields(provider=provider, english_list=english_list),
     )
     kb.active_index_version = version
     kb.save(update_fields=["active_index_version"])
@@ -87,18 +116,22 @@ def index_version_create(
     actor: Actor = None,
     vector_storage: str = "vector",
     reason: str = "",
+    english_list: bool = False,
 ) -> IndexVersion:
     """A new embedding space / pipeline for a knowledge base. It starts *building*: every
     non-deleted document's desired revision is built into it as a candidate while the active
     version keeps serving. Its chunks are written with no HNSW index; the index is built once
     they all are (`kb.ann_build`), and only then can it be swapped in. `vector_storage`
     ("vector" or "halfvec") is what that index holds (`kb.ann`). `reason` is kept in the audit
-    event, the knowledge base's timeline's "why"."""
+    event, the knowledge base's timeline's "why". `english_list`: its chunks not in Chinese are
+    embedded a second time by the packaged English model (`english_list_fields`), read by
+    hybrid search as a third list; a swap to or from such a version turns it on or off."""
     if vector_storage not in STORAGES:
         raise ActionRefused(
             gettext("Unknown vector storage %(storage)s: one of %(storages)s.")
             % {"storage": repr(vector_storage), "storages": STORAGES}
         )
+    english = english_list_fields(provider=provider, english_list=english_list)
     with transaction.atomic():
         kb = locks.lock_knowledge_base(kb_id)
         number = (kb.index_versions.aggregate(n=Max("number"))["n"] or 0) + 1
@@ -113,6 +146,7 @@ def index_version_create(
             chunk_overlap=chunk_overlap,
             pipeline_version=PIPELINE_VERSION,
             vector_storage=vector_storage,
+            **english,
         )
         revisions = Revision.objects.filter(
             document__kb=kb,

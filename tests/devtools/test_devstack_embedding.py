@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from devtools.devstack import demo_embedding_env
+import embeddings
+from devtools.devstack import ENGLISH_LIST_MODEL, demo_embedding_env
 
 
 def test_make_run_defaults_to_the_packaged_model_and_shares_the_cores(
@@ -20,16 +21,21 @@ def test_make_run_defaults_to_the_packaged_model_and_shares_the_cores(
 
     assert env["CANON_EMBEDDING_PROVIDER"] == "use"
     assert env["CANON_EMBEDDING_DIMENSIONS"] == "512"
+    # with the English list's model, which new `use` knowledge bases get by default
+    both = "use/use-multilingual-v3,minilm/all-MiniLM-L6-v2-int8"
+    assert f"{embeddings.MINILM_PROVIDER}/{embeddings.MINILM_MODEL}" == ENGLISH_LIST_MODEL
     assert per_process["worker"] == {
-        "CANON_PRELOAD_EMBEDDING_MODELS": "use/use-multilingual-v3",
+        "CANON_PRELOAD_EMBEDDING_MODELS": both,
         "CANON_EMBEDDING_THREADS": "1",
     }
-    assert per_process["web"]["CANON_PRELOAD_EMBEDDING_MODELS"] == "use/use-multilingual-v3"
+    assert per_process["web"]["CANON_PRELOAD_EMBEDDING_MODELS"] == both
     # issue 37, item 12: the MCP server embeds queries too; its first search waited 4.4 s
     assert per_process["mcp"] == {
-        "CANON_PRELOAD_EMBEDDING_MODELS": "use/use-multilingual-v3",
+        "CANON_PRELOAD_EMBEDDING_MODELS": both,
         "CANON_EMBEDDING_THREADS": "1",
     }
+    off = demo_embedding_env({"CANON_ENGLISH_LIST": "0"}, concurrency=2)
+    assert off["web"]["CANON_PRELOAD_EMBEDDING_MODELS"] == "use/use-multilingual-v3"
     assert demo_embedding_env({}, concurrency=1)["worker"]["CANON_EMBEDDING_THREADS"] == "2"
 
 

@@ -139,6 +139,12 @@ def test_what_is_served_and_index_versions_in_a_real_browser(
     ian.fill("id_dimensions", "128")
     ian.fill("id_chunk_size", "400")
     ian.fill("id_chunk_overlap", "50")
+    # with the English list (issue 38): a second, English-only embedding of each passage
+    english = browser.find_element(By.ID, "id_english_list")
+    assert not english.is_selected()  # not the default for a `hash` knowledge base
+    english.click()
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", english)
+    ian.screenshot("new-version-form-english-list")
     ian.click("input[type=submit]")
     ian.wait_for_text("is building")
     row = browser.find_element(By.ID, "version-2")
@@ -172,7 +178,7 @@ def test_what_is_served_and_index_versions_in_a_real_browser(
         tr.find_element(By.TAG_NAME, "th").text
         for tr in table.find_elements(By.CSS_SELECTOR, "tr.differs")
     ]
-    assert {"chunk size", "chunk overlap", "model", "dimensions"} <= set(differing)
+    assert {"chunk size", "chunk overlap", "model", "dimensions", "English list"} <= set(differing)
     assert "Kept in the knowledge base's timeline" in ian.text()
     ian.screenshot("swap-side-by-side")
     ian.fill("id_reason", "smaller chunks")
