@@ -34,9 +34,13 @@ from work.models import IngestionTask
 MIN_QUESTIONS = 40
 
 
-def default_sha256() -> str:
-    """The shipped default's fingerprint (its file's SHA-256)."""
-    return hashlib.sha256(fusion.MODEL_PATH.read_bytes()).hexdigest()
+def default_sha256(*, english: bool = False) -> str:
+    """The shipped default's fingerprint: its file's SHA-256, or for a version with the English
+    list (whose default is both models, `english`) that of both files."""
+    digest = hashlib.sha256(fusion.MODEL_PATH.read_bytes())
+    if english:
+        digest.update(fusion.ENGLISH_MODEL_PATH.read_bytes())
+    return digest.hexdigest()
 
 
 def adopted_calibration(kb_id: int) -> Calibration | None:
@@ -262,7 +266,8 @@ def calibration_stale(calibration: Calibration) -> list[str]:
     )
     if active != calibration.index_version_id:
         why.append(gettext("another index version is active"))
-    if calibration.default_sha256 and calibration.default_sha256 != default_sha256():
+    english = calibration.index_version.english_list
+    if calibration.default_sha256 and calibration.default_sha256 != default_sha256(english=english):
         why.append(gettext("the shipped default changed"))
     return why
 

@@ -74,15 +74,25 @@ class Tokenizer:
 Ranker = Callable[[str], list[str]]  # query -> document key per hit, best first (<= TOP_K)
 
 
-def canon_ranker(kb: Any, mode: str, hits: dict[str, list[list[Any]]]) -> Ranker:
+def canon_ranker(
+    kb: Any, mode: str, hits: dict[str, list[list[Any]]], *, english_list: bool = True
+) -> Ranker:
     """Canon's `search` in `mode`; each query's hits (chunk id, document key, score) are kept
-    in `hits` for the details file (fusion can be tuned offline from the legs' lists)."""
+    in `hits` for the details file (fusion can be tuned offline from the legs' lists).
+    `english_list=False`: hybrid without the English list of a version that has one."""
     from retrieval.search.engine import search
 
     principal = principal_for(kb)
 
     def rank(query: str) -> list[str]:
-        result = search(principal=principal, kb=kb, query=query, top_k=TOP_K, mode=mode)
+        result = search(
+            principal=principal,
+            kb=kb,
+            query=query,
+            top_k=TOP_K,
+            mode=mode,
+            english_list=english_list,
+        )
         hits[query] = [[h.chunk_id, h.document_key, round(h.score, 6)] for h in result.hits]
         return [hit.document_key for hit in result.hits]
 

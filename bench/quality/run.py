@@ -91,6 +91,8 @@ NATURAL = splits.NATURAL
 
 
 CANON_MODES = ("vector", "keyword", "hybrid")
+# Hybrid without the English list, on a version that has one (`search(english_list=False)`).
+TWO_LEGS = "hybrid, two legs"
 
 
 def run_queries(
@@ -290,6 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     systems: dict[str, Ranker] = {
         f"canon {m}": canon_ranker(kb, m, canon_hits[m]) for m in CANON_MODES
     }
+    if version.english_list:  # the default with and without its third list, side by side
+        canon_hits[TWO_LEGS] = {}
+        systems[f"canon {TWO_LEGS}"] = canon_ranker(
+            kb, "hybrid", canon_hits[TWO_LEGS], english_list=False
+        )
     others, setup_s = contenders(chunks, embed, a)
     systems.update(others)
     print(f"[B8] contenders indexed {len(chunks.ids)} chunks: {setup_s}", flush=True)

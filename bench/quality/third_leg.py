@@ -5,6 +5,8 @@ corpus and measured on the other as `bench.quality.cross_corpus` does.
     python -m bench.quality.third_leg               # after B8 and B8C2: embed what is missing
                                                     # (one child process per corpus), then fit
     python -m bench.quality.third_leg embed quality2  # one corpus's pass only
+    python -m bench.quality.third_leg write quality   # fit the shipped recipe on the first
+                                                    # corpus's tuning half, write search's model
 
 **The pass** (per corpus, in the database its B8 run left, as `--reuse` finds it): every live
 chunk whose text is not Chinese (`fusion.ZH_SHARE`) is embedded once (cached under
@@ -42,6 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +151,7 @@ def embed(name: str) -> dict[str, Any]:
 # --- the features ------------------------------------------------------------------------------
 
 ENGLISH = ("en_cos", "en_cos_below_best", "in_english", "english_reciprocal_rank", "english_best")
+# (search's names for them: retrieval.search.fusion.ENGLISH_FEATURES, checked in `write_model`)
 ENGLISH_SIGNS = {
     "en_cos": 1,
     "en_cos_below_best": -1,
@@ -166,7 +170,7 @@ def _english_rows(q: dict[str, Any], depth: int, *, add: bool) -> fusion_fit.Exa
     cache = (q["corpus"], q["set"], q["id"], depth, add)
     if cache in _ROWS:
         return _ROWS[cache]
-    from retrieval.search.fusion import learned_features
+    from retrieval.search.fusion import english_columns, learned_features
 
     vector, keyword, query_cjk, bound = fusion_fit._legs(q, depth, fusion_fit.CHUNKS[0])
     english = q.get("english", [])[:depth] if add else []
@@ -178,19 +182,19 @@ def _english_rows(q: dict[str, Any], depth: int, *, add: bool) -> fusion_fit.Exa
     legs = [leg for k, leg in q.items() if k == "vector" or k.startswith("keyword")]
     docs = {e["chunk"]: e["doc"] for leg in (*legs, english) for e in leg}
     ids = list(features)
-    rank = {e["chunk"]: e["rank"] for e in english}
-    coses = [en_cos.get(c, 0.0) for c in ids]
-    # The list's best (a query-level confidence) or, re-scoring, the candidates' best.
-    best = (english[0]["cos"] if english else 0.0) if add else max(coses, default=0.0)
-    rows = []
-    for cid, cos in zip(ids, coses, strict=True):
-        below = best - cos if cid in en_cos else 0.0
-        if add:
-            r = rank.get(cid, 0)
-            extra = [cos, below, 1.0 if r else 0.0, 1.0 / (1 + r) if r else 0.0, best]
-        else:
-            extra = [cos, below, best]
-        rows.append(features[cid] + extra)
+    if add:
+        # ENGLISH's columns as search computes them (the very function it runs)
+        listed = [(e["chunk"], e["cos"]) for e in english]
+        columns = english_columns(ids, listed, en_cos)
+        rows = [features[cid] + columns[cid] for cid in ids]
+    else:
+        # re-scoring only: the candidates' cosines against the candidates' best
+        coses = [en_cos.get(c, 0.0) for c in ids]
+        best = max(coses, default=0.0)
+        rows = [
+            features[cid] + [cos, best - cos if cid in en_cos else 0.0, best]
+            for cid, cos in zip(ids, coses, strict=True)
+        ]
     _ROWS[cache] = (ids, np.array(rows, dtype=float), docs)
     return _ROWS[cache]
 
@@ -228,6 +232,54 @@ RECIPES = (
         chinese=TWO_LEGS,
     ),
 )
+
+
+# What search ships for the English list (`retrieval/search/fusion_model_english.json`): the
+# recipe the cross-corpus rows chose ("english: three lists, Chinese by two legs", docs/
+# BENCHMARKS.md "B8 with a third list"), fitted on the first corpus's tuning half; its Chinese
+# part is the two legs' model, which fusion_model.json already is.
+SHIPPED_ENGLISH = RECIPES[4]
+ENGLISH_MODEL = common.ROOT / "retrieval" / "search" / "fusion_model_english.json"
+
+
+def write_model(corpus: cross_corpus.Corpus, out: Path = ENGLISH_MODEL) -> dict[str, Any]:
+    """Fit SHIPPED_ENGLISH's English part on `corpus`'s tuning half and write it as search
+    reads it (`retrieval.search.fusion.english_model`)."""
+    from retrieval.search.fusion import ENGLISH_FEATURES, FEATURES, model_from
+
+    if ENGLISH != ENGLISH_FEATURES:
+        raise SystemExit("the bench's English columns are not search's: align them first")
+    recipe = SHIPPED_ENGLISH
+    part = fusion_fit.fit_recipe(replace(recipe, chinese=None), corpus.tuning).parts["all"]
+    model: dict[str, Any] = {
+        "about": (
+            "Canon's learned hybrid fusion over three lists (retrieval/search/fusion.py, "
+            "retrieval/search/english.py): the two legs and the English list, for queries not "
+            f"in Chinese. Recipe {recipe.name!r} (chosen by bench.quality.third_leg's "
+            "cross-corpus rows), fitted by `python -m bench.quality.third_leg write` on the "
+            f"{len(corpus.tuning)} questions of {corpus.name}'s natural tuning half; depth and "
+            f"L2 chosen by {fusion_fit.FOLDS}-fold cross-validation there (MRR@10 "
+            f"{part['cv_mrr']:.4f}; best {part['best_mrr']:.4f}, within one standard error)."
+        ),
+        "recipe": recipe.name,
+        "fitted_on": corpus.name,
+        "features": [*FEATURES, *ENGLISH_FEATURES],
+        "mean": [round(float(v), 6) for v in part["mean"]],
+        "scale": [round(float(v), 6) for v in part["scale"]],
+        "weights": [round(float(v), 6) for v in part["weights"]],
+        "bias": round(float(part["bias"]), 6),
+        "depth": part["depth"],
+        "l2": part["l2"],
+        "gate": vars(recipe.keyword_gate()),
+        "monotone": sorted({**fusion_fit.MONOTONE, **ENGLISH_SIGNS}),
+    }
+    model_from(model, name=out.name)  # search can read it
+    out.write_text(json.dumps(model, indent=2) + "\n", encoding="utf-8")
+    print(f"[third] chose depth {part['depth']}, l2 {part['l2']:g}; weights:")
+    for name, weight in zip(model["features"], model["weights"], strict=True):
+        print(f"  {name:<34} {weight:+.3f}")
+    print(f"[third] wrote {out}")
+    return model
 
 
 # --- the contenders ----------------------------------------------------------------------------
@@ -293,7 +345,7 @@ def load(name: str) -> cross_corpus.Corpus:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("step", nargs="?", choices=["embed", "fit"], default=None)
+    parser.add_argument("step", nargs="?", choices=["embed", "fit", "write"], default=None)
     parser.add_argument("corpora", nargs="*", default=list(CORPORA))
     parser.add_argument("--out", type=Path, default=OUT)
     a = parser.parse_args(argv)
@@ -307,6 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not side_file(name).exists():
                 cmd = [sys.executable, "-m", "bench.quality.third_leg", "embed", name]
                 subprocess.run(cmd, cwd=common.ROOT, check=True)
+    if a.step == "write":
+        write_model(load(a.corpora[0]))
+        return 0
     started = time.perf_counter()
     corpora = {name: load(name) for name in CORPORA}
     results = cross_corpus.run(corpora, RECIPES, systems)

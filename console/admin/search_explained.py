@@ -24,6 +24,7 @@ from textkit.text import cjk_share
 
 NOT_IN_VECTOR = gettext_lazy("not in the vector list")
 NOT_IN_KEYWORD = gettext_lazy("not in the keyword list")
+NOT_IN_ENGLISH = gettext_lazy("not in the English list")
 SAME_LANGUAGE = gettext_lazy("in the query's language")
 OTHER_LANGUAGE = gettext_lazy("in another language than the query")
 NOT_ZH_QUERY = gettext_lazy("a query not in Chinese")
@@ -95,6 +96,20 @@ FEATURE_WORDS: dict[str, Words] = {
         gettext("a Chinese query's keyword match (%(share)s)"), share=_share(v)
     ),
     "query_zh_x_cos": lambda v: _w(gettext("a Chinese query's similarity %(v)s"), v=f"{v:.2f}"),
+    # the English list's (a version with one, a query not in Chinese)
+    "en_cos": lambda v: _w(gettext("English similarity %(v)s"), v=f"{v:.2f}"),
+    "en_cos_below_best": lambda v: (
+        _w(gettext("the best English similarity of the list"))
+        if v <= 0
+        else _w(gettext("English similarity %(v)s below the best"), v=f"{v:.2f}")
+    ),
+    "in_english": lambda v: _w(gettext("in the English list")),
+    "english_reciprocal_rank": lambda v: (
+        _w(gettext("English rank %(n)s"), n=_rank(v)) if v > 0 else str(NOT_IN_ENGLISH)
+    ),
+    "english_best": lambda v: _w(
+        gettext("this query's best English similarity being %(v)s"), v=f"{v:.2f}"
+    ),
 }
 # The features a list's absence zeroes (a hit it did not find has its floor there).
 _VECTOR = {"cos", "cos_below_best", "in_vector", "vector_reciprocal_rank", "cross_x_cos"}
@@ -102,6 +117,7 @@ _VECTOR |= {"query_zh_x_cos"}
 _KEYWORD = {"bm25_share", "bm25_of_best", "in_keyword", "keyword_reciprocal_rank"}
 _KEYWORD |= {"cross_x_bm25_share", "cross_x_bm25_of_best", "cross_x_keyword_reciprocal_rank"}
 _KEYWORD |= {"query_zh_x_bm25_share"}
+_ENGLISH = {"in_english", "english_reciprocal_rank"}
 _CROSS = {f for f in FEATURE_WORDS if f.startswith("cross_x_")}
 _ZH_QUERY = {f for f in FEATURE_WORDS if f.startswith("query_zh_x_")}
 
@@ -119,6 +135,8 @@ def _phrase(name: str, value: float, values: dict[str, float]) -> str:
         return str(NOT_IN_VECTOR)
     if name in _KEYWORD and not values.get("in_keyword"):
         return str(NOT_IN_KEYWORD)
+    if name in _ENGLISH and not values.get("in_english"):
+        return str(NOT_IN_ENGLISH)
     return FEATURE_WORDS[name](value)
 
 
@@ -161,6 +179,7 @@ def fused_words(fused: dict[str, Any], *, most: int = 4) -> str:
 LIST_WORDS = {
     "vector": gettext_lazy("vector"),
     "keyword": gettext_lazy("keyword"),
+    "english": gettext_lazy("English"),
 }
 
 
@@ -169,6 +188,11 @@ def _leg_words(leg: str, place: dict[str, Any] | None) -> str:
         return gettext("%(list)s: not in its list") % {"list": LIST_WORDS.get(leg, leg)}
     if leg == "vector":
         return gettext("vector #%(rank)s (similarity %(score)s)") % {
+            "rank": place["rank"],
+            "score": f"{place['score']:.3f}",
+        }
+    if leg == "english":
+        return gettext("English #%(rank)s (similarity %(score)s)") % {
             "rank": place["rank"],
             "score": f"{place['score']:.3f}",
         }
@@ -186,7 +210,8 @@ def rank_words(ranking: dict[str, Any] | None) -> str:
     what moved its fused score."""
     if not ranking:
         return ""
-    parts = [_leg_words(leg, ranking[leg]) for leg in ("vector", "keyword") if leg in ranking]
+    lists = ("vector", "keyword", "english")
+    parts = [_leg_words(leg, ranking[leg]) for leg in lists if leg in ranking]
     fused = ranking.get("fused")
     if fused:
         parts.append(
@@ -287,8 +312,14 @@ def found_by(hit: Hit, ranking: dict[str, Any] | None, query: str, mode: str) ->
         words = gettext(
             "found by its words only (keyword #%(keyword)s); not in the vector list"
         ) % {"keyword": keyword["rank"]}
+    elif ranking.get("english"):
+        words = gettext("found by the English list only (English #%(english)s)") % {
+            "english": ranking["english"]["rank"]
+        }
     else:
         words = gettext("in neither list")
+    if ranking.get("english") and (vector or keyword):
+        words += gettext("; English #%(english)s") % {"english": ranking["english"]["rank"]}
     if _chinese(query) != _chinese(hit.text):
         words += gettext("; ") + str(OTHER_LANGUAGE)
     return words

@@ -55,6 +55,7 @@ from retrieval.principals import Principal
 from retrieval.search import fusion
 from retrieval.search.engine import search_legs
 from retrieval.search.fusion_fitting import Example, calibrate, example_of_hits, parameters_of
+from retrieval.search.hits import Leg
 from work import faults
 from work.leases import Lease, LeaseLost, fenced
 from work.models import AuditEvent, IngestionTask
@@ -187,9 +188,12 @@ def calibration_examples(
     for number, question in enumerate(questions, start=1):
         if lease is not None and lease.lost.is_set():
             raise LeaseLost(f"lease on task {lease.task_id} was lost")
-        _, (vector, keyword) = search_legs(
+        _, (vector, keyword, *rest) = search_legs(
             principal=everything, kb=kb, query=question.text, top_k=TOP_K, index_version=version
         )
+        # a version with the English list: its examples hold its columns (empty for a question
+        # in Chinese, which search reads no list for)
+        english = (rest[0] if rest else Leg([], 1.0)) if version.english_list else None
         examples.append(
             example_of_hits(
                 id=question.external_id,
@@ -198,6 +202,7 @@ def calibration_examples(
                 keyword=keyword.hits,
                 keyword_bound=keyword.bound or 0.0,
                 answers=question.expected_keys,
+                english=english,
             )
         )
         faults.calibration_after_legs(number)
@@ -258,7 +263,11 @@ def calibration_compute(*, calibration_id: int, lease: Lease | None = None) -> C
         kb=calibration.kb, version=calibration.index_version, questions=questions, lease=lease
     )
     try:
-        found = calibrate(examples, fusion.model())
+        if calibration.index_version.english_list:
+            # the three lists' model refitted, measured against what search serves
+            found = calibrate(examples, fusion.english_model(), default=fusion.model())
+        else:
+            found = calibrate(examples, fusion.model())
     except Exception as exc:  # the same examples would fail again: the row's to say
         logger.exception("calibration %s failed", calibration_id)
         message = str(exc) or exc.__class__.__name__
@@ -295,7 +304,7 @@ def calibration_compute(*, calibration_id: int, lease: Lease | None = None) -> C
                     if found.kept_default
                     else Calibration.State.CANDIDATE
                 ),
-                default_sha256=default_sha256(),
+                default_sha256=default_sha256(english=calibration.index_version.english_list),
                 parameters=parameters_of(found.model, l2=found.l2, questions=found.questions),
                 l2=found.l2,
                 questions=found.questions,

@@ -15,6 +15,7 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
+from retrieval.search.english import english_leg, english_query
 from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import (
     Hit,
@@ -80,9 +81,11 @@ def _ranked_lists(
     limit: int,
     approximate: bool = True,
     shared: Statistics | None = None,
+    english: list[float] | None = None,
 ) -> list[Leg] | None:
-    """The search's lists (vector, keyword, or both) in the current snapshot, or None if
-    `version` is no longer the knowledge base's active one there. A row proves it is: the
+    """The search's lists (vector, keyword, or both; then the English list when `english`, the
+    query's English vector, is given: `retrieval.search.english`) in the current snapshot, or
+    None if `version` is no longer the knowledge base's active one there. A row proves it is: the
     visibility rule requires the version be active in the statement's snapshot, the same one
     (`visible_sql`). So the re-check (`_still_active`) runs only when a list came back empty. A
     candidate version (`params["candidate"]`) is never re-checked. The vector leg is, under a
@@ -110,6 +113,10 @@ def _ranked_lists(
         if not rows and check and not _still_active(kb_id=kb_id, version=version):
             return None
         ranked.append(Leg(hits_from_rows(rows), bound))
+    if english is not None:
+        candidates = [hit for leg in ranked for hit in leg.hits]
+        ids = narrow.ids if narrow is not None else None
+        ranked.append(english_leg(params, version, english, limit, candidates, narrow_ids=ids))
     return ranked
 
 
@@ -142,6 +149,7 @@ def search(
     rerank: bool = True,
     fusion: str | None = None,
     served_instead: Mapping[int, int] | None = None,
+    english_list: bool = True,
 ) -> SearchResult:
     """Top chunks visible to `principal` in `kb`.
 
@@ -171,13 +179,19 @@ def search(
     `fusion`: how a hybrid search fuses its legs (`retrieval.search.fusion.METHODS`), by default
     CANON_HYBRID_FUSION; the compatibility doors ask for the learned fusion, whose 0-1 score is
     what their thresholds mean. The learned fusion uses the parameters `kb` adopted
-    (`retrieval.search.parameters`, read in the lists' snapshot), else the shipped default.
+    (`retrieval.search.parameters`, read in the lists' snapshot), else the shipped default. It
+    reads the English list as a third (`retrieval.search.english`) when the version has one and
+    the query is not in Chinese, and ranks by the three lists' model then (a calibration of the
+    two legs ranks by them alone).
 
     `served_instead` (evaluation's runs of a pending revision only; the API never passes it):
     {document id: build id}, each document served from that build of the version searched
     instead of its published one, in the same snapshot and by the same rule otherwise
     (`visibility._pointers`); a build of another document or version serves nothing. Without
     it the statements are exactly those of every other search.
+
+    `english_list=False` leaves the English list aside as a version without one would (B8
+    measures the two side by side; the API never passes it).
     """
     started = time.perf_counter()
     if index_version is not None and index_version.kb_id != kb.pk:
@@ -189,8 +203,12 @@ def search(
         if version is None:
             version = _active_version(kb_id=kb.pk, using=using)
         vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
+        learned = mode == "hybrid" and (fusion or settings.HYBRID_FUSION) == "learned"
+        # The English list: only the learned fusion reads it (`retrieval.search.english`).
+        english = english_query(version, query) if learned and english_list else None
         params = search_params(principal=principal, kb=kb, filters=filters)
-        limit = plan.depth(depth(top_k, fusion) if mode == "hybrid" else top_k)
+        hybrid_depth = depth(top_k, fusion, english=english is not None)
+        limit = plan.depth(hybrid_depth if mode == "hybrid" else top_k)
         if index_version is not None:
             params["candidate"] = True
         if served_instead:
@@ -208,9 +226,11 @@ def search(
                 return _result(kb, version, started, hits, why, Rerank(reason=plan.skipped))
         parameters: FusionModel | None = None
         with search_snapshot(using):
-            if mode == "hybrid" and (fusion or settings.HYBRID_FUSION) == "learned":
+            if learned:
                 # the knowledge base's calibration, in the snapshot its lists are read in
                 parameters = adopted_parameters(kb_id=kb.pk)
+                if parameters is not None and not parameters.english:
+                    english = None  # a calibration of the two legs ranks by them alone
             ranked = _ranked_lists(
                 kb_id=kb.pk,
                 version=version,
@@ -219,6 +239,7 @@ def search(
                 query=query if mode in ("keyword", "hybrid") else None,
                 limit=limit,
                 approximate=not walk_first,  # a walk that just came back short
+                english=english,
             )
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None
@@ -275,11 +296,12 @@ def search_legs(
     index_version: IndexVersion | None = None,
     using: str = DEFAULT_DB_ALIAS,
 ) -> tuple[IndexVersion, list[Leg]]:
-    """A hybrid search's legs (vector, keyword), unfused: what `search` reads for the learned
+    """A hybrid search's legs (vector, keyword, and the English list when `search` reads it:
+    a version with one, a query not in Chinese), unfused: what `search` reads for the learned
     fusion of `top_k` (`depth(top_k, "learned")`, the shipped depth, no reranker's), by the
     same statements, visibility and snapshot, starting again after a swap as it does. For
     fitting the fusion to a knowledge base's questions (`evaluation.services.calibration`):
-    the legs the fused ranking is made of. Returns the version read and the legs."""
+    the lists the fused ranking is made of. Returns the version read and the lists."""
     if index_version is not None and index_version.kb_id != kb.pk:
         raise ValueError("index_version belongs to another knowledge base")
     version = index_version or kb.active_index_version
@@ -287,6 +309,7 @@ def search_legs(
         if version is None:
             version = _active_version(kb_id=kb.pk, using=using)
         vector = embed_query(version, query)
+        english = english_query(version, query)
         params = search_params(principal=principal, kb=kb, filters=None)
         if index_version is not None:
             params["candidate"] = True
@@ -297,7 +320,8 @@ def search_legs(
                 params=params,
                 vector=vector,
                 query=query,
-                limit=depth(top_k, "learned"),
+                limit=depth(top_k, "learned", english=english is not None),
+                english=english,
             )
         if ranked is None:  # swapped since `version` was read: start again with the new one
             version = None

@@ -84,6 +84,8 @@ def chunk_explain(*, principal: Principal, chunk_id: int) -> ChunkExplanation:
             expected_count=build.expected_chunk_count,
             dimensions=version.dimensions,
             manifest=build.manifest_sha256,
+            english_expected=build.english_expected,
+            english_dimensions=version.english_dimensions,
         )
         approved = (
             document.events.filter(build_id=build.pk, action="approve")

@@ -17,7 +17,10 @@ measurement on B8's tuning questions (`bench/quality`, docs/BENCHMARKS.md):
   `fusion_model.json`, fitted by `python -m bench.quality.fusion_fit` on B8's first corpus's
   tuning half, the recipe chosen by how it did on a second corpus it never saw
   (`bench.quality.cross_corpus`); `retrieval.search.ranking` says how much each feature gave a
-  hit, and why the gate kept one.
+  hit, and why the gate kept one. A search that reads the English list
+  (`retrieval.search.english`: a version with one, a query not in Chinese) is ranked by the
+  three lists' model instead, `fusion_model_english.json`: the same features, then
+  ENGLISH_FEATURES, with the same gate (`english_model`, `model_for`).
 - `convex`: each leg's scores divided by the leg's best, fused as `w * vector + (1 - w) *
   keyword` (`CANON_HYBRID_VECTOR_WEIGHT`), a chunk missing from a leg scoring 0 there.
 - `rrf`: weighted reciprocal rank fusion, `sum(w_leg / (k + rank))`.
@@ -39,13 +42,13 @@ from typing import Any
 from django.conf import settings
 
 from retrieval.search.hits import Hit, Leg
-from textkit.text import cjk_share
+from textkit.text import CHINESE_SHARE, cjk_share
 
 RRF_K = 60
 METHODS = ("learned", "convex", "rrf")
 MODEL_PATH = Path(__file__).with_name("fusion_model.json")
 # A text at least this Chinese counts as Chinese for the language features.
-ZH_SHARE = 0.2
+ZH_SHARE = CHINESE_SHARE
 
 # What the learned model reads of one candidate, in its order. `cross` is 1 when the chunk's
 # language differs from the query's; a candidate one leg did not list gets that leg's floor (the
@@ -72,12 +75,25 @@ FEATURES = (
     "query_zh_x_bm25_share",
     "query_zh_x_cos",
 )
+# What the English list adds (a version with one, a query not in Chinese: the three lists'
+# model, `english_model`): the candidate's cosine in the English model (0 for a chunk in Chinese,
+# which has no English vector) and how far below the list's best, whether and where the list has
+# it, and the list's best (how sure the list is of this query).
+ENGLISH_FEATURES = (
+    "en_cos",
+    "en_cos_below_best",
+    "in_english",
+    "english_reciprocal_rank",
+    "english_best",
+)
+ENGLISH_MODEL_PATH = Path(__file__).with_name("fusion_model_english.json")
 
 
-def depth(top_k: int, method: str | None = None) -> int:
-    """How many rows each leg reads for a hybrid search of `top_k`."""
+def depth(top_k: int, method: str | None = None, *, english: bool = False) -> int:
+    """How many rows each list reads for a hybrid search of `top_k` (`english`: one that reads
+    the English list, ranked by the three lists' model)."""
     if (method or settings.HYBRID_FUSION) == "learned":
-        return min(100, max(2 * top_k, model().depth))
+        return min(100, max(2 * top_k, (english_model() if english else model()).depth))
     return min(100, max(2 * top_k, 30))
 
 
@@ -125,8 +141,9 @@ Floor = tuple[int, bool]
 
 @dataclass(frozen=True)
 class FusionModel:
-    """A logistic model: `bias + sum(weight * (x - mean) / scale)` over FEATURES, and the
-    keyword gate applied to its order (None: no gate)."""
+    """A logistic model: `bias + sum(weight * (x - mean) / scale)` over FEATURES (and
+    ENGLISH_FEATURES after them, for the three lists' model), and the keyword gate applied to its
+    order (None: no gate)."""
 
     features: tuple[str, ...]
     mean: tuple[float, ...]
@@ -146,6 +163,11 @@ class FusionModel:
     def score(self, x: Sequence[float]) -> float:
         return self.bias + math.fsum(self.contributions(x))
 
+    @property
+    def english(self) -> bool:
+        """Whether the model reads the English list (ENGLISH_FEATURES)."""
+        return self.features == FEATURES + ENGLISH_FEATURES
+
 
 @functools.cache
 def model(path: Path = MODEL_PATH) -> FusionModel:
@@ -153,14 +175,26 @@ def model(path: Path = MODEL_PATH) -> FusionModel:
     return model_from(json.loads(path.read_text(encoding="utf-8")), name=path.name)
 
 
+@functools.cache
+def english_model(path: Path = ENGLISH_MODEL_PATH) -> FusionModel:
+    """The shipped three lists' parameters, for a search that reads the English list (a version
+    with one, a query not in Chinese): FEATURES then ENGLISH_FEATURES, fitted by
+    `python -m bench.quality.third_leg write` on B8's first corpus's tuning half."""
+    fitted = model_from(json.loads(path.read_text(encoding="utf-8")), name=path.name)
+    if not fitted.english:
+        raise ValueError(f"{path.name} is not a model of the three lists")
+    return fitted
+
+
 def model_from(raw: dict[str, Any], *, name: str = "the parameters") -> FusionModel:
     """A model from its parameters as `fusion_model.json` holds them (and a knowledge base's
-    calibration, `retrieval.models.FusionCalibration.parameters`). Raises ValueError for
-    parameters of other features."""
-    if tuple(raw["features"]) != FEATURES:
+    calibration, `retrieval.models.FusionCalibration.parameters`): FEATURES, or FEATURES then
+    ENGLISH_FEATURES. Raises ValueError for parameters of other features."""
+    features = tuple(raw["features"])
+    if features not in (FEATURES, FEATURES + ENGLISH_FEATURES):
         raise ValueError(f"{name} were fitted for other features; fit them again")
     return FusionModel(
-        features=FEATURES,
+        features=features,
         mean=tuple(float(v) for v in raw["mean"]),
         scale=tuple(float(v) for v in raw["scale"]),
         weights=tuple(float(v) for v in raw["weights"]),
@@ -229,20 +263,56 @@ def learned_features(
     return features
 
 
-def candidate_features(
-    query: str, vector: Sequence[Hit], keyword: Sequence[Hit], keyword_bound: float
+def english_columns(
+    ids: Sequence[int], english: Sequence[tuple[int, float]], en_cos: dict[int, float]
 ) -> dict[int, list[float]]:
-    """`learned_features` of the legs' hits, each chunk's language read once from its text."""
+    """ENGLISH_FEATURES of each candidate in `ids`: `english` is the English list, best first
+    ((chunk id, cosine)), `en_cos` the English cosine of every candidate that has an English
+    vector. Pure, so B8's fit and search share it."""
+    best = english[0][1] if english else 0.0
+    rank = {cid: r for r, (cid, _) in enumerate(english, start=1)}
+    columns: dict[int, list[float]] = {}
+    for cid in ids:
+        cos = en_cos.get(cid, 0.0)
+        r = rank.get(cid, 0)
+        columns[cid] = [
+            cos,
+            best - cos if cid in en_cos else 0.0,
+            1.0 if r else 0.0,
+            1.0 / (1 + r) if r else 0.0,
+            best,
+        ]
+    return columns
+
+
+def candidate_features(
+    query: str,
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    keyword_bound: float,
+    english: Leg | None = None,
+) -> dict[int, list[float]]:
+    """`learned_features` of the legs' hits, each chunk's language read once from its text; with
+    `english` (for the three lists' model; an empty Leg for a query it was not read for) its
+    candidates too and ENGLISH_FEATURES after FEATURES."""
+    others = english.hits if english is not None else []
     shares: dict[int, float] = {}
-    for hit in (*vector, *keyword):
+    for hit in (*vector, *keyword, *others):
         if hit.chunk_id not in shares:
             shares[hit.chunk_id] = cjk_share(hit.text)
-    return learned_features(
+    features = learned_features(
         query_cjk=cjk_share(query),
         vector=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in vector],
         keyword=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in keyword],
         keyword_bound=keyword_bound,
+        others=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in others],
     )
+    if english is None:
+        return features
+    en_cos = {**english.rescored, **{h.chunk_id: h.score for h in english.hits}}
+    listed = [(h.chunk_id, h.score) for h in english.hits]
+    columns = english_columns(list(features), listed, en_cos)
+    return {cid: x + columns[cid] for cid, x in features.items()}
 
 
 # --- fusing ---------------------------------------------------------------------------------
@@ -281,17 +351,21 @@ def fuse(
     query: str = "",
     keyword_bound: float | None = None,
     parameters: FusionModel | None = None,
+    english: Leg | None = None,
 ) -> list[Hit]:
     """The fused top `top_k`; each hit's score is its fused score (for `learned`, the model's
     probability that the chunk answers, by `parameters`: by default the shipped ones).
     `learned` needs the query and the keyword leg's bound; without a bound it fuses by
-    `convex`."""
+    `convex`. `english`: the English list, which only the learned fusion reads
+    (`learned_ranking`); `convex` and `rrf` fuse the two legs."""
     if method not in METHODS:
         raise ValueError(f"unknown fusion method {method!r}")
     if method == "learned" and keyword_bound is None:
         method = "convex"
+    if method != "learned":
+        english = None
     hits: dict[int, Hit] = {}
-    for hit in (*vector, *keyword):
+    for hit in (*vector, *keyword, *(english.hits if english is not None else [])):
         hits.setdefault(hit.chunk_id, hit)
     if method == "learned":
         learned = learned_ranking(
@@ -301,6 +375,7 @@ def fuse(
             query=query,
             keyword_bound=keyword_bound or 0.0,
             parameters=parameters,
+            english=english,
         )
         order = _passages_by_words(learned.order, hits, _convex(vector, keyword, vector_weight))
         # Each place keeps its score (the model's, best first), so scores still fall with rank.
@@ -321,13 +396,26 @@ def fuse(
     return [replace(hits[cid], score=round(scores[cid], 6)) for cid in order]
 
 
-def _best_ranks(vector: Sequence[Hit], keyword: Sequence[Hit]) -> dict[int, int]:
-    """Each candidate's better 0-based rank in either leg (the ties' first key)."""
+def _best_ranks(*lists: Sequence[Hit]) -> dict[int, int]:
+    """Each candidate's best 0-based rank in any list (the ties' first key)."""
     ranks: dict[int, int] = {}
-    for ranked in (vector, keyword):
+    for ranked in lists:
         for rank, hit in enumerate(ranked):
             ranks[hit.chunk_id] = min(rank, ranks.get(hit.chunk_id, rank))
     return ranks
+
+
+def model_for(
+    parameters: FusionModel | None, english: Leg | None
+) -> tuple[FusionModel, Leg | None]:
+    """The model a learned ranking uses and the English list it reads: `parameters` (a
+    calibration) or the shipped model, the three lists' when the English list was read, else
+    the two legs'. A model of two legs reads no English list; one of three reads an empty one
+    where none was read."""
+    fitted = parameters or (english_model() if english is not None else model())
+    if not fitted.english:
+        return fitted, None
+    return fitted, english if english is not None else Leg([], 1.0)
 
 
 @dataclass(frozen=True)
@@ -348,20 +436,25 @@ def learned_ranking(
     query: str,
     keyword_bound: float,
     parameters: FusionModel | None = None,
+    english: Leg | None = None,
 ) -> LearnedRanking:
-    """The candidates in the model's order (`parameters`, by default the shipped ones; ties by
-    the better leg rank, then chunk id), then the keyword gate's floor (`keyword_floor`). Pure:
-    search and its explanation share it."""
-    fitted = parameters or model()
-    features = candidate_features(query, vector, keyword, keyword_bound)
+    """The candidates in the model's order (ties by the best list rank, then chunk id), then
+    the keyword gate's floor (`keyword_floor`). The model is `parameters` (a knowledge base's
+    calibration) or the shipped one: the three lists' (`english_model`) when the English list
+    was read (`english`), else the two legs'. A model of two legs leaves the English list aside;
+    one of three reads it (an empty list where it was not read). Pure: search and its
+    explanation share it."""
+    fitted, listed = model_for(parameters, english)
+    features = candidate_features(query, vector, keyword, keyword_bound, listed)
     scores = {cid: 1.0 / (1.0 + math.exp(-fitted.score(x))) for cid, x in features.items()}
-    ranks = _best_ranks(vector, keyword)
+    others = listed.hits if listed is not None else []
+    ranks = _best_ranks(vector, keyword, others)
     order = sorted(scores, key=lambda cid: (-scores[cid], ranks[cid], cid))
     kept: dict[int, Floor] = {}
     gate = fitted.gate
     if gate is not None and gate.holds_for(cjk_share(query)):
         floors = gate.floors([(h.chunk_id, h.score) for h in keyword], keyword_bound)
-        documents = {h.chunk_id: h.document_key for h in (*vector, *keyword)}
+        documents = {h.chunk_id: h.document_key for h in (*vector, *keyword, *others)}
         order, kept = keyword_floor(order, floors, documents, top_k)
     return LearnedRanking(order=order[:top_k], scores=scores, kept=kept)
 
@@ -412,13 +505,14 @@ def _passages_by_words(
     document does: so each document keeps the places the model gave its chunks, and within
     them its chunks go in the fixed-weight (`convex`) order, which puts the passage that
     matches the question's words first. A hit's score is then the learned score of its place.
-    `convex` holds the fixed-weight score of every chunk in `order`."""
+    `convex` holds the fixed-weight score of every chunk in `order` the two legs listed (one
+    only the English list found scores 0 there)."""
     by_document: dict[str, list[int]] = {}
     for cid in order:
         by_document.setdefault(hits[cid].document_key, []).append(cid)
     places = {cid: place for place, cid in enumerate(order)}
     queues = {
-        doc: sorted(cids, key=lambda cid: (-convex[cid], places[cid]))
+        doc: sorted(cids, key=lambda cid: (-convex.get(cid, 0.0), places[cid]))
         for doc, cids in by_document.items()
     }
     return [queues[hits[cid].document_key].pop(0) for cid in order]
@@ -432,10 +526,11 @@ def fuse_legs(
     method: str | None = None,
     parameters: FusionModel | None = None,
 ) -> list[Hit]:
-    """The hybrid ranking of the vector and keyword legs, by `method` or as the settings choose
-    (CANON_HYBRID_FUSION); the learned fusion by `parameters` (a knowledge base's calibration,
-    `retrieval.search.parameters`), by default the shipped ones."""
-    vector, keyword = legs
+    """The hybrid ranking of the vector and keyword legs (and the English list, a third leg when
+    it was read), by `method` or as the settings choose (CANON_HYBRID_FUSION); the learned
+    fusion by `parameters` (a knowledge base's calibration, `retrieval.search.parameters`), by
+    default the shipped ones."""
+    vector, keyword, *rest = legs
     return fuse(
         vector=vector.hits,
         keyword=keyword.hits,
@@ -445,4 +540,5 @@ def fuse_legs(
         query=query,
         keyword_bound=keyword.bound,
         parameters=parameters,
+        english=rest[0] if rest else None,
     )

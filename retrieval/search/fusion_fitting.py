@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from retrieval.search import fusion
-from retrieval.search.fusion import FEATURES, FusionModel, Ranked
-from retrieval.search.hits import Hit
+from retrieval.search.fusion import ENGLISH_FEATURES, FEATURES, FusionModel, Ranked
+from retrieval.search.hits import Hit, Leg
 from textkit.text import cjk_share
 
 TOP_K = 10
@@ -143,9 +143,23 @@ def example_of_hits(
     keyword: Sequence[Hit],
     keyword_bound: float,
     answers: Sequence[str],
+    english: Leg | None = None,
 ) -> Example:
     """An example from a hybrid search's legs (`retrieval.search.engine.search_legs`), each
-    chunk's language read from its text as search reads it (`fusion.candidate_features`)."""
+    chunk's language read from its text as search reads it (`fusion.candidate_features`).
+    `english`: for a version with the English list, the list as the search read it (an empty
+    Leg for a query it is not read for): the rows then hold ENGLISH_FEATURES after FEATURES,
+    and the list's candidates are candidates too."""
+    if english is not None:
+        return _example_of_three(
+            id=id,
+            query=query,
+            vector=vector,
+            keyword=keyword,
+            keyword_bound=keyword_bound,
+            answers=answers,
+            english=english,
+        )
     shares: dict[int, float] = {}
     for hit in (*vector, *keyword):
         if hit.chunk_id not in shares:
@@ -158,6 +172,37 @@ def example_of_hits(
         keyword_bound=keyword_bound,
         documents={h.chunk_id: h.document_key for h in (*vector, *keyword)},
         answers=answers,
+    )
+
+
+def _example_of_three(
+    *,
+    id: str,
+    query: str,
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    keyword_bound: float,
+    answers: Sequence[str],
+    english: Leg,
+) -> Example:
+    features = fusion.candidate_features(query, vector, keyword, keyword_bound, english)
+    ids = list(features)
+    ranks: dict[int, int] = {}
+    for leg in (vector, keyword, english.hits):
+        for rank, hit in enumerate(leg):
+            ranks[hit.chunk_id] = min(rank, ranks.get(hit.chunk_id, rank))
+    width = len(FEATURES) + len(ENGLISH_FEATURES)
+    documents = {h.chunk_id: h.document_key for h in (*vector, *keyword, *english.hits)}
+    return Example(
+        id=id,
+        ids=ids,
+        x=np.array([features[c] for c in ids], dtype=float).reshape(len(ids), width),
+        documents={c: documents[c] for c in ids},
+        best_ranks=ranks,
+        keyword=[(h.chunk_id, h.score) for h in keyword],
+        bound=keyword_bound,
+        query_cjk=cjk_share(query),
+        answers=frozenset(answers),
     )
 
 
@@ -279,7 +324,9 @@ def ranked_documents(example: Example, model: FusionModel, top_k: int = TOP_K) -
     which search then changes, moves no document)."""
     if not example.ids:
         return []
-    logits = model.bias + ((example.x - np.asarray(model.mean)) / np.asarray(model.scale)) @ (
+    # A model of the two legs reads the first columns of an example of three lists.
+    x = example.x[:, : len(model.features)]
+    logits = model.bias + ((x - np.asarray(model.mean)) / np.asarray(model.scale)) @ (
         np.asarray(model.weights)
     )
     score = dict(zip(example.ids, logits.tolist(), strict=True))
@@ -382,8 +429,13 @@ def calibrate(
     l2s: Sequence[float] = CALIBRATION_L2S,
     folds: int = FOLDS,
     seed: int = SEED,
+    default: FusionModel | None = None,
 ) -> Calibration:
     """Refit `prior` on `examples` (one per question), cross-validated.
+
+    The default each refit is measured against is what search serves without a calibration:
+    `prior`, or for a version with the English list (`prior` the three lists' model) `default`,
+    the two legs' model, for the questions in Chinese (search reads no English list for them).
 
     Every question is held out once (`folds` folds, at most one per question); for each L2
     strength its fold's refit ranks it, as the default does. The strength with the best mean
@@ -397,7 +449,12 @@ def calibrate(
         raise ValueError("no question to calibrate from")
     folds = max(2, min(folds, len(examples)))
     fold = fold_of(examples, folds, seed)
-    defaults = {e.id: ranked_documents(e, prior) for e in examples}
+
+    def served(e: Example) -> FusionModel:
+        chinese = e.query_cjk >= fusion.ZH_SHARE
+        return default if default is not None and chinese else prior
+
+    defaults = {e.id: ranked_documents(e, served(e)) for e in examples}
     rr_default = {e.id: reciprocal_rank(defaults[e.id], e.answers) for e in examples}
     held: dict[float, dict[str, list[str]]] = {}
     for l2 in l2s:

@@ -125,7 +125,12 @@ def hits_from_rows(rows: list[tuple[Any, ...]]) -> list[Hit]:
 class Leg:
     """One leg's ranked hits and the best score it could give this query (`bound`: 1 for
     cosine, BM25's saturation bound (k1 + 1) x the query terms' summed IDF; None when unknown,
-    as for a p1 version's tsvector ranking). Fusion reads a score against its bound."""
+    as for a p1 version's tsvector ranking). Fusion reads a score against its bound. A hybrid
+    search's legs are the vector leg, the keyword leg and, for a version with an English list
+    and a query not in Chinese, the English list."""
 
     hits: list[Hit]
     bound: float | None
+    # The English list only (`retrieval.search.english`): its cosine of the other lists'
+    # candidates that it did not list, by chunk id (none for a chunk in Chinese).
+    rescored: dict[int, float] = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """Why each hit of a search ranks where it does (the API's `explain: true`, the admin's test
 search): its place and score in each leg, and, for hybrid, what the fusion made of them.
 
+A hybrid search that read the English list places each hit in it too ("english").
 For the learned fusion that is each feature's value and its contribution to the model's logit
 (`bias + sum of contributions`; the probability is its logistic), the largest first, and for a
 hit the keyword gate moved up (`fusion.KeywordGate`), `kept`: the keyword rank it was kept at
@@ -52,6 +53,7 @@ def _kept(
     keyword: Leg,
     hits: Sequence[Hit],
     parameters: fusion.FusionModel | None = None,
+    english: Leg | None = None,
 ) -> dict[int, dict[str, Any]]:
     """The hits whose document the keyword gate moved up (`fusion.keyword_floor`), with why in
     words. Keyed by the hit that holds the place: within a document the passages are then put
@@ -64,6 +66,7 @@ def _kept(
         query=query,
         keyword_bound=bound,
         parameters=parameters,
+        english=english,
     )
     by_id = {h.chunk_id: h for h in keyword.hits}
     best = keyword.hits[0].score if keyword.hits else 0.0
@@ -90,17 +93,18 @@ def _learned(
     keyword: Leg,
     hits: Sequence[Hit],
     parameters: fusion.FusionModel | None = None,
+    english: Leg | None = None,
 ) -> dict[int, dict[str, Any]]:
-    model = parameters or fusion.model()
-    features = fusion.candidate_features(query, vector.hits, keyword.hits, keyword.bound or 0.0)
-    kept = _kept(query, vector, keyword, hits, model) if model.gate is not None else {}
+    model, listed = fusion.model_for(parameters, english)
+    features = fusion.candidate_features(
+        query, vector.hits, keyword.hits, keyword.bound or 0.0, listed
+    )
+    kept = _kept(query, vector, keyword, hits, model, english) if model.gate is not None else {}
     explained: dict[int, dict[str, Any]] = {}
     for cid, x in features.items():
         contributions = model.contributions(x)
         logit = model.bias + math.fsum(contributions)
-        terms = sorted(
-            zip(fusion.FEATURES, x, contributions, strict=True), key=lambda t: -abs(t[2])
-        )
+        terms = sorted(zip(model.features, x, contributions, strict=True), key=lambda t: -abs(t[2]))
         explained[cid] = {
             "score": round(1.0 / (1.0 + math.exp(-logit)), 6),
             "logit": round(logit, 6),
@@ -149,18 +153,21 @@ def explain_ranking(
     parameters: fusion.FusionModel | None = None,
 ) -> Ranking:
     """The explanation of `hits`, the answer a search of `mode` made of `legs` (vector then
-    keyword for hybrid; the one leg otherwise), fused by `fused_by` (default
-    CANON_HYBRID_FUSION; the learned fusion by `parameters`, by default the shipped ones). Pure:
-    no I/O."""
-    bound = legs[-1].bound if mode != "vector" else None
+    keyword for hybrid, then the English list when it was read; the one leg otherwise), fused
+    by `fused_by` (default CANON_HYBRID_FUSION; the learned fusion by `parameters`, by default
+    the shipped ones). Pure: no I/O."""
+    bound = legs[1 if mode == "hybrid" else 0].bound if mode != "vector" else None
     method: str | None = None
     fused: dict[int, dict[str, Any]] = {}
-    names = {"vector": ("vector",), "keyword": ("keyword",)}.get(mode, ("vector", "keyword"))
+    names: tuple[str, ...] = {"vector": ("vector",), "keyword": ("keyword",)}.get(
+        mode, ("vector", "keyword", "english")[: len(legs)]
+    )
     if mode == "hybrid":
-        vector, keyword = legs
+        vector, keyword, *rest = legs
+        english = rest[0] if rest else None
         method = (fused_by or settings.HYBRID_FUSION) if keyword.bound is not None else "convex"
         if method == "learned":
-            fused = _learned(query, vector, keyword, hits, parameters)
+            fused = _learned(query, vector, keyword, hits, parameters, english)
         else:
             fused = _shares(method, vector, keyword)
     places = {

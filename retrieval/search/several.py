@@ -36,6 +36,7 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
 from retrieval.search.engine import _active_version, _ranked_lists
+from retrieval.search.english import english_query
 from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import Hit, SearchFilters, SearchResult
 from retrieval.search.lexical.bm25 import Statistics, query_statistics
@@ -90,7 +91,6 @@ def search_several(
     started = time.perf_counter()
     versions: dict[int, IndexVersion | None] = {kb.pk: kb.active_index_version for kb in kbs}
     plan = rerank_plan(mode=mode, requested=rerank)
-    limit = plan.depth(depth(top_k) if mode == "hybrid" else top_k)
     learned = mode == "hybrid" and settings.HYBRID_FUSION == "learned"
     while True:
         for kb in kbs:
@@ -100,11 +100,17 @@ def search_several(
         current = list(active.values())
         how = merge or merge_for(mode, current)
         vectors: dict[tuple[str, str, int], list[float]] = {}
+        english: dict[tuple[str, str, int], list[float] | None] = {}
         if mode in ("vector", "hybrid"):
             for version in active.values():
                 space = _space(version)
                 if space not in vectors:
                     vectors[space] = embed_query(version, query)
+                if learned and _english_space(version) not in english:
+                    english[_english_space(version)] = english_query(version, query)
+        # as deep as the deepest model any of them ranks by (a deeper read changes no ranking)
+        reads_english = any(v is not None for v in english.values())
+        limit = plan.depth(depth(top_k, english=reads_english) if mode == "hybrid" else top_k)
         swapped = False
         with search_snapshot(using):
             shared = (
@@ -116,8 +122,11 @@ def search_several(
             calibrated: dict[int, FusionModel | None] = {}
             for kb in kbs:
                 version = active[kb.pk]
+                english_vector = english.get(_english_space(version))
                 if learned:  # the knowledge base's calibration, in the snapshot of its lists
-                    calibrated[kb.pk] = adopted_parameters(kb_id=kb.pk)
+                    calibrated[kb.pk] = parameters = adopted_parameters(kb_id=kb.pk)
+                    if parameters is not None and not parameters.english:
+                        english_vector = None  # a calibration of the two legs ranks by them
                 legs = _ranked_lists(
                     kb_id=kb.pk,
                     version=version,
@@ -128,6 +137,7 @@ def search_several(
                     query=query if mode in ("keyword", "hybrid") else None,
                     limit=limit,
                     shared=shared,
+                    english=english_vector,
                 )
                 if legs is None:
                     versions[kb.pk] = None
@@ -163,6 +173,12 @@ def search_several(
 def _postings(versions: list[IndexVersion]) -> bool:
     """Whether every version ranks keywords by BM25 over postings (none is a p1 version)."""
     return all(version.uses_postings for version in versions)
+
+
+def _english_space(version: IndexVersion) -> tuple[str, str, int]:
+    """The version's English list's space (its provider, model, dimensions; all empty when it
+    has none): knowledge bases in one space share the query's English vector."""
+    return (version.english_provider, version.english_model, version.english_dimensions or 0)
 
 
 def _space(version: IndexVersion) -> tuple[str, str, int]:

@@ -37,16 +37,37 @@ def vector_query(
     the prepared statement as the ordered index scan it is, so PostgreSQL's plan cache settles
     on that plan after five runs (bound as a parameter, every run was planned again, ~3 ms).
     """
-    distance = ann_distance(version)  # the index's expression: vector(D) or halfvec(D)
+    # the index's expression: vector(D) or halfvec(D)
+    return nearest_query(
+        params, version, vector, limit, distance=ann_distance(version), exact=exact
+    )
+
+
+def nearest_query(
+    params: dict[str, Any],
+    version: IndexVersion,
+    vector: list[float],
+    limit: int,
+    *,
+    distance: str,
+    exact: bool,
+    condition: str = "",
+) -> tuple[str, dict[str, Any]]:
+    """The visible chunks nearest `vector` by `distance` (an index's expression over %(q)s),
+    with `condition` (a constant) added to the visibility rule: the vector leg's statement, and
+    the English list's (`retrieval.search.english`)."""
     order = f"({distance}) + 0" if exact else distance
     sql = f"""
         SELECT {COLUMNS}, 1 - ({distance}) AS score
-        {visible_sql(iv=version.pk, params=params)}
+        {visible_sql(iv=version.pk, params=params)} {condition}
         ORDER BY {order}, c.id
         LIMIT {int(limit)}
     """
-    literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-    return sql, {**params, "q": literal}
+    return sql, {**params, "q": vector_literal(vector)}
+
+
+def vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def approximate_rows(

@@ -130,7 +130,31 @@ def _fused(**values: float) -> dict[str, Any]:
 
 
 def test_every_feature_of_the_fusion_has_words() -> None:
-    assert set(search_explained.FEATURE_WORDS) == set(fusion.FEATURES)
+    assert set(search_explained.FEATURE_WORDS) == {*fusion.FEATURES, *fusion.ENGLISH_FEATURES}
+
+
+def test_the_english_lists_features_are_told_and_its_absence_said() -> None:
+    found = {"in_english": 1.0, "english_reciprocal_rank": 0.5, "en_cos": 0.71}
+    words = fused_words(
+        {
+            "score": 0.8,
+            "contributions": [
+                {"feature": name, "value": value, "contribution": 0.5 - i * 0.1}
+                for i, (name, value) in enumerate(found.items())
+            ],
+        }
+    )
+    assert "English rank 1" in words and "English similarity 0.71" in words
+    missing = fused_words(
+        {
+            "score": 0.2,
+            "contributions": [
+                {"feature": "in_english", "value": 0.0, "contribution": -0.4},
+                {"feature": "english_reciprocal_rank", "value": 0.0, "contribution": -0.3},
+            ],
+        }
+    )
+    assert "not in the English list" in missing and "English rank" not in missing
 
 
 def test_the_fusions_features_are_told_as_what_they_measure() -> None:

@@ -6,6 +6,7 @@ reason, audited on the timeline)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -274,3 +275,33 @@ def test_a_search_of_several_knowledge_bases_fuses_each_with_its_calibration(
     # as the knowledge base's own search ranks it with its calibration (the bad default would not)
     assert [hit.document_key for hit in result.hits if hit.kb == topics.slug][:1] == [expected]
     assert first_keys(topics, query)[0] == expected
+
+
+def test_a_version_with_the_english_list_calibrates_the_three_lists_model(
+    tenant: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a version with the English list the refit is of the three lists' model (what search
+    serves for questions not in Chinese), measured against it; adopted, search reads the list
+    and ranks by the calibration."""
+    english = knowledge_base_create(
+        tenant=tenant, name="English", slug="english", provider="hash", english_list=True
+    )
+    publish_topics(english, N)
+    english.refresh_from_db()
+    shipped = fusion.english_model()
+    turned = replace(shipped, weights=tuple(-w for w in shipped.weights), gate=None)
+    monkeypatch.setattr(fusion, "english_model", lambda *args, **kwargs: turned)
+
+    calibration = computed(english)
+
+    assert calibration.state == Calibration.State.CANDIDATE, calibration.grid
+    assert calibration.parameters["features"] == [*fusion.FEATURES, *fusion.ENGLISH_FEATURES]
+    assert calibration.candidate_mrr is not None and calibration.default_mrr is not None
+    assert calibration.candidate_mrr > calibration.default_mrr + 0.2
+    calibration_adopt(calibration=calibration, actor=person(english, "iris", INDEX_ADMINS))
+    query = calibration.per_question[0]["text"]
+    principal = Principal(tenant_id=english.tenant_id, kb_ids=None, access_groups=frozenset())
+    result = search(principal=principal, kb=english, query=query, explain=True)
+    assert result.hits[0].document_key == calibration.per_question[0]["expected"][0]
+    assert result.ranking is not None
+    assert any("english" in hit for hit in result.ranking.hits.values())
