@@ -42,42 +42,64 @@ SEED = 39
 
 def examples(path: Path) -> tuple[list[Any], list[Any], dict[str, Any]]:
     """The dump's natural questions as the product's examples (tuning half, held-out half),
-    their legs at the shipped depth."""
+    their legs at the shipped depth; for a dump of a version with the English list (its
+    questions hold `english`, `bench.quality.legs`), with the list's candidates and
+    ENGLISH_FEATURES too, at the three lists' depth, as `fusion_fitting.example_of_hits` makes
+    them in the product."""
     from retrieval.search import fusion, fusion_fitting
 
     dump = json.loads(path.read_text(encoding="utf-8"))
     chunks = int(dump["about"]["chunks"])
-    depth = fusion.model().depth
+    three = any("english" in q for q in dump["questions"])
+    depth = (fusion.english_model() if three else fusion.model()).depth
     halves: dict[str, list[Any]] = {"tuning": [], "heldout": []}
     for q in dump["questions"]:
         if q["set"] != "natural":
             continue
         vector, keyword, query_cjk, bound = fusion_fit._legs(q, depth, chunks)
+        english = q.get("english", [])[:depth]
         docs = {
             e["chunk"]: e["doc"]
             for k, leg in q.items()
-            if k in ("vector", f"keyword_{depth}", "keyword")
+            if k in ("vector", f"keyword_{depth}", "keyword", "english")
             for e in leg
         }
-        halves[q["split"]].append(
-            fusion_fitting.example_of_legs(
-                id=q["id"],
-                query_cjk=query_cjk,
-                vector=vector,
-                keyword=keyword,
-                keyword_bound=bound,
-                documents=docs,
-                answers=q["answers"],
-            )
+        example = fusion_fitting.example_of_legs(
+            id=q["id"],
+            query_cjk=query_cjk,
+            vector=vector,
+            keyword=keyword,
+            keyword_bound=bound,
+            documents=docs,
+            answers=q["answers"],
+            english=[(e["chunk"], e["cos"]) for e in english] if three else None,
+            en_cos={int(c): v for c, v in q.get("en_cos", {}).items()},
         )
+        halves[q["split"]].append(example)
     return halves["tuning"], halves["heldout"], dump["about"]
 
 
+def served(example: Any, model: Any = None) -> Any:
+    """The model search ranks `example`'s question by: `model` (a calibration; None: the
+    shipped default, for a version with the English list, an example of three lists, the three
+    lists' model), except that a question in Chinese on such a version is ranked by the two
+    legs' default whatever was calibrated (`fusion.model_for`)."""
+    from retrieval.search import fusion
+
+    three = example.x.shape[1] > len(fusion.FEATURES)
+    if three and example.query_cjk >= fusion.ZH_SHARE:
+        return fusion.model()
+    if model is not None:
+        return model
+    return fusion.english_model() if three else fusion.model()
+
+
 def mrr(model: Any, questions: Sequence[Any]) -> float:
+    """MRR@10 of `questions` as search ranks them with `model` (None: no calibration)."""
     from retrieval.search.fusion_fitting import ranked_documents
 
     return statistics.fmean(
-        reciprocal_rank(ranked_documents(e, model), e.answers) for e in questions
+        reciprocal_rank(ranked_documents(e, served(e, model)), e.answers) for e in questions
     )
 
 
@@ -95,8 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     tuning, heldout, about = examples(a.dump)
-    default = fusion.model()
-    base = mrr(default, heldout)
+    three = bool(tuning) and tuning[0].x.shape[1] > len(fusion.FEATURES)
+    # What a calibration refits: the three lists' model for a version with the English list,
+    # measured against what search serves (its Chinese questions by the two legs' model).
+    prior = fusion.english_model() if three else fusion.model()
+    base = mrr(None, heldout)
     print(
         f"[cal] {len(tuning)} tuning and {len(heldout)} held-out questions; the default's "
         f"held-out MRR@10 {base:.4f}",
@@ -109,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes: list[dict[str, Any]] = []
         for _ in range(draws):
             drawn = rng.sample(tuning, size) if draws > 1 else list(tuning)
-            result = calibrate(drawn, default)
+            result = calibrate(drawn, prior, default=fusion.model() if three else None)
             outcomes.append(
                 {
                     "mrr@10": float(mrr(result.model, heldout)),
@@ -167,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tuning": len(tuning),
         "heldout": len(heldout),
         "default_mrr@10": round(base, 4),
+        "english_list": three,
         "rows": rows,
         "run_s": round(time.perf_counter() - started, 1),
     }

@@ -16,7 +16,9 @@ fusion method could use:
   many of the query's terms it contains, `idf_matched`: the sum of their IDF (for the hits of
   both legs; a keyword hit's `score` is Canon's own).
 
-and per query: its language and CJK share, its analysed terms, those the index version holds
+For a version with the English list (issue 38), the list as search reads it and the English
+cosine of every chunk either list names (`english`, `en_cos`: `_english`). And per query: its
+language and CJK share, its analysed terms, those the index version holds
 (`present`: term, IDF, df) and their IDF mass, the version's average chunk length. Canon's own
 hybrid, vector and keyword top 10 (chunk ids), as the timed run got them, are kept too, so an
 offline fusion can be checked against the real one (`bench.quality.offline`).
@@ -128,6 +130,7 @@ class Legs:
             }
 
         return {
+            **self._english(query, [h for hits in legs.values() for h in hits]),
             "query": {
                 "cjk": cjk_share(query),
                 "terms": terms,
@@ -142,6 +145,43 @@ class Legs:
                 name: [entry(r, h) for r, h in enumerate(hits, start=1)]
                 for name, hits in legs.items()
             },
+        }
+
+    def _english(self, query: str, candidates: list[Any]) -> dict[str, Any]:
+        """For a version with the English list: the list as search reads it for `query`,
+        LEG_DEPTH deep (`english`: rank, chunk, document, cosine; empty for a question in
+        Chinese, which search reads no list for), and the English cosine of every chunk either
+        list names (`en_cos`), in bench.quality.third_leg's format; nothing for a version
+        without the list."""
+        from django.db import DEFAULT_DB_ALIAS
+
+        from kb.models import IndexVersion
+        from retrieval.search.english import english_leg, english_query
+        from retrieval.search.snapshot import search_snapshot
+        from retrieval.search.visibility import search_params
+
+        version = IndexVersion.objects.get(pk=self.version_id)
+        if not version.english_list:
+            return {}
+        vector = english_query(version, query)
+        if vector is None:
+            return {"english": [], "en_cos": {}}
+        with search_snapshot(DEFAULT_DB_ALIAS):
+            leg = english_leg(
+                search_params(principal=self.principal, kb=self.kb),
+                version,
+                vector,
+                LEG_DEPTH,
+                candidates,
+            )
+        listed = [
+            {"rank": r, "chunk": h.chunk_id, "doc": h.document_key, "cos": round(h.score, 6)}
+            for r, h in enumerate(leg.hits, start=1)
+        ]
+        cosines = {**leg.rescored, **{h.chunk_id: h.score for h in leg.hits}}
+        return {
+            "english": listed,
+            "en_cos": {str(c): round(v, 6) for c, v in cosines.items()},
         }
 
     def _tfs(self, chunk_ids: list[int], terms: list[str]) -> dict[int, dict[str, int]]:

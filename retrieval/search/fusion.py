@@ -410,8 +410,11 @@ def model_for(
 ) -> tuple[FusionModel, Leg | None]:
     """The model a learned ranking uses and the English list it reads: `parameters` (a
     calibration) or the shipped model, the three lists' when the English list was read, else
-    the two legs'. A model of two legs reads no English list; one of three reads an empty one
-    where none was read."""
+    the two legs'. A model of two legs reads no English list. A calibration of the three lists
+    ranks only the searches that read the list: one that did not (a question in Chinese) is
+    ranked by the two legs' default, as it is without a calibration."""
+    if parameters is not None and parameters.english and english is None:
+        parameters = None
     fitted = parameters or (english_model() if english is not None else model())
     if not fitted.english:
         return fitted, None

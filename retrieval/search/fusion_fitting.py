@@ -110,18 +110,33 @@ def example_of_legs(
     keyword_bound: float,
     documents: dict[int, str],
     answers: Sequence[str],
+    english: Sequence[tuple[int, float]] | None = None,
+    en_cos: dict[int, float] | None = None,
 ) -> Example:
     """An example from the legs as `fusion.learned_features` reads them ((chunk id, score, CJK
-    share), best first), with each chunk's document."""
+    share), best first), with each chunk's document. `english`: the English list ((chunk id,
+    cosine), best first; empty for a question it is not read for) and `en_cos` the English
+    cosine of every candidate with an English vector, for an example of three lists
+    (ENGLISH_FEATURES after FEATURES, as `fusion.candidate_features` computes them)."""
+    others = [(cid, cos, 0.0) for cid, cos in english or []]  # English chunks: not Chinese
     features = fusion.learned_features(
-        query_cjk=query_cjk, vector=vector, keyword=keyword, keyword_bound=keyword_bound
+        query_cjk=query_cjk,
+        vector=vector,
+        keyword=keyword,
+        keyword_bound=keyword_bound,
+        others=others,
     )
     ids = list(features)
+    width = len(FEATURES)
+    if english is not None:
+        columns = fusion.english_columns(ids, list(english), en_cos or {})
+        features = {cid: x + columns[cid] for cid, x in features.items()}
+        width += len(ENGLISH_FEATURES)
     ranks: dict[int, int] = {}
-    for leg in (vector, keyword):
+    for leg in (vector, keyword, others):
         for rank, (cid, _, _) in enumerate(leg):
             ranks[cid] = min(rank, ranks.get(cid, rank))
-    x = np.array([features[c] for c in ids], dtype=float).reshape(len(ids), len(FEATURES))
+    x = np.array([features[c] for c in ids], dtype=float).reshape(len(ids), width)
     return Example(
         id=id,
         ids=ids,
@@ -150,16 +165,7 @@ def example_of_hits(
     `english`: for a version with the English list, the list as the search read it (an empty
     Leg for a query it is not read for): the rows then hold ENGLISH_FEATURES after FEATURES,
     and the list's candidates are candidates too."""
-    if english is not None:
-        return _example_of_three(
-            id=id,
-            query=query,
-            vector=vector,
-            keyword=keyword,
-            keyword_bound=keyword_bound,
-            answers=answers,
-            english=english,
-        )
+    listed = english.hits if english is not None else []
     shares: dict[int, float] = {}
     for hit in (*vector, *keyword):
         if hit.chunk_id not in shares:
@@ -170,39 +176,14 @@ def example_of_hits(
         vector=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in vector],
         keyword=[(h.chunk_id, h.score, shares[h.chunk_id]) for h in keyword],
         keyword_bound=keyword_bound,
-        documents={h.chunk_id: h.document_key for h in (*vector, *keyword)},
+        documents={h.chunk_id: h.document_key for h in (*vector, *keyword, *listed)},
         answers=answers,
-    )
-
-
-def _example_of_three(
-    *,
-    id: str,
-    query: str,
-    vector: Sequence[Hit],
-    keyword: Sequence[Hit],
-    keyword_bound: float,
-    answers: Sequence[str],
-    english: Leg,
-) -> Example:
-    features = fusion.candidate_features(query, vector, keyword, keyword_bound, english)
-    ids = list(features)
-    ranks: dict[int, int] = {}
-    for leg in (vector, keyword, english.hits):
-        for rank, hit in enumerate(leg):
-            ranks[hit.chunk_id] = min(rank, ranks.get(hit.chunk_id, rank))
-    width = len(FEATURES) + len(ENGLISH_FEATURES)
-    documents = {h.chunk_id: h.document_key for h in (*vector, *keyword, *english.hits)}
-    return Example(
-        id=id,
-        ids=ids,
-        x=np.array([features[c] for c in ids], dtype=float).reshape(len(ids), width),
-        documents={c: documents[c] for c in ids},
-        best_ranks=ranks,
-        keyword=[(h.chunk_id, h.score) for h in keyword],
-        bound=keyword_bound,
-        query_cjk=cjk_share(query),
-        answers=frozenset(answers),
+        english=[(h.chunk_id, h.score) for h in listed] if english is not None else None,
+        en_cos=(
+            {**english.rescored, **{h.chunk_id: h.score for h in listed}}
+            if english is not None
+            else None
+        ),
     )
 
 
@@ -435,7 +416,9 @@ def calibrate(
 
     The default each refit is measured against is what search serves without a calibration:
     `prior`, or for a version with the English list (`prior` the three lists' model) `default`,
-    the two legs' model, for the questions in Chinese (search reads no English list for them).
+    the two legs' model, for the questions in Chinese: search reads no English list for them,
+    and ranks them by `default` with a calibration too (`fusion.model_for`), so a refit is
+    measured on the others.
 
     Every question is held out once (`folds` folds, at most one per question); for each L2
     strength its fold's refit ranks it, as the default does. The strength with the best mean
@@ -450,11 +433,11 @@ def calibrate(
     folds = max(2, min(folds, len(examples)))
     fold = fold_of(examples, folds, seed)
 
-    def served(e: Example) -> FusionModel:
+    def served(e: Example, model: FusionModel) -> FusionModel:
         chinese = e.query_cjk >= fusion.ZH_SHARE
-        return default if default is not None and chinese else prior
+        return default if default is not None and chinese else model
 
-    defaults = {e.id: ranked_documents(e, served(e)) for e in examples}
+    defaults = {e.id: ranked_documents(e, served(e, prior)) for e in examples}
     rr_default = {e.id: reciprocal_rank(defaults[e.id], e.answers) for e in examples}
     held: dict[float, dict[str, list[str]]] = {}
     for l2 in l2s:
@@ -467,7 +450,7 @@ def calibrate(
             except ValueError:
                 model = prior  # nothing in this fold's training half teaches
             for e in test:
-                held[l2][e.id] = ranked_documents(e, model)
+                held[l2][e.id] = ranked_documents(e, served(e, model))
     ids = [e.id for e in examples]
     answers = {e.id: e.answers for e in examples}
     grid: dict[str, dict[str, float]] = {}

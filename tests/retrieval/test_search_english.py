@@ -154,3 +154,15 @@ def test_a_model_of_the_two_legs_reads_no_english_list() -> None:
     )
     assert 3 in three.order
     assert fusion.english_model().english and not two.english
+
+
+def test_a_calibration_of_three_lists_ranks_only_what_reads_the_list() -> None:
+    """A question in Chinese reads no English list: with a calibration of the three lists it is
+    ranked by the two legs' default, as without one (its calibration measured it so)."""
+    calibrated = fusion.english_model()
+    assert fusion.model_for(calibrated, None) == (fusion.model(), None)
+    english = Leg([_hit(3, 0.9, "c")], 1.0)
+    assert fusion.model_for(calibrated, english) == (calibrated, english)
+    assert fusion.model_for(None, english) == (fusion.english_model(), english)
+    two = fusion.model()
+    assert fusion.model_for(two, english) == (two, None)
