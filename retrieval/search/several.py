@@ -108,7 +108,7 @@ def search_several(
                     vectors[space] = embed_query(version, query)
                 if learned and _english_space(version) not in english:
                     english[_english_space(version)] = english_query(version, query)
-        # as deep as the deepest model any of them ranks by (a deeper read changes no ranking)
+        # as deep as the deepest model any of them ranks by
         reads_english = any(v is not None for v in english.values())
         limit = plan.depth(depth(top_k, english=reads_english) if mode == "hybrid" else top_k)
         swapped = False
