@@ -282,9 +282,10 @@ def score_words(ranking: Ranking | None, mode: str) -> ScoreWords:
         gettext("fusion estimate"),
         gettext(
             "The fusion estimate (0 to 1) is the learned fusion's estimate that the hit's "
-            "document answers the query, from how both lists rank it against this query's other "
-            "candidates. It is relative, not a certainty: when nothing answers well, the best of "
-            "the rest still scores high. Read it with what found the hit: found by meaning only, "
+            "document answers the query, from how its lists (and the English list, where it was "
+            "read) rank it against this query's other candidates. It is relative, not a "
+            "certainty: when nothing answers well, the best of the rest still scores high. Read "
+            "it with what found the hit: found by meaning only, "
             "in another language than the query, is weak evidence."
         ),
     )
