@@ -178,10 +178,9 @@ class Legs:
             {"rank": r, "chunk": h.chunk_id, "doc": h.document_key, "cos": round(h.score, 6)}
             for r, h in enumerate(leg.hits, start=1)
         ]
-        cosines = {**leg.rescored, **{h.chunk_id: h.score for h in leg.hits}}
         return {
             "english": listed,
-            "en_cos": {str(c): round(v, 6) for c, v in cosines.items()},
+            "en_cos": {str(c): round(v, 6) for c, v in leg.scores().items()},
         }
 
     def _tfs(self, chunk_ids: list[int], terms: list[str]) -> dict[int, dict[str, int]]:

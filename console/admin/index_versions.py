@@ -39,8 +39,10 @@ from kb.selectors.index_versions import (
     index_version_settings,
     index_version_status,
 )
+from kb.services.base import ActionRefused
 from kb.services.index_versions import (
     english_list_default,
+    english_list_fields,
     index_version_activate,
     index_version_create,
 )
@@ -130,11 +132,10 @@ class IndexVersionForm(forms.Form):
         problem = spec.dimension_problem(model, dimensions)
         if problem:
             self.add_error("model" if model not in spec.models else "dimensions", problem)
-        if data.get("english_list") and name == embeddings.MINILM_PROVIDER:
-            self.add_error(
-                "english_list",
-                gettext("This model reads English already: it needs no English list beside it."),
-            )
+        try:  # the service's own refusal, shown on the field
+            english_list_fields(provider=name, english_list=bool(data.get("english_list")))
+        except ActionRefused as refused:
+            self.add_error("english_list", str(refused))
         if name == embeddings.LOCAL_PROVIDER:
             path = embeddings.local_model_path(model)
             if not path.is_dir():

@@ -54,7 +54,7 @@ def english_expected(pieces: list[JsonDict], version: IndexVersion) -> int | Non
     return sum(english_hash(p) is not None for p in pieces)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one space is one object: hashed by identity
 class _Space:
     """One vector space the stage fills: its provider, cache key and dimensions, and each
     chunk's input by content hash."""
@@ -122,8 +122,9 @@ def embed(
         },
     )
     needs: list[list[tuple[_Space, str]]] = [[(main, p["content_hash"])] for p in pieces]
-    spaces = [main]
+    english: _Space | None = None
     if version.english_list:
+        hashes = [english_hash(p) for p in pieces]
         english = _Space(
             provider=embeddings.get_provider(
                 provider=version.english_provider,
@@ -132,36 +133,35 @@ def embed(
             ),
             model_key=english_model_key(version),
             dimensions=int(version.english_dimensions or 0),
-            inputs={h: p["text"] for p in pieces if (h := english_hash(p)) is not None},
+            inputs={h: p["text"] for h, p in zip(hashes, pieces, strict=True) if h is not None},
         )
-        spaces.append(english)
-        for need, piece in zip(needs, pieces, strict=True):
-            if (h := english_hash(piece)) is not None:
+        for need, h in zip(needs, hashes, strict=True):
+            if h is not None:
                 need.append((english, h))
-    missing = {id(space): space.missing() for space in spaces}
-    counts = {id(space): len(missing[id(space)]) for space in spaces}
+    spaces = [main] if english is None else [main, english]
+    missing = {space: space.missing() for space in spaces}
+    counts = {space: len(missing[space]) for space in spaces}
 
     def done() -> int:
-        return sum(all(h not in missing[id(sp)] for sp, h in need) for need in needs)
+        return sum(all(h not in missing[sp] for sp, h in need) for need in needs)
 
     record_embedded(build_id=build_id, chunks=done(), lease=lease)
     batch_size = settings.EMBEDDING_BATCH_SIZE
     # Only the chunks still missing a vector, so each call carries up to a whole batch.
-    pending = [need for need in needs if any(h in missing[id(sp)] for sp, h in need)]
+    pending = [need for need in needs if any(h in missing[sp] for sp, h in need)]
     for start in range(0, len(pending), batch_size):
         window = pending[start : start + batch_size]
         for space in spaces:
             todo = list(dict.fromkeys(h for need in window for sp, h in need if sp is space))
-            todo = [h for h in todo if h in missing[id(space)]]
+            todo = [h for h in todo if h in missing[space]]
             if todo:
                 space.fill(todo)
-                missing[id(space)].difference_update(todo)
+                missing[space].difference_update(todo)
         record_embedded(build_id=build_id, chunks=done(), lease=lease)
-    out: JsonDict = {"embedded": counts[id(main)], "cached": len(main.inputs) - counts[id(main)]}
-    if version.english_list:
-        english_space = spaces[1]
-        out["english_embedded"] = counts[id(english_space)]
-        out["english_cached"] = len(english_space.inputs) - counts[id(english_space)]
+    out: JsonDict = {"embedded": counts[main], "cached": len(main.inputs) - counts[main]}
+    if english is not None:
+        out["english_embedded"] = counts[english]
+        out["english_cached"] = len(english.inputs) - counts[english]
     return out
 
 

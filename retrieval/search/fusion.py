@@ -309,7 +309,7 @@ def candidate_features(
     )
     if english is None:
         return features
-    en_cos = {**english.rescored, **{h.chunk_id: h.score for h in english.hits}}
+    en_cos = english.scores()
     listed = [(h.chunk_id, h.score) for h in english.hits]
     columns = english_columns(list(features), listed, en_cos)
     return {cid: x + columns[cid] for cid, x in features.items()}

@@ -179,11 +179,7 @@ def example_of_hits(
         documents={h.chunk_id: h.document_key for h in (*vector, *keyword, *listed)},
         answers=answers,
         english=[(h.chunk_id, h.score) for h in listed] if english is not None else None,
-        en_cos=(
-            {**english.rescored, **{h.chunk_id: h.score for h in listed}}
-            if english is not None
-            else None
-        ),
+        en_cos=english.scores() if english is not None else None,
     )
 
 

@@ -134,3 +134,7 @@ class Leg:
     # The English list only (`retrieval.search.english`): its cosine of the other lists'
     # candidates that it did not list, by chunk id (none for a chunk in Chinese).
     rescored: dict[int, float] = field(default_factory=dict)
+
+    def scores(self) -> dict[int, float]:
+        """Every chunk this list scored, by id: its hits, and the others it `rescored`."""
+        return {**self.rescored, **{hit.chunk_id: hit.score for hit in self.hits}}
