@@ -15,6 +15,15 @@ it holds the same corpus built by the same pipeline version (`--fresh` rebuilds 
 
 Queries run interleaved (the mode order rotating per query) in this process through
 `retrieval.search.engine.search`. Target: hybrid p95 <= 3x vector p95.
+
+`--english-list` (issue 38, item 6): the same corpus in a knowledge base of its own whose index
+version has the English list (`IndexVersion.english_list`), so hybrid reads three lists, and a
+fourth mode, `hybrid, two legs`, reads the same version without it (`english_list=False`): the
+new list's cost, side by side. Its chunks' English vectors are hash vectors of the list's 384
+dimensions put in the embedding cache before each upload (`english_cache_fill`; MiniLM would
+take an hour for 100,000 chunks, and the walk's cost depends on the vectors' count and
+dimensions, not on what they mean); the query's English vector is MiniLM's, as search embeds
+it, and its time is reported apart (`english embed`).
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ DB_NAME = "canon_keyword"
 REDIS_DB = 3
 ZIPF_S = 1.0
 MODES = ("vector", "keyword", "hybrid")
+TWO_LEGS = "hybrid, two legs"  # with --english-list: hybrid without the English list
+ENGLISH_EMBED = "english embed"  # with --english-list: the query's English vector alone
 COMMON_DF = 0.5  # "common": in at least half the chunks
 RARE_DF = 0.005  # "rare": in at most 0.5 % of them
 TARGET = 3.0
@@ -111,17 +122,17 @@ def queries(corpus: ZipfCorpus, per_class: int, seed: int = 11) -> dict[str, lis
 # --- setup ------------------------------------------------------------------------------------
 
 
-def _slug(n_docs: int) -> str:
-    return f"b9-zipf-{n_docs}"
+def _slug(n_docs: int, *, english: bool = False) -> str:
+    return f"b9-zipf-{n_docs}" + ("-en" if english else "")
 
 
-def _reusable(n_docs: int) -> bool:
+def _reusable(n_docs: int, *, english: bool = False) -> bool:
     from kb.models import PIPELINE_VERSION, Build, Chunk, KnowledgeBase, Publication
 
     # B15 adds a small knowledge base of its own beside this one.
     kb = (
         KnowledgeBase.objects.select_related("active_index_version")
-        .filter(slug=_slug(n_docs))
+        .filter(slug=_slug(n_docs, english=english))
         .first()
     )
     if kb is None or kb.active_index_version is None:
@@ -137,15 +148,53 @@ def _reusable(n_docs: int) -> bool:
     return live.count() == n_docs and chunks == n_docs * common.CHUNKS_PER_DOC
 
 
-def build_corpus(corpus: ZipfCorpus, *, concurrency: int) -> tuple[Any, dict[str, Any]]:
+def english_cache_fill(texts: Sequence[str], version: Any) -> int:
+    """Put an English vector (a hash vector of the list's dimensions) for each chunk of `texts`
+    in the embedding cache, keyed as the embed stage looks it up (`embed.english_hash`), so the
+    build's English pass is a lookup."""
+    import embeddings
+    from ingestion.pipeline.embed import english_hash, english_model_key
+    from textkit import chunker
+
+    provider = embeddings.get_provider(
+        provider=embeddings.HASH_PROVIDER,
+        model="b9-english",
+        dimensions=int(version.english_dimensions),
+    )
+    rows: dict[str, str] = {}
+    for text in texts:
+        for piece in chunker.chunk_text(
+            text, size=version.chunk_size, overlap=version.chunk_overlap
+        ):
+            key = english_hash({"text": piece.text})
+            if key is not None and key not in rows:
+                rows[key] = piece.text
+    keys = list(rows)
+    for start in range(0, len(keys), 2000):
+        batch = keys[start : start + 2000]
+        vectors = provider.embed([rows[k] for k in batch])
+        common.cache_put(
+            english_model_key(version), int(version.english_dimensions), batch, vectors
+        )
+    return len(keys)
+
+
+def build_corpus(
+    corpus: ZipfCorpus, *, concurrency: int, english: bool = False
+) -> tuple[Any, dict[str, Any]]:
     from kb.models import Chunk
 
-    kb = common.tenant_kb(_slug(corpus.n_docs))
+    kb = common.tenant_kb(_slug(corpus.n_docs, english=english), english_list=english)
+    version = kb.active_index_version
     started = time.perf_counter()
     with common.worker(concurrency=concurrency):
         for start in range(0, corpus.n_docs, 50):
-            for i in range(start, min(corpus.n_docs, start + 50)):
-                common.upload(kb, f"doc-{i:05d}", corpus.document(i))
+            batch = range(start, min(corpus.n_docs, start + 50))
+            texts = {i: corpus.document(i) for i in batch}
+            if english:
+                english_cache_fill(list(texts.values()), version)
+            for i, text in texts.items():
+                common.upload(kb, f"doc-{i:05d}", text)
             common.wait_settled(kb)
             print(
                 f"[B9] {min(corpus.n_docs, start + 50)}/{corpus.n_docs} documents live "
@@ -154,27 +203,52 @@ def build_corpus(corpus: ZipfCorpus, *, concurrency: int) -> tuple[Any, dict[str
             )
     seconds = time.perf_counter() - started
     chunks = Chunk.objects.filter(kb=kb).count()
-    return kb, {"built": True, "seconds": round(seconds, 1), "chunks_per_s": chunks / seconds}
+    built = {"built": True, "seconds": round(seconds, 1), "chunks_per_s": chunks / seconds}
+    if english:
+        built["english_vectors"] = Chunk.objects.filter(kb=kb, embedding_en__isnull=False).count()
+    return kb, built
 
 
 # --- measuring --------------------------------------------------------------------------------
 
 
 def measure(
-    kb: Any, classes: dict[str, list[str]], *, rounds: int, class_seconds: float
+    kb: Any,
+    classes: dict[str, list[str]],
+    *,
+    rounds: int,
+    class_seconds: float,
+    modes: Sequence[str] = MODES,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, list[int]]]]:
+    """Each mode's latency (ms) and hit count per class, the modes interleaved. TWO_LEGS is a
+    hybrid search without the English list; ENGLISH_EMBED times the query's English vector
+    alone (no search)."""
     from retrieval.principals import Principal
     from retrieval.search.engine import search
+    from retrieval.search.english import english_query
 
     principal = Principal(
         tenant_id=kb.tenant_id, kb_ids=None, access_groups=frozenset(), all_groups=True
     )
+    version = kb.active_index_version
+
+    def run(mode: str, q: str) -> int:
+        if mode == ENGLISH_EMBED:
+            return int(english_query(version, q) is not None)
+        if mode == TWO_LEGS:
+            got = search(
+                principal=principal, kb=kb, query=q, top_k=10, mode="hybrid", english_list=False
+            )
+        else:
+            got = search(principal=principal, kb=kb, query=q, top_k=10, mode=mode)
+        return len(got.hits)
+
     # Warm up: the statements are prepared after five runs on a connection.
     for q in classes["mixed"][:6]:
-        for mode in MODES:
-            search(principal=principal, kb=kb, query=q, top_k=10, mode=mode)
-    latency: dict[str, dict[str, list[float]]] = {c: {m: [] for m in MODES} for c in classes}
-    hits: dict[str, dict[str, list[int]]] = {c: {m: [] for m in MODES} for c in classes}
+        for mode in modes:
+            run(mode, q)
+    latency: dict[str, dict[str, list[float]]] = {c: {m: [] for m in modes} for c in classes}
+    hits: dict[str, dict[str, list[int]]] = {c: {m: [] for m in modes} for c in classes}
     spent = dict.fromkeys(classes, 0.0)
     turn = 0
     for _ in range(rounds):
@@ -182,15 +256,15 @@ def measure(
             for q in qs:
                 if spent[name] > class_seconds:
                     break
-                order = MODES[turn % 3 :] + MODES[: turn % 3]
+                order = [*modes[turn % len(modes) :], *modes[: turn % len(modes)]]
                 turn += 1
                 for mode in order:
                     t0 = time.perf_counter()
-                    result = search(principal=principal, kb=kb, query=q, top_k=10, mode=mode)
+                    found = run(mode, q)
                     elapsed = time.perf_counter() - t0
                     spent[name] += elapsed
                     latency[name][mode].append(elapsed * 1000)
-                    hits[name][mode].append(len(result.hits))
+                    hits[name][mode].append(found)
     return latency, hits
 
 
@@ -206,7 +280,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", default=DB_NAME)
     parser.add_argument("--redis-db", type=int, default=REDIS_DB)
     parser.add_argument("--fresh", action="store_true", help="rebuild the corpus")
+    parser.add_argument(
+        "--english-list", action="store_true", help="a knowledge base with the English list"
+    )
     a = parser.parse_args(argv)
+    english = a.english_list
+    modes = (*MODES, TWO_LEGS, ENGLISH_EMBED) if english else MODES
     if a.db in ("canon", "canon_bench") or a.db.startswith("test_"):
         parser.error(f"--db {a.db} belongs to someone else")
     n_docs = max(1, a.chunks // common.CHUNKS_PER_DOC)
@@ -219,11 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kb.models import Chunk
 
     corpus = ZipfCorpus(n_docs)
-    if _reusable(n_docs):
+    if _reusable(n_docs, english=english):
         t0 = time.perf_counter()
         for i in range(n_docs):  # the same texts again, for the words' document frequencies
             corpus.document(i)
-        kb = common.tenant_kb(_slug(n_docs))
+        kb = common.tenant_kb(_slug(n_docs, english=english))
         build: dict[str, Any] = {"built": False, "regenerated_s": round(time.perf_counter() - t0)}
         print(f"[B9] reusing {a.db}: {n_docs} documents already live", flush=True)
     else:
@@ -232,8 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ.pop("DATABASE_URL", None)
         else:
             os.environ["DATABASE_URL"] = admin_url
-        common.setup(fresh=True)
-        kb, build = build_corpus(corpus, concurrency=a.concurrency)
+        common.setup(fresh=a.fresh or not english)  # keep the other corpus where it can be
+        kb, build = build_corpus(corpus, concurrency=a.concurrency, english=english)
     kb.refresh_from_db()
     chunks = Chunk.objects.filter(kb=kb).count()
     classes = queries(corpus, a.queries)
@@ -245,7 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name, qs in classes.items()
     }
-    latency, hits = measure(kb, classes, rounds=a.rounds, class_seconds=a.class_seconds)
+    latency, hits = measure(
+        kb, classes, rounds=a.rounds, class_seconds=a.class_seconds, modes=modes
+    )
 
     summary: dict[str, Any] = {
         "chunks": chunks,
@@ -256,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "examples": {name: qs[:3] for name, qs in classes.items()},
         "classes": {},
         "target": f"hybrid p95 <= {TARGET}x vector p95",
+        "english_list": english,
     }
     rows: list[tuple[Any, ...]] = [
         (
@@ -270,11 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "verdict",
         )
     ]
-    pooled: dict[str, list[float]] = {m: [] for m in MODES}
+    pooled: dict[str, list[float]] = {m: [] for m in modes}
     for name in classes:
         vector_p95 = common.percentile(latency[name]["vector"], 95)
         entry: dict[str, Any] = {}
-        for mode in MODES:
+        for mode in modes:
             values = latency[name][mode]
             pooled[mode] += values
             p95 = common.percentile(values, 95)
@@ -306,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary["classes"][name] = entry
     vector_p95 = common.percentile(pooled["vector"], 95)
     summary["all"] = {}
-    for mode in MODES:
+    for mode in modes:
         p95 = common.percentile(pooled[mode], 95)
         summary["all"][mode] = {
             "n": len(pooled[mode]),

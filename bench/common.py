@@ -170,32 +170,45 @@ def precompute(texts: Sequence[str], version: Any) -> list[list[dict[str, Any]]]
 
 def cache_fill(docs: Sequence[Sequence[dict[str, Any]]], version: Any) -> int:
     """Put the precomputed vectors into the EmbeddingCache, so Canon's embed stage is a lookup."""
-    from django.db import connection
 
-    from ingestion.pipeline.embed import cache_model, vector_literal
+    from ingestion.pipeline.embed import cache_model
 
     rows = [c for doc in docs for c in doc]
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), 2000):
-            batch = rows[start : start + 2000]
-            cursor.execute(
-                """
-                INSERT INTO ingestion_embeddingcache (model, dimensions, content_hash, embedding,
-                                                      created_at)
-                SELECT %s, %s, h, v::vector, now() FROM unnest(%s::text[], %s::text[]) AS x(h, v)
-                ON CONFLICT (model, dimensions, content_hash) DO NOTHING
-                """,
-                [
-                    cache_model(version),
-                    version.dimensions,
-                    [c["hash"] for c in batch],
-                    [vector_literal(c["vector"]) for c in batch],
-                ],
-            )
+    for start in range(0, len(rows), 2000):
+        batch = rows[start : start + 2000]
+        cache_put(
+            cache_model(version),
+            version.dimensions,
+            [c["hash"] for c in batch],
+            [c["vector"] for c in batch],
+        )
     return len(rows)
 
 
-def tenant_kb(slug: str, *, require_approval: bool = False) -> Any:
+def cache_put(
+    model: str, dimensions: int, hashes: Sequence[str], vectors: Sequence[Sequence[float]]
+) -> None:
+    """Vectors into the EmbeddingCache under `model` (its cache key) and their content hashes;
+    ones already there are kept."""
+    from django.db import connection
+
+    from ingestion.pipeline.embed import vector_literal
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO ingestion_embeddingcache (model, dimensions, content_hash, embedding,
+                                                  created_at)
+            SELECT %s, %s, h, v::vector, now() FROM unnest(%s::text[], %s::text[]) AS x(h, v)
+            ON CONFLICT (model, dimensions, content_hash) DO NOTHING
+            """,
+            [model, dimensions, list(hashes), [vector_literal(list(v)) for v in vectors]],
+        )
+
+
+def tenant_kb(slug: str, *, require_approval: bool = False, english_list: bool = False) -> Any:
+    """The bench tenant's knowledge base `slug` (hash vectors of DIMS dimensions; with the
+    English list when `english_list`), made when missing."""
     from kb.models import KnowledgeBase, Tenant
     from kb.services.index_versions import knowledge_base_create
 
@@ -204,7 +217,12 @@ def tenant_kb(slug: str, *, require_approval: bool = False) -> Any:
     if existing is not None:
         return existing
     return knowledge_base_create(
-        tenant=tenant, name=slug, slug=slug, require_approval=require_approval, dimensions=DIMS
+        tenant=tenant,
+        name=slug,
+        slug=slug,
+        require_approval=require_approval,
+        dimensions=DIMS,
+        english_list=english_list,
     )
 
 

@@ -446,6 +446,60 @@ def bars_table(
     return markdown(lines)
 
 
+def print_blocks(
+    results: dict[str, Any],
+    corpora: Sequence[str],
+    shown: Sequence[str],
+    fixed_names: Sequence[str],
+    fitted_names: Sequence[str],
+) -> None:
+    """Each corpus's blocks (the `shown` systems, per kind and language) and its keyword-style
+    set (`fixed_names` as they are, `fitted_names` fitted on each corpus)."""
+    for name in corpora:
+        for block in BLOCKS:
+            print(f"\n{name}, {BLOCK_TITLES[block]}: MRR@10 (hit@10)\n")
+            print(table(results[name][block], shown, (*KINDS, *LANGS)))
+        if "keyword-style" in results[name]:
+            listed = [*fixed_names]
+            listed += [f"{s} (fitted on {n})" for s in fitted_names for n in corpora]
+            print(f"\n{name}, keyword-style set (no fit read it): MRR@10 (hit@10)\n")
+            print(table(results[name]["keyword-style"], listed, LANGS))
+
+
+def paired_against(
+    results: dict[str, Any],
+    corpora: dict[str, Corpus],
+    names: Sequence[str],
+    blocks: Sequence[str] = ("cross-corpus",),
+) -> dict[str, Any]:
+    """Each of `names[1:]` against `names[0]`, question by question (`paired`), per corpus,
+    block and language; printed as they come."""
+    comparisons = {}
+    for corpus in corpora:
+        langs = {q["id"]: q["lang"] for q in corpora[corpus].questions}
+        for block in blocks:
+            rows = results[corpus][block]
+            for lang in ("en", "zh", "all"):
+                for system in names[1:]:
+                    what = f"{corpus} {block} {lang}: {system} vs {names[0]}"
+                    comparisons[what] = paired(
+                        rows[system]["rr"], rows[names[0]]["rr"], langs, lang
+                    )
+                    print(f"  {what}: {comparisons[what]}")
+    return comparisons
+
+
+def stored(results: dict[str, Any]) -> dict[str, Any]:
+    """`run`'s results as a summary stores them (without each question's reciprocal rank)."""
+    return {
+        name: {
+            block: {s: {k: v for k, v in f.items() if k != "rr"} for s, f in rows.items()}
+            for block, rows in blocks.items()
+        }
+        for name, blocks in results.items()
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--first", type=Path, default=FIRST[1], help="corpus 1's per-leg dump")
@@ -467,15 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     choice = choose(verdicts)
     chosen = choice["recipe"]
     shown = list(dict.fromkeys([*MAIN, chosen, *([r.name for r in RECIPES] if a.all else [])]))
-    for name in corpora:
-        for block in BLOCKS:
-            print(f"\n{name}, {BLOCK_TITLES[block]}: MRR@10 (hit@10)\n")
-            print(table(results[name][block], shown, (*KINDS, *LANGS)))
-        if "keyword-style" in results[name]:
-            listed = [*FIXED, "shipped"]
-            listed += [f"{s} (fitted on {n})" for s in shown[len(FIXED) :] for n in corpora]
-            print(f"\n{name}, keyword-style set (no fit read it): MRR@10 (hit@10)\n")
-            print(table(results[name]["keyword-style"], listed, LANGS))
+    print_blocks(results, list(corpora), shown, [*FIXED, "shipped"], shown[len(FIXED) :])
     print("\nthe bars on the cross-corpus rows (each measured on the corpus it never saw):\n")
     print(bars_table(verdicts, list(corpora)))
     print(f"\n[cross] chosen by the cross-corpus rows: {choice}")
@@ -504,13 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "recipes": [vars(r) for r in RECIPES],
         "shipped_fitted_on": shipped_fit_on(),
-        "results": {
-            name: {
-                block: {s: {k: v for k, v in f.items() if k != "rr"} for s, f in rows.items()}
-                for block, rows in blocks.items()
-            }
-            for name, blocks in results.items()
-        },
+        "results": stored(results),
         "bars": verdicts,
         "choice": choice,
         "paired": comparisons,

@@ -621,25 +621,40 @@ def make_examples(index: Index, way: str) -> Examples:
                     features[cid] = _unlisted(q, depth, best_share, index.cjk[cid])
             for cid, row in features.items():
                 rank, score = ranks.get(cid, (0, 0.0))
-                share = score / third_bound if third_bound > 0 else 0.0
-                rr = 1.0 / (1 + rank) if rank else 0.0
                 cross = abs(zh - (1.0 if index.cjk[cid] >= ZH_SHARE else 0.0))
-                row.extend(
-                    [
-                        1.0 if rank else 0.0,
-                        rr,
-                        share,
-                        score / top if top > 0 else 0.0,
-                        top / third_bound if third_bound > 0 else 0.0,
-                        cross * share,
-                        cross * rr,
-                        zh * share,
-                    ]
-                )
+                row.extend(list_columns(rank, score, third_bound, top, cross=cross, zh=zh))
         ids = list(features)
         return ids, np.array([features[c] for c in ids], dtype=float), docs
 
     return examples
+
+
+def list_columns(
+    rank: int,
+    score: float,
+    bound: float,
+    top: float,
+    *,
+    cross: float,
+    zh: float,
+    listed: bool = False,
+) -> list[float]:
+    """A further list's THIRD_FEATURES of one candidate: its rank there (0: not listed), its
+    score, the list's bound and best score, whether the candidate is in the other language than
+    the query (`cross`) and the query is Chinese (`zh`). `listed`: counts as listed without a
+    rank (a re-scoring list)."""
+    share = score / bound if bound > 0 else 0.0
+    rr = 1.0 / (1 + rank) if rank else 0.0
+    return [
+        1.0 if rank or listed else 0.0,
+        rr,
+        share,
+        score / top if top > 0 else 0.0,
+        top / bound if bound > 0 else 0.0,
+        cross * share,
+        cross * rr,
+        zh * share,
+    ]
 
 
 def check_unlisted(questions: Sequence[dict[str, Any]]) -> None:

@@ -53,7 +53,7 @@ import numpy as np
 from bench import common
 from bench.quality import cross_corpus, fusion_fit
 from bench.quality.legs import LEG_DEPTH
-from bench.quality.metrics import KINDS, LANGS, TOP_K
+from bench.quality.metrics import TOP_K
 
 OUT = common.RESULTS / "quality-third-leg.json"
 # Each corpus: its B8 run's database and Redis database (bench.quality.ingest's, and
@@ -369,28 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdicts = cross_corpus.bars(results, legs)
     names = [r.name for r in RECIPES]
     shown = [*systems(), "convex, weight fitted", *names]
-    for name in corpora:
-        for block in cross_corpus.BLOCKS:
-            print(f"\n{name}, {cross_corpus.BLOCK_TITLES[block]}: MRR@10 (hit@10)\n")
-            print(cross_corpus.table(results[name][block], shown, (*KINDS, *LANGS)))
-        if "keyword-style" in results[name]:
-            listed = [*systems()]
-            listed += [f"{s} (fitted on {n})" for s in names for n in corpora]
-            print(f"\n{name}, keyword-style set (no fit read it): MRR@10 (hit@10)\n")
-            print(cross_corpus.table(results[name]["keyword-style"], listed, LANGS))
+    cross_corpus.print_blocks(results, list(corpora), shown, list(systems()), names)
     print("\nthe bars on the cross-corpus rows (each measured on the corpus it never saw):\n")
     print(cross_corpus.bars_table(verdicts, list(corpora), [*names, *list(systems())[2:]]))
-    comparisons = {}
-    for corpus in corpora:
-        rows = results[corpus]["cross-corpus"]
-        langs = {q["id"]: q["lang"] for q in corpora[corpus].questions}
-        for lang in ("en", "zh", "all"):
-            for system in names[1:]:
-                what = f"{corpus} {lang}: {system} vs {names[0]}"
-                comparisons[what] = cross_corpus.paired(
-                    rows[system]["rr"], rows[names[0]]["rr"], langs, lang
-                )
-                print(f"  {what}: {comparisons[what]}")
+    comparisons = cross_corpus.paired_against(results, corpora, names)
     summary = {
         "id": "B8 third leg",
         "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -399,13 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in corpora
         },
         "recipes": [vars(r) for r in RECIPES],
-        "results": {
-            name: {
-                block: {s: {k: v for k, v in f.items() if k != "rr"} for s, f in rows.items()}
-                for block, rows in blocks.items()
-            }
-            for name, blocks in results.items()
-        },
+        "results": cross_corpus.stored(results),
         "bars": verdicts,
         "paired": comparisons,
         "run_s": round(time.perf_counter() - started, 1),

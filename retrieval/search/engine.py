@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,7 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.english import english_leg, english_query
+from retrieval.search.english import english_leg, english_query_started
 from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import (
     Hit,
@@ -81,10 +82,11 @@ def _ranked_lists(
     limit: int,
     approximate: bool = True,
     shared: Statistics | None = None,
-    english: list[float] | None = None,
+    english: Future[list[float]] | None = None,
 ) -> list[Leg] | None:
     """The search's lists (vector, keyword, or both; then the English list when `english`, the
-    query's English vector, is given: `retrieval.search.english`) in the current snapshot, or
+    query's English vector being embedded, is given: `retrieval.search.english`, read last so
+    the other legs need not wait for the model) in the current snapshot, or
     None if `version` is no longer the knowledge base's active one there. A row proves it is: the
     visibility rule requires the version be active in the statement's snapshot, the same one
     (`visible_sql`). So the re-check (`_still_active`) runs only when a list came back empty. A
@@ -116,7 +118,8 @@ def _ranked_lists(
     if english is not None:
         candidates = [hit for leg in ranked for hit in leg.hits]
         ids = narrow.ids if narrow is not None else None
-        ranked.append(english_leg(params, version, english, limit, candidates, narrow_ids=ids))
+        vector_en = english.result()
+        ranked.append(english_leg(params, version, vector_en, limit, candidates, narrow_ids=ids))
     return ranked
 
 
@@ -202,10 +205,11 @@ def search(
     while True:
         if version is None:
             version = _active_version(kb_id=kb.pk, using=using)
-        vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
         learned = mode == "hybrid" and (fusion or settings.HYBRID_FUSION) == "learned"
-        # The English list: only the learned fusion reads it (`retrieval.search.english`).
-        english = english_query(version, query) if learned and english_list else None
+        # The English list: only the learned fusion reads it (`retrieval.search.english`). Its
+        # vector is embedded on a thread meanwhile, read when the list is.
+        english = english_query_started(version, query) if learned and english_list else None
+        vector = embed_query(version, query) if mode in ("vector", "hybrid") else None
         params = search_params(principal=principal, kb=kb, filters=filters)
         hybrid_depth = depth(top_k, fusion, english=english is not None)
         limit = plan.depth(hybrid_depth if mode == "hybrid" else top_k)
@@ -308,8 +312,8 @@ def search_legs(
     while True:
         if version is None:
             version = _active_version(kb_id=kb.pk, using=using)
+        english = english_query_started(version, query)
         vector = embed_query(version, query)
-        english = english_query(version, query)
         params = search_params(principal=principal, kb=kb, filters=None)
         if index_version is not None:
             params["candidate"] = True

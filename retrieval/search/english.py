@@ -12,6 +12,9 @@ Chinese, and the two legs' model ranks it.
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import embeddings
@@ -23,10 +26,16 @@ from retrieval.search.vector import nearest_query, vector_literal
 from textkit.text import mostly_chinese
 
 
+def reads_english(version: IndexVersion, query: str) -> bool:
+    """Whether a search reads the English list for `query`: the version has one and the query
+    is not in Chinese."""
+    return bool(version.english_list) and not mostly_chinese(query)
+
+
 def english_query(version: IndexVersion, query: str) -> list[float] | None:
     """The query's English vector, or None when the list is not read for it (the version has
-    none, or the query is in Chinese). Embedded before the snapshot opens (no I/O in it)."""
-    if not version.english_list or mostly_chinese(query):
+    none, or the query is in Chinese)."""
+    if not reads_english(version, query):
         return None
     provider = embeddings.get_provider(
         provider=version.english_provider,
@@ -34,6 +43,42 @@ def english_query(version: IndexVersion, query: str) -> list[float] | None:
         dimensions=int(version.english_dimensions or 0),
     )
     return provider.embed([query])[0]
+
+
+# A search embeds the English vector on a thread of this pool while it embeds its other vector
+# and reads its other legs, which need not wait for it (B9 with the English list: the model takes
+# 5-10 ms a query, as long as a leg's statement). onnxruntime and the database's socket both
+# release the GIL. One pool per process, made on first use (a forked child makes its own: the
+# parent's threads are not in it); the thread touches no database.
+POOL_THREADS = 4
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(os.getpid())
+        if pool is None:
+            pool = _pools[os.getpid()] = ThreadPoolExecutor(
+                max_workers=POOL_THREADS, thread_name_prefix="canon-english-query"
+            )
+        return pool
+
+
+def english_query_started(version: IndexVersion, query: str) -> Future[list[float]] | None:
+    """`english_query` started on a thread of this process's pool, or None when the list is not
+    read for `query`. The caller reads the vector with `.result()` when it reads the list, last
+    (`.result()` raises what embedding raised); a future nobody reads (a calibration of the two
+    legs, a swap) finishes unread."""
+    if not reads_english(version, query):
+        return None
+    return _pool().submit(_embedded, version, query)
+
+
+def _embedded(version: IndexVersion, query: str) -> list[float]:
+    vector = english_query(version, query)
+    assert vector is not None  # reads_english held when it was started
+    return vector
 
 
 def english_list_query(

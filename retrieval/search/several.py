@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import operator
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 
 from django.conf import settings
@@ -36,7 +37,7 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval.principals import Principal
 from retrieval.search.engine import _active_version, _ranked_lists
-from retrieval.search.english import english_query
+from retrieval.search.english import english_query_started
 from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import Hit, SearchFilters, SearchResult
 from retrieval.search.lexical.bm25 import Statistics, query_statistics
@@ -100,14 +101,15 @@ def search_several(
         current = list(active.values())
         how = merge or merge_for(mode, current)
         vectors: dict[tuple[str, str, int], list[float]] = {}
-        english: dict[tuple[str, str, int], list[float] | None] = {}
+        # each English space's query vector, embedded on a thread while the rest is read
+        english: dict[tuple[str, str, int], Future[list[float]] | None] = {}
         if mode in ("vector", "hybrid"):
             for version in active.values():
+                if learned and _english_space(version) not in english:
+                    english[_english_space(version)] = english_query_started(version, query)
                 space = _space(version)
                 if space not in vectors:
                     vectors[space] = embed_query(version, query)
-                if learned and _english_space(version) not in english:
-                    english[_english_space(version)] = english_query(version, query)
         # as deep as the deepest model any of them ranks by
         reads_english = any(v is not None for v in english.values())
         limit = plan.depth(depth(top_k, english=reads_english) if mode == "hybrid" else top_k)

@@ -6,9 +6,11 @@ visibility; `explain` places each hit in it and says what it gave."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from kb.models import Document, KnowledgeBase, Tenant
+from kb.models import Document, IndexVersion, KnowledgeBase, Tenant
 from kb.services.index_versions import knowledge_base_create
 from retrieval.principals import Principal
 from retrieval.search import fusion
@@ -166,3 +168,61 @@ def test_a_calibration_of_three_lists_ranks_only_what_reads_the_list() -> None:
     assert fusion.model_for(None, english) == (fusion.english_model(), english)
     two = fusion.model()
     assert fusion.model_for(two, english) == (two, None)
+
+
+def test_the_other_legs_are_read_while_the_english_vector_is_embedded(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The English vector is embedded on a thread of its own: the keyword leg's statement runs
+    before the model has answered, and the list is read once it has."""
+    import threading
+
+    from retrieval.search import engine
+    from retrieval.search import english as english_module
+
+    keyword_read = threading.Event()
+    threads: list[str] = []
+    embed = english_module.english_query
+    read_keyword = engine.keyword_rows
+
+    def slow_embed(version: IndexVersion, query: str) -> list[float] | None:
+        threads.append(threading.current_thread().name)
+        # a model slower than the legs: it answers only once the keyword leg has been read
+        assert keyword_read.wait(timeout=30), "the search waited for the English vector"
+        return embed(version, query)
+
+    def keyword_rows(*args: Any, **kwargs: Any) -> Any:
+        rows = read_keyword(*args, **kwargs)
+        keyword_read.set()
+        return rows
+
+    monkeypatch.setattr(english_module, "english_query", slow_embed)
+    monkeypatch.setattr(engine, "keyword_rows", keyword_rows)
+
+    result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
+
+    assert threads and threads[0].startswith("canon-english-query")
+    assert threads[0] != threading.current_thread().name
+    assert result.hits[0].document_key == "hold"
+    assert result.ranking is not None
+    assert result.ranking.hits[result.hits[0].chunk_id]["english"]["rank"] == 1
+
+
+def test_a_model_that_fails_on_its_thread_fails_the_search_as_it_would_inline(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embeddings import ProviderUnavailable
+    from retrieval.search import english as english_module
+
+    def broken(version: IndexVersion, query: str) -> list[float]:
+        raise ProviderUnavailable("the English model could not be loaded")
+
+    monkeypatch.setattr(english_module, "english_query", broken)
+    with pytest.raises(ProviderUnavailable, match="could not be loaded"):
+        search(principal=reader(english), kb=english, query=PARAPHRASE)
+    # a query the list is not read for never starts the model
+    version = english.active_index_version
+    assert version is not None
+    assert english_module.english_query_started(version, "打印机") is None
+    chinese = search(principal=reader(english), kb=english, query="打印机的端口")
+    assert chinese.hits[0].document_key == "打印"
