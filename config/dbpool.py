@@ -111,7 +111,8 @@ def pool_settings(env: Mapping[str, str]) -> PoolSettings:
 class ConnectionBudget:
     """How many connections Canon's processes may hold at once, by kind, from the operator's
     settings (CANON_WEB_INSTANCES, CANON_WEB_WORKERS, CANON_DB_POOL_MAX, CANON_WORKER_INSTANCES,
-    CANON_WORKER_CONCURRENCY, CANON_DB_RESERVED_CONNECTIONS)."""
+    CANON_WORKER_CONCURRENCY, CANON_DB_RESERVED_CONNECTIONS, CANON_SNAPSHOT_READERS: each
+    process's search readers, `retrieval.search.shared_snapshot`, one connection each)."""
 
     web_instances: int
     web_workers: int
@@ -119,14 +120,16 @@ class ConnectionBudget:
     worker_instances: int
     worker_concurrency: int
     operator_reserved: int
+    snapshot_readers: int = 0
 
     @property
     def web(self) -> int:
-        return self.web_instances * self.web_workers * self.pool_max
+        return self.web_instances * self.web_workers * (self.pool_max + self.snapshot_readers)
 
     @property
     def workers(self) -> int:
-        return self.worker_instances * self.worker_concurrency * CONNECTIONS_PER_WORKER_CHILD
+        per_child = CONNECTIONS_PER_WORKER_CHILD + self.snapshot_readers
+        return self.worker_instances * self.worker_concurrency * per_child
 
     @property
     def total(self) -> int:
@@ -137,10 +140,17 @@ class ConnectionBudget:
         return max_connections - server_reserved - self.operator_reserved
 
     def arithmetic(self) -> str:
+        readers = self.snapshot_readers
+        pool = f"(pool {self.pool_max} + {readers} readers)" if readers else f"pool {self.pool_max}"
+        child = (
+            f"({CONNECTIONS_PER_WORKER_CHILD} + {readers} readers)"
+            if readers
+            else str(CONNECTIONS_PER_WORKER_CHILD)
+        )
         return (
-            f"web {self.web_instances} instance(s) x {self.web_workers} process(es) x pool "
-            f"{self.pool_max} = {self.web}; workers {self.worker_instances} instance(s) x "
-            f"{self.worker_concurrency} child(ren) x {CONNECTIONS_PER_WORKER_CHILD} = "
+            f"web {self.web_instances} instance(s) x {self.web_workers} process(es) x {pool} = "
+            f"{self.web}; workers {self.worker_instances} instance(s) x "
+            f"{self.worker_concurrency} child(ren) x {child} = "
             f"{self.workers}; beat {BEAT_CONNECTIONS}; total {self.total}"
         )
 
@@ -165,4 +175,11 @@ def connection_budget(env: Mapping[str, str], *, pool: PoolSettings) -> Connecti
         worker_instances=_int(env, "CANON_WORKER_INSTANCES", 1),
         worker_concurrency=_int(env, "CANON_WORKER_CONCURRENCY", os.cpu_count() or 1, minimum=1),
         operator_reserved=_int(env, "CANON_DB_RESERVED_CONNECTIONS", 5),
+        snapshot_readers=snapshot_readers(env),
     )
+
+
+def snapshot_readers(env: Mapping[str, str]) -> int:
+    """CANON_SNAPSHOT_READERS: how many threads of a process read a search's English list on
+    connections of their own (`retrieval.search.shared_snapshot`; 0: in series)."""
+    return _int(env, "CANON_SNAPSHOT_READERS", 2)

@@ -103,6 +103,16 @@ def shared_data(
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's, and before its test databases are dropped, search's snapshot readers'
+    connections closed (`retrieval.search.shared_snapshot`): open, they would keep them."""
+    yield
+    from retrieval.search.shared_snapshot import close_readers
+
+    close_readers()
+
+
+@pytest.fixture(scope="session")
 def s3_server() -> Iterator[Any]:
     """One moto S3 server for the session (tests/s3server.py)."""
     from tests.s3server import S3Server

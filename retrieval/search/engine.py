@@ -16,7 +16,7 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
-from retrieval.search.english import english_leg, english_query_started
+from retrieval.search.english import english_leg, english_query_started, english_walk_started
 from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import (
     Hit,
@@ -98,6 +98,10 @@ def _ranked_lists(
     check = not params.get("candidate")
     ranked: list[Leg] = []
     narrow = _narrow(params, version) if vector is not None else None
+    # the English list's walk, on a connection of its own in this snapshot meanwhile
+    walking = None
+    if english is not None and (narrow is None or narrow.ids is None):
+        walking = english_walk_started(params, version, english, limit)
     if vector is not None:
         if narrow is not None and narrow.ids is not None:
             # A narrow filter: its chunks ranked exactly, no index walk that would give up.
@@ -119,7 +123,11 @@ def _ranked_lists(
         candidates = [hit for leg in ranked for hit in leg.hits]
         ids = narrow.ids if narrow is not None else None
         vector_en = english.result()
-        ranked.append(english_leg(params, version, vector_en, limit, candidates, narrow_ids=ids))
+        ranked.append(
+            english_leg(
+                params, version, vector_en, limit, candidates, narrow_ids=ids, walking=walking
+            )
+        )
     return ranked
 
 

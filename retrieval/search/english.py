@@ -20,6 +20,8 @@ from typing import Any
 import embeddings
 from kb.ann import english_distance
 from kb.models import IndexVersion
+from retrieval import routing
+from retrieval.search import shared_snapshot
 from retrieval.search.hits import Hit, Leg, hits_from_rows
 from retrieval.search.snapshot import fetch
 from retrieval.search.vector import nearest_query, vector_literal
@@ -103,6 +105,23 @@ def english_list_query(
     )
 
 
+def english_walk_started(
+    params: dict[str, Any], version: IndexVersion, english: Future[list[float]], limit: int
+) -> Future[list[tuple[Any, ...]]] | None:
+    """The English list's walk started on a connection of its own in the current search
+    snapshot (`shared_snapshot`), once `english` (the query's vector) is embedded, so it runs
+    while the other legs are read; None when the snapshot cannot be shared (the walk is then
+    read in series, by `english_leg`)."""
+    snapshot = shared_snapshot.exported()
+    if snapshot is None:
+        return None
+    return shared_snapshot.read_soon(
+        snapshot,
+        routing.db().alias,
+        lambda: english_list_query(params, version, english.result(), limit),
+    )
+
+
 def english_leg(
     params: dict[str, Any],
     version: IndexVersion,
@@ -111,17 +130,22 @@ def english_leg(
     candidates: list[Hit],
     *,
     narrow_ids: list[int] | None = None,
+    walking: Future[list[tuple[Any, ...]]] | None = None,
 ) -> Leg:
     """The English list in the current snapshot: the approximate walk, or the exact form when
     the walk came back short (a small knowledge base) or a narrow client filter's chunks are
     known (`narrow_ids`, ranked exactly as the vector leg ranks them), and the English cosine
     of each of `candidates` (the other legs' hits) it did not list. The candidates were read in
-    this snapshot by the same rule, so their cosines need no visibility of their own."""
+    this snapshot by the same rule, so their cosines need no visibility of their own.
+    `walking`: the walk, being read in this snapshot on another connection
+    (`english_walk_started`)."""
     if narrow_ids is not None:
         params = {**params, "chunk_ids": narrow_ids}
         rows = []
     else:
-        rows = fetch(*english_list_query(params, version, vector, limit))
+        rows = shared_snapshot.read_or_fetch(
+            walking, lambda: english_list_query(params, version, vector, limit)
+        )
     if len(rows) < limit:
         rows = fetch(*english_list_query(params, version, vector, limit, exact=True))
     hits = hits_from_rows(rows)

@@ -122,7 +122,8 @@ def test_settings_count_every_process_kind() -> None:
         CANON_WORKER_CONCURRENCY="3",
     )
 
-    assert figures["total"] == 3 * 4 * 5 + 2 * 3 * 2 + 1
+    # each process's pool (web) or task and heartbeat (workers), and its 2 snapshot readers
+    assert figures["total"] == 3 * 4 * (5 + 2) + 2 * 3 * (2 + 2) + 1
 
 
 # --- the budget ----------------------------------------------------------------------------------
@@ -141,6 +142,15 @@ def test_the_budget_is_seed_003s_sum_over_every_process_kind() -> None:
     assert "may open 805 database connections" in problem
     assert "10 instance(s) x 4 process(es) x pool 20 = 800" in problem
     assert "more than the 492 PostgreSQL leaves them" in problem
+
+
+def test_the_budget_counts_each_processs_snapshot_readers() -> None:
+    readers = budget(web_instances=3, web_workers=4, pool_max=4, snapshot_readers=2)
+
+    assert readers.web == 3 * 4 * (4 + 2)
+    assert readers.workers == 1 * 2 * (2 + 2)
+    assert "3 instance(s) x 4 process(es) x (pool 4 + 2 readers) = 72" in readers.arithmetic()
+    assert "2 child(ren) x (2 + 2 readers) = 8" in readers.arithmetic()
 
 
 # --- the system check ----------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""The English list's walk read on a connection of its own in the search's snapshot
+(`retrieval.search.shared_snapshot`): a reader sees exactly what the search's own connection
+sees, whatever commits meanwhile; a hybrid search reads its walk on one; a reader that fails
+leaves the search to read it in series; a search inside a caller's transaction reads in
+series; a reader whose snapshot is gone stays usable."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+
+from kb.models import KnowledgeBase, Tenant
+from retrieval.search import shared_snapshot
+from retrieval.search.engine import search
+from retrieval.search.snapshot import fetch, search_snapshot
+from tests.retrieval.test_search_english import PARAPHRASE, knowledge_base, reader
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def english(tenant: Tenant) -> KnowledgeBase:
+    return knowledge_base(tenant, "english", english_list=True)
+
+
+def _commit_elsewhere(sql: str, params: list[Any]) -> None:
+    """`sql` committed by a session of its own (not Django's connection)."""
+    params_ = connection.get_connection_params()
+    with psycopg.connect(
+        dbname=params_["dbname"],
+        user=params_.get("user"),
+        host=params_.get("host"),
+        port=params_.get("port"),
+        password=params_.get("password"),
+        autocommit=True,
+    ) as other:
+        other.execute(sql, params)
+
+
+def _readers(monkeypatch: pytest.MonkeyPatch, before: Any = None) -> list[str]:
+    """Record each reader's thread (and run `before` on it before it reads)."""
+    threads: list[str] = []
+    read = shared_snapshot._read
+
+    def recorded(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        if before is not None:
+            before()
+        return read(*args)
+
+    monkeypatch.setattr(shared_snapshot, "_read", recorded)
+    return threads
+
+
+LIVE = "SELECT count(*) FROM kb_document WHERE kb_id = %(kb)s AND deleted_at IS NULL"
+
+
+def test_a_reader_reads_the_exported_snapshot_not_what_commits_meanwhile(
+    english: KnowledgeBase,
+) -> None:
+    with search_snapshot("default"):
+        snapshot = shared_snapshot.exported()
+        assert snapshot is not None
+        # committed by another session after the search's snapshot was taken
+        _commit_elsewhere(
+            "UPDATE kb_document SET deleted_at = now() WHERE kb_id = %s AND key = 'hold'",
+            [english.pk],
+        )
+        seen = shared_snapshot.read_soon(snapshot, "default", lambda: (LIVE, {"kb": english.pk}))
+        assert seen.result() == fetch(LIVE, {"kb": english.pk}) == [(5,)]
+    assert fetch(LIVE, {"kb": english.pk}) == [(4,)]
+
+
+def _series(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record each statement the search reads in series instead of a reader's rows."""
+    read_here: list[str] = []
+    fetch_ = shared_snapshot.fetch
+
+    def recorded(sql: str, params: dict[str, Any]) -> Any:
+        read_here.append(sql)
+        return fetch_(sql, params)
+
+    monkeypatch.setattr(shared_snapshot, "fetch", recorded)
+    return read_here
+
+
+def test_a_hybrid_search_reads_the_english_walk_on_a_reader(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads, read_here = _readers(monkeypatch), _series(monkeypatch)
+    result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
+
+    assert threads and threads[0].startswith("canon-snapshot-reader")
+    assert read_here == []  # the reader's rows served
+    assert result.hits[0].document_key == "hold"
+    assert result.ranking is not None
+    assert result.ranking.hits[result.hits[0].chunk_id]["english"]["rank"] == 1
+
+
+def test_a_reader_that_fails_leaves_the_search_to_read_the_walk_itself(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
+
+    def broken(*args: Any) -> Any:
+        raise psycopg.OperationalError("the reader's connection was lost")
+
+    monkeypatch.setattr(shared_snapshot, "_read", broken)
+    read_here = _series(monkeypatch)
+    result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
+
+    assert len(read_here) == 1  # the walk, read by the search itself
+
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in expected.hits]
+    assert result.ranking is not None
+    assert result.ranking.hits[result.hits[0].chunk_id]["english"]["rank"] == 1
+
+
+def test_a_search_inside_a_callers_transaction_reads_the_walk_in_series(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads, read_here = _readers(monkeypatch), _series(monkeypatch)
+    with transaction.atomic():
+        result = search(principal=reader(english), kb=english, query=PARAPHRASE)
+    assert threads == [] and len(read_here) == 1
+    assert result.hits[0].document_key == "hold"
+
+
+def test_a_reader_whose_snapshot_has_ended_is_left_idle_for_the_next(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a snapshot nobody exports: the reader fails to import it and rolls back, keeping its
+    # connection open and idle rather than dropping it
+    gone = shared_snapshot.read_soon("00000003-0000001B-1", "default", lambda: ("SELECT 1", {}))
+    with pytest.raises(psycopg.Error, match="snapshot"):
+        gone.result()
+    assert shared_snapshot._opened
+    for raw in shared_snapshot._opened:
+        assert not raw.closed
+        assert raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    threads = _readers(monkeypatch)
+    result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
+    assert threads and result.hits[0].document_key == "hold"
