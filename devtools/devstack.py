@@ -132,7 +132,7 @@ def start_embedded_postgres(pgdata: Path, port: int) -> Callable[[], None] | Non
     # A crashed server leaves postmaster.pid behind; pg_ctl handles a stale one itself.
     options = (
         f"-h 127.0.0.1 -p {port} -k {pgdata} -c max_connections=200 "
-        "-c shared_buffers=256MB -c fsync=on -c maintenance_work_mem=256MB"
+        "-c shared_buffers=1GB -c fsync=on -c maintenance_work_mem=256MB"
     )
     pg.pg_ctl(  # type: ignore[attr-defined]
         ["-w", "-t", "60", "-o", options, "-l", str(pgdata / "server.log"), "start"],

@@ -16,6 +16,7 @@ from django.db import DEFAULT_DB_ALIAS
 from kb.models import IndexVersion, KnowledgeBase
 from retrieval import routing
 from retrieval.principals import KnowledgeBaseNotFound, Principal
+from retrieval.search import shared_snapshot
 from retrieval.search.english import english_leg, english_query_started, english_walk_started
 from retrieval.search.fusion import FusionModel, depth
 from retrieval.search.hits import (
@@ -36,7 +37,7 @@ from retrieval.search.snapshot import (
     one_statement,
     search_snapshot,
 )
-from retrieval.search.vector import approximate_rows, embed_query, exact_rows
+from retrieval.search.vector import approximate_rows, embed_query, exact_rows, vector_query
 from retrieval.search.visibility import search_params, visible_sql
 
 MODES = ("vector", "keyword", "hybrid")
@@ -94,38 +95,65 @@ def _ranked_lists(
     client filter that leaves few chunks, the exact form over those (`_narrow`), else the
     approximate statement, then the exact form if that came back short; `approximate=False`:
     the exact form alone (the caller's approximate statement came back short). `shared`: the
-    keyword leg weighs the query's terms by these statistics (`bm25.query_weights`)."""
+    keyword leg weighs the query's terms by these statistics (`bm25.query_weights`).
+
+    The index walks (the vector leg's beside a keyword leg, the English list's) are read on
+    snapshot readers, other connections in this same snapshot, while this connection reads the
+    keyword leg (`shared_snapshot`); in series when the snapshot cannot be shared (a caller's
+    transaction), no reader is idle or one fails."""
     check = not params.get("candidate")
-    ranked: list[Leg] = []
     narrow = _narrow(params, version) if vector is not None else None
-    # the English list's walk, on a connection of its own in this snapshot meanwhile
-    walking = None
-    if english is not None and (narrow is None or narrow.ids is None):
-        walking = english_walk_started(params, version, english, limit)
+    unfiltered = narrow is None or narrow.ids is None
+    # The index walks on snapshot readers while this connection reads the keyword leg
+    # (`shared_snapshot`): the vector leg's when there is a keyword leg to overlap, the English
+    # list's (which waits there for its query vector) always. In series without a reader.
+    walk_vector = vector is not None and approximate and unfiltered and query is not None
+    walk_english = english is not None and unfiltered
+    vector_walk = english_walk = None
+    if walk_vector or walk_english:
+        snapshot = shared_snapshot.exported()
+        if snapshot is not None and walk_vector:
+            assert vector is not None
+            vector_walk = shared_snapshot.read_soon(
+                snapshot, routing.db().alias, lambda: vector_query(params, version, vector, limit)
+            )
+        if snapshot is not None and english is not None and walk_english:
+            english_walk = english_walk_started(snapshot, params, version, english, limit)
+    keyword: tuple[list[tuple[Any, ...]], float | None] | None = None
+    if query is not None:
+        keyword = keyword_rows(params, version, query, limit, narrow, shared)
+    ranked: list[Leg] = []
     if vector is not None:
         if narrow is not None and narrow.ids is not None:
             # A narrow filter: its chunks ranked exactly, no index walk that would give up.
             rows = exact_rows({**params, "chunk_ids": narrow.ids}, version, vector, limit)
         else:
-            rows = approximate_rows(params, version, vector, limit) if approximate else []
+            rows = (
+                shared_snapshot.read_or_fetch(
+                    vector_walk, lambda: vector_query(params, version, vector, limit)
+                )
+                if approximate
+                else []
+            )
             if len(rows) < limit:
                 rows = exact_rows(params, version, vector, limit)
-        if not rows and check and not _still_active(kb_id=kb_id, version=version):
-            return None
-        check = False  # a row, or the re-check, showed the version active in this snapshot
         ranked.append(Leg(hits_from_rows(rows), 1.0))
-    if query is not None:
-        rows, bound = keyword_rows(params, version, query, limit, narrow, shared)
-        if not rows and check and not _still_active(kb_id=kb_id, version=version):
-            return None
-        ranked.append(Leg(hits_from_rows(rows), bound))
+    if keyword is not None:
+        ranked.append(Leg(hits_from_rows(keyword[0]), keyword[1]))
+    # a row showed the version active in this snapshot; else ask (a candidate never is)
+    if (
+        check
+        and not any(leg.hits for leg in ranked)
+        and not _still_active(kb_id=kb_id, version=version)
+    ):
+        return None
     if english is not None:
         candidates = [hit for leg in ranked for hit in leg.hits]
         ids = narrow.ids if narrow is not None else None
         vector_en = english.result()
         ranked.append(
             english_leg(
-                params, version, vector_en, limit, candidates, narrow_ids=ids, walking=walking
+                params, version, vector_en, limit, candidates, narrow_ids=ids, walking=english_walk
             )
         )
     return ranked

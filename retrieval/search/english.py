@@ -106,15 +106,15 @@ def english_list_query(
 
 
 def english_walk_started(
-    params: dict[str, Any], version: IndexVersion, english: Future[list[float]], limit: int
+    snapshot: str,
+    params: dict[str, Any],
+    version: IndexVersion,
+    english: Future[list[float]],
+    limit: int,
 ) -> Future[list[tuple[Any, ...]]] | None:
-    """The English list's walk started on a connection of its own in the current search
-    snapshot (`shared_snapshot`), once `english` (the query's vector) is embedded, so it runs
-    while the other legs are read; None when the snapshot cannot be shared (the walk is then
-    read in series, by `english_leg`)."""
-    snapshot = shared_snapshot.exported()
-    if snapshot is None:
-        return None
+    """The English list's walk started on a snapshot reader in the search's `snapshot`
+    (`shared_snapshot`), once `english` (the query's vector) is embedded, so it runs while the
+    other legs are read; None when no reader is idle (`english_leg` then reads it in series)."""
     return shared_snapshot.read_soon(
         snapshot,
         routing.db().alias,

@@ -1,18 +1,19 @@
-"""A statement of a search read on a connection of its own, in the search's own snapshot, while
-the search reads its other lists (issue 38, item 6).
+"""Statements of a search read on connections of their own, in the search's own snapshot, while
+the search reads its keyword leg (issue 38, item 6).
 
-A hybrid search with the English list read three index statements in series on one connection:
-at 100,000 chunks the English list's HNSW walk cost as much as the vector leg's (B9 with the
-English list, docs/BENCHMARKS.md). PostgreSQL lets a second session read exactly the snapshot of
-a first (`pg_export_snapshot()`, `SET TRANSACTION SNAPSHOT`), so the walk runs on a second
-backend at the same time as the other legs and sees what they see: the same rows, the same
-active version, the same publications, whatever commits meanwhile. One snapshot still answers
-the search; only the work is split.
+A hybrid search read its index walks and its keyword leg in series on one connection: at
+100,000 chunks the English list's HNSW walk cost as much as the vector leg's (B9 with the English
+list, docs/BENCHMARKS.md). PostgreSQL lets a second session read exactly the snapshot of a first
+(`pg_export_snapshot()`, `SET TRANSACTION SNAPSHOT`), so the walks run on other backends at the
+same time as the keyword leg and see what it sees: the same rows, the same active version, the
+same publications, whatever commits meanwhile. One snapshot still answers the search; only the
+work is split.
 
-The second connection belongs to a reader thread (CANON_SNAPSHOT_READERS per process, 2 by
+Each other connection belongs to a reader thread (CANON_SNAPSHOT_READERS per process, 2 by
 default, counted in the connection budget, `config/dbpool.py`; each with one connection per
 database alias, opened on first use from Django's own settings for that alias and kept; a
-forked child makes its own; 0 readers: every search reads in series). It touches nothing else.
+forked child makes its own; 0 readers: every search reads in series; a search that finds no
+reader idle reads in series rather than wait). It touches nothing else.
 A search that runs inside a transaction its caller opened (a test's, an atomic block) reads in
 series: that transaction's own uncommitted rows are not in an exported snapshot. A reader that
 fails (its connection lost, the snapshot gone) rolls back or is closed, and the caller reads
@@ -45,19 +46,22 @@ _SNAPSHOT_ID = re.compile(r"^[0-9A-F]+(-[0-9A-F]+)+$")
 Statement = tuple[str, dict[str, Any]]
 Rows = list[tuple[Any, ...]]
 
-_pools: dict[int, ThreadPoolExecutor] = {}
+# per process: the readers, and how many are idle (a search finding none reads in series rather
+# than wait behind another search's statements)
+_pools: dict[int, tuple[ThreadPoolExecutor, threading.BoundedSemaphore]] = {}
 _pools_lock = threading.Lock()
 _local = threading.local()
 _opened: list[Any] = []  # every reader connection this process opened (`close_readers`)
 
 
-def _pool() -> ThreadPoolExecutor:
+def _pool() -> tuple[ThreadPoolExecutor, threading.BoundedSemaphore]:
     with _pools_lock:
         pool = _pools.get(os.getpid())
         if pool is None:
-            pool = _pools[os.getpid()] = ThreadPoolExecutor(
-                max_workers=settings.SEARCH_SNAPSHOT_READERS,
-                thread_name_prefix="canon-snapshot-reader",
+            readers = settings.SEARCH_SNAPSHOT_READERS
+            pool = _pools[os.getpid()] = (
+                ThreadPoolExecutor(max_workers=readers, thread_name_prefix="canon-snapshot-reader"),
+                threading.BoundedSemaphore(readers),
             )
         return pool
 
@@ -78,11 +82,21 @@ def exported() -> str | None:
     return snapshot if _SNAPSHOT_ID.match(snapshot) else None
 
 
-def read_soon(snapshot: str, using: str, statement: Callable[[], Statement]) -> Future[Rows]:
+def read_soon(snapshot: str, using: str, statement: Callable[[], Statement]) -> Future[Rows] | None:
     """`statement()` (made on the reader's thread, so it may wait for a vector being embedded)
-    read on a reader's connection in `snapshot`; its rows when done. Raises what reading
-    raised, on `.result()`."""
-    return _pool().submit(_read, snapshot, using, statement)
+    read on an idle reader's connection in `snapshot`; its rows when done (`.result()` raises
+    what reading raised). None when every reader is busy: the caller reads it in series."""
+    pool, idle = _pool()
+    if not idle.acquire(blocking=False):
+        return None
+
+    def read() -> Rows:
+        try:
+            return _read(snapshot, using, statement)
+        finally:
+            idle.release()
+
+    return pool.submit(read)
 
 
 def read_or_fetch(pending: Future[Rows] | None, statement: Callable[[], Statement]) -> Rows:

@@ -1,8 +1,9 @@
-"""The English list's walk read on a connection of its own in the search's snapshot
+"""A hybrid search's index walks read on connections of their own in the search's snapshot
 (`retrieval.search.shared_snapshot`): a reader sees exactly what the search's own connection
-sees, whatever commits meanwhile; a hybrid search reads its walk on one; a reader that fails
-leaves the search to read it in series; a search inside a caller's transaction reads in
-series; a reader whose snapshot is gone stays usable."""
+sees, whatever commits meanwhile; a hybrid search reads its vector leg's and its English list's
+walks on two; a reader that fails leaves the search to read its walk in series; so does a
+search inside a caller's transaction, and one that finds no reader idle; a reader whose
+snapshot is gone stays usable."""
 
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ def test_a_reader_reads_the_exported_snapshot_not_what_commits_meanwhile(
             [english.pk],
         )
         seen = shared_snapshot.read_soon(snapshot, "default", lambda: (LIVE, {"kb": english.pk}))
+        assert seen is not None
         assert seen.result() == fetch(LIVE, {"kb": english.pk}) == [(5,)]
     assert fetch(LIVE, {"kb": english.pk}) == [(4,)]
 
@@ -88,14 +90,15 @@ def _series(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return read_here
 
 
-def test_a_hybrid_search_reads_the_english_walk_on_a_reader(
+def test_a_hybrid_search_reads_its_index_walks_on_readers(
     english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads, read_here = _readers(monkeypatch), _series(monkeypatch)
     result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
 
-    assert threads and threads[0].startswith("canon-snapshot-reader")
-    assert read_here == []  # the reader's rows served
+    # both walks, the vector leg's and the English list's, each on a reader
+    assert len(threads) == 2 and all(t.startswith("canon-snapshot-reader") for t in threads)
+    assert read_here == []  # the readers' rows served
     assert result.hits[0].document_key == "hold"
     assert result.ranking is not None
     assert result.ranking.hits[result.hits[0].chunk_id]["english"]["rank"] == 1
@@ -113,7 +116,7 @@ def test_a_reader_that_fails_leaves_the_search_to_read_the_walk_itself(
     read_here = _series(monkeypatch)
     result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
 
-    assert len(read_here) == 1  # the walk, read by the search itself
+    assert len(read_here) == 2  # both walks, the vector leg's and the list's, read here
 
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in expected.hits]
     assert result.ranking is not None
@@ -126,7 +129,7 @@ def test_a_search_inside_a_callers_transaction_reads_the_walk_in_series(
     threads, read_here = _readers(monkeypatch), _series(monkeypatch)
     with transaction.atomic():
         result = search(principal=reader(english), kb=english, query=PARAPHRASE)
-    assert threads == [] and len(read_here) == 1
+    assert threads == [] and len(read_here) == 2
     assert result.hits[0].document_key == "hold"
 
 
@@ -136,6 +139,7 @@ def test_a_reader_whose_snapshot_has_ended_is_left_idle_for_the_next(
     # a snapshot nobody exports: the reader fails to import it and rolls back, keeping its
     # connection open and idle rather than dropping it
     gone = shared_snapshot.read_soon("00000003-0000001B-1", "default", lambda: ("SELECT 1", {}))
+    assert gone is not None
     with pytest.raises(psycopg.Error, match="snapshot"):
         gone.result()
     assert shared_snapshot._opened
@@ -145,3 +149,22 @@ def test_a_reader_whose_snapshot_has_ended_is_left_idle_for_the_next(
     threads = _readers(monkeypatch)
     result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
     assert threads and result.hits[0].document_key == "hold"
+
+
+def test_a_search_that_finds_no_reader_idle_reads_in_series(
+    english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = search(principal=reader(english), kb=english, query=PARAPHRASE)
+    _, idle = shared_snapshot._pool()
+    taken = 0
+    while idle.acquire(blocking=False):  # every reader busy with another search
+        taken += 1
+    try:
+        threads, read_here = _readers(monkeypatch), _series(monkeypatch)
+        result = search(principal=reader(english), kb=english, query=PARAPHRASE)
+    finally:
+        for _ in range(taken):
+            idle.release()
+    assert taken == 2  # CANON_SNAPSHOT_READERS
+    assert threads == [] and len(read_here) == 2
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in expected.hits]
