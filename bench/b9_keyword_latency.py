@@ -17,15 +17,15 @@ Queries run interleaved (the mode order rotating per query) in this process thro
 `retrieval.search.engine.search`. Target: hybrid p95 <= 3x vector p95.
 
 `--english-list` (issue 38, item 6): the same corpus in a knowledge base of its own whose index
-version has the English list (`IndexVersion.english_list`), so hybrid reads three lists (the
-walk on a snapshot reader, `retrieval.search.shared_snapshot`); `hybrid, in series` reads them
-all on its own connection (CANON_SNAPSHOT_READERS 0) and `hybrid, two legs` reads the same
-version without the list (`english_list=False`): the new list's cost, side by side. Its
-chunks' English vectors are hash vectors of the list's 384 dimensions put in the embedding
-cache before each upload (`english_cache_fill`; MiniLM would take an hour for 100,000 chunks,
-and the walk's cost depends on the vectors' count and dimensions, not on what they mean); the
-query's English vector is MiniLM's, as search embeds it, and its time is reported apart
-(`english embed`).
+version has the English list (`IndexVersion.english_list`), so hybrid reads three lists (its
+index walks on snapshot readers, `retrieval.search.shared_snapshot`); `hybrid, in series` reads
+them all on its own connection (CANON_SNAPSHOT_READERS 0), `hybrid, two legs` reads the same
+version without the list (`english_list=False`) and `two legs, in series` without the list or
+readers: the new list's cost and the readers' gain, side by side. Its chunks' English vectors
+are hash vectors of the list's 384 dimensions put in the embedding cache before each upload
+(`english_cache_fill`; MiniLM would take an hour for 100,000 chunks, and the walk's cost
+depends on the vectors' count and dimensions, not on what they mean); the query's English
+vector is MiniLM's, as search embeds it, and its time is reported apart (`english embed`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ ZIPF_S = 1.0
 MODES = ("vector", "keyword", "hybrid")
 TWO_LEGS = "hybrid, two legs"  # with --english-list: hybrid without the English list
 ENGLISH_EMBED = "english embed"  # with --english-list: the query's English vector alone
-IN_SERIES = "hybrid, in series"  # with --english-list: no snapshot readers (the walk in series)
+IN_SERIES = "hybrid, in series"  # with --english-list: no snapshot readers (walks in series)
+TWO_IN_SERIES = "two legs, in series"  # with --english-list: neither the list nor readers
 COMMON_DF = 0.5  # "common": in at least half the chunks
 RARE_DF = 0.005  # "rare": in at most 0.5 % of them
 TARGET = 3.0
@@ -240,9 +241,16 @@ def measure(
     def run(mode: str, q: str) -> int:
         if mode == ENGLISH_EMBED:
             return int(english_query(version, q) is not None)
-        if mode == IN_SERIES:
+        if mode in (IN_SERIES, TWO_IN_SERIES):
             with override_settings(SEARCH_SNAPSHOT_READERS=0):
-                got = search(principal=principal, kb=kb, query=q, top_k=10, mode="hybrid")
+                got = search(
+                    principal=principal,
+                    kb=kb,
+                    query=q,
+                    top_k=10,
+                    mode="hybrid",
+                    english_list=mode == IN_SERIES,
+                )
         elif mode == TWO_LEGS:
             got = search(
                 principal=principal, kb=kb, query=q, top_k=10, mode="hybrid", english_list=False
@@ -293,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     a = parser.parse_args(argv)
     english = a.english_list
-    modes = (*MODES, IN_SERIES, TWO_LEGS, ENGLISH_EMBED) if english else MODES
+    modes = (*MODES, IN_SERIES, TWO_LEGS, TWO_IN_SERIES, ENGLISH_EMBED) if english else MODES
     if a.db in ("canon", "canon_bench") or a.db.startswith("test_"):
         parser.error(f"--db {a.db} belongs to someone else")
     n_docs = max(1, a.chunks // common.CHUNKS_PER_DOC)
