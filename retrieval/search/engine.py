@@ -128,13 +128,14 @@ def _ranked_lists(
             # A narrow filter: its chunks ranked exactly, no index walk that would give up.
             rows = exact_rows({**params, "chunk_ids": narrow.ids}, version, vector, limit)
         else:
-            rows = (
-                shared_snapshot.read_or_fetch(
+            if not approximate:
+                rows = []
+            elif vector_walk is not None:  # read by a reader meanwhile (in series if it failed)
+                rows = shared_snapshot.read_or_fetch(
                     vector_walk, lambda: vector_query(params, version, vector, limit)
                 )
-                if approximate
-                else []
-            )
+            else:
+                rows = approximate_rows(params, version, vector, limit)
             if len(rows) < limit:
                 rows = exact_rows(params, version, vector, limit)
         ranked.append(Leg(hits_from_rows(rows), 1.0))

@@ -70,8 +70,8 @@ def exported() -> str | None:
     """The current search snapshot's identifier for another session to read it, or None when
     it cannot be shared: the search reads inside a transaction its caller opened (an atomic
     block of `search_snapshot`), whose own writes an exported snapshot would not hold, or
-    there are no readers (CANON_SNAPSHOT_READERS 0). Call
-    inside `search_snapshot`; one round trip."""
+    there are no readers (CANON_SNAPSHOT_READERS 0). Call inside `search_snapshot`; one
+    round trip."""
     connection = routing.db()
     if connection.in_atomic_block or settings.SEARCH_SNAPSHOT_READERS < 1:
         return None
