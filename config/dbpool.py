@@ -180,6 +180,6 @@ def connection_budget(env: Mapping[str, str], *, pool: PoolSettings) -> Connecti
 
 
 def snapshot_readers(env: Mapping[str, str]) -> int:
-    """CANON_SNAPSHOT_READERS: how many threads of a process read a search's English list on
-    connections of their own (`retrieval.search.shared_snapshot`; 0: in series)."""
+    """CANON_SNAPSHOT_READERS: how many threads of a process read a hybrid search's index walks
+    on connections of their own (`retrieval.search.shared_snapshot`; 0: in series)."""
     return _int(env, "CANON_SNAPSHOT_READERS", 2)

@@ -201,9 +201,10 @@ if CANON_DB_POOL.enabled:
 # What every Canon process together may open, against what PostgreSQL allows (system check
 # canon.E010; docs/PRODUCTION.md "Sizing the database connections").
 CANON_DB_BUDGET = dbpool.connection_budget(os.environ, pool=CANON_DB_POOL)
-# Threads per process that read a hybrid search's English list on connections of their own, in
-# its snapshot, while it reads its other legs (retrieval/search/shared_snapshot.py; B9 with the
-# English list); 0 reads it in series. Counted in the budget above.
+# Threads per process that read a hybrid search's index walks (the vector leg's, the English
+# list's) on connections of their own, in its snapshot, while it reads its keyword leg
+# (retrieval/search/shared_snapshot.py; B9 with the English list); 0 reads them in series.
+# Counted in the budget above.
 SEARCH_SNAPSHOT_READERS = dbpool.snapshot_readers(os.environ)
 CANON_DB_MAX_CONNECTIONS = (
     env_int("CANON_DB_MAX_CONNECTIONS", 0) if os.environ.get("CANON_DB_MAX_CONNECTIONS") else None
