@@ -25,8 +25,9 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from config.dbpool import ConnectionBudget
 
 HINT = (
-    "Lower CANON_DB_POOL_MAX, CANON_WEB_WORKERS or CANON_WORKER_CONCURRENCY, or raise "
-    "PostgreSQL's max_connections; docs/PRODUCTION.md, 'Sizing the database connections'."
+    "Lower CANON_DB_POOL_MAX, CANON_WEB_WORKERS, CANON_WORKER_CONCURRENCY or "
+    "CANON_SNAPSHOT_READERS, or raise PostgreSQL's max_connections; docs/PRODUCTION.md, "
+    "'Sizing the database connections'."
 )
 
 

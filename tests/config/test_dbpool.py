@@ -175,7 +175,8 @@ def test_the_check_asks_the_server_and_refuses_an_oversubscribed_configuration()
     assert "canon.E010" in message
     assert f"may open {over.total} database connections" in message
     assert f"max_connections {max_connections} - {reserved} reserved by the server" in message
-    assert "CANON_DB_POOL_MAX" in message  # the hint names what to lower
+    # the hint names what to lower
+    assert "CANON_DB_POOL_MAX" in message and "CANON_SNAPSHOT_READERS" in message
 
 
 @pytest.mark.django_db
