@@ -49,6 +49,7 @@ class Kind(StrEnum):
     RATE_LIMITED = "throttled"  # the principal's read budget is spent
     SEARCH_UNAVAILABLE = "search_unavailable"  # the search replica is down
     PROVIDER_UNAVAILABLE = "provider_unavailable"  # the query cannot be embedded now
+    PROVIDER_REFUSED = "provider_refused"  # the provider refused it, or cannot be used as set
 
 
 STATUS = {
@@ -58,9 +59,14 @@ STATUS = {
     Kind.RATE_LIMITED: 429,
     Kind.SEARCH_UNAVAILABLE: 503,
     Kind.PROVIDER_UNAVAILABLE: 503,
+    Kind.PROVIDER_REFUSED: 502,
 }
 PROVIDER_UNAVAILABLE = (
     "The query could not be embedded: the embedding provider is unavailable; try again."
+)
+PROVIDER_REFUSED = (
+    "The query could not be embedded: the embedding provider refused it; the knowledge base's "
+    "embedding settings need an administrator."
 )
 
 
@@ -162,6 +168,11 @@ def search_failure(exc: Exception, *, kb: Any = None) -> SearchFailure | None:
         return SearchFailure(
             Kind.PROVIDER_UNAVAILABLE, PROVIDER_UNAVAILABLE, retry_after=retry_after_seconds(exc)
         )
+    if isinstance(exc, (embeddings.ProviderRejected, embeddings.ProviderMisconfigured)):
+        # retrying cannot help (a 4xx from the provider, a model it lacks, a package missing);
+        # its words may quote the provider's answer, so only its kind is logged
+        logger.warning("search refused, the provider refused the query: %s", type(exc).__name__)
+        return SearchFailure(Kind.PROVIDER_REFUSED, PROVIDER_REFUSED)
     return None
 
 

@@ -109,6 +109,8 @@ def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
         413: "The upload is larger than the limit.",
         415: "Unsupported media type.",
         429: "Rate limited; retry after `Retry-After` seconds.",
+        502: "The embedding provider refused to embed the query (`provider_refused`): "
+        "retrying will not help until an administrator fixes the knowledge base's embedding.",
         503: "Temporarily unavailable (the embedding provider or the search replica); retry "
         "after `Retry-After` seconds.",
     }
@@ -124,7 +126,7 @@ class SearchView(APIView):
     @extend_schema(
         operation_id="search",
         request=SearchInput,
-        responses={200: SearchOutput, **_errors(400, 403, 404, 503)},
+        responses={200: SearchOutput, **_errors(400, 403, 404, 502, 503)},
         description="Top chunks visible to this key. Filters narrow what the key may see; "
         "`as_of` answers from the publication history (index admins only). When a reranker is "
         "configured, a hybrid search's fused hits are reordered by it unless `rerank` is false; "

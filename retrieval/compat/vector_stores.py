@@ -129,6 +129,7 @@ ERROR_TYPES: dict[Kind, tuple[str, str | None]] = {
     Kind.RATE_LIMITED: ("requests", "rate_limit_exceeded"),
     Kind.SEARCH_UNAVAILABLE: ("server_error", "service_unavailable"),
     Kind.PROVIDER_UNAVAILABLE: ("server_error", "service_unavailable"),
+    Kind.PROVIDER_REFUSED: ("server_error", None),
 }
 
 

@@ -30,6 +30,10 @@ pytestmark = pytest.mark.django_db
 QUERY = "vacation policy"
 DOORS = ("rest", "mcp", "dify", "openai")
 PROVIDER_DOWN = "The query could not be embedded: the embedding provider is unavailable; try again."
+PROVIDER_REFUSED = (
+    "The query could not be embedded: the embedding provider refused it; the knowledge base's "
+    "embedding settings need an administrator."
+)
 # What a provider's failure says inside Canon: its address, its answer. Never sent.
 PROVIDER_DETAIL = "openai https://embed.internal:8443/v1: gave up: HTTP 503: {'key': 'sk-hidden'}"
 
@@ -172,6 +176,24 @@ RAISED: dict[str, tuple[Exception, dict[str, Any]]] = {
                 openai_error(PROVIDER_DOWN, type="server_error", code="service_unavailable"),
                 "7",
             ),
+        },
+    ),
+    "provider refused": (
+        embeddings.ProviderRejected(PROVIDER_DETAIL.replace("503", "400")),
+        {
+            "rest": (502, {"error": "provider_refused", "detail": PROVIDER_REFUSED}, None),
+            "mcp": PROVIDER_REFUSED,
+            "dify": (502, {"error_code": 5001, "error_msg": PROVIDER_REFUSED}, None),
+            "openai": (502, openai_error(PROVIDER_REFUSED, type="server_error", code=None), None),
+        },
+    ),
+    "provider misconfigured": (
+        embeddings.ProviderMisconfigured(f"{PROVIDER_DETAIL}: no such model"),
+        {
+            "rest": (502, {"error": "provider_refused", "detail": PROVIDER_REFUSED}, None),
+            "mcp": PROVIDER_REFUSED,
+            "dify": (502, {"error_code": 5001, "error_msg": PROVIDER_REFUSED}, None),
+            "openai": (502, openai_error(PROVIDER_REFUSED, type="server_error", code=None), None),
         },
     ),
     "breaker open": (
