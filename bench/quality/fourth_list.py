@@ -63,6 +63,7 @@ from bench import common
 from bench.quality import cross_corpus, fusion_fit, third_leg
 from bench.quality.crosslingual import list_columns
 from bench.quality.legs import LEG_DEPTH
+from retrieval.search.fusion import FEATURES
 
 OUT = common.RESULTS / "quality-fourth-list.json"
 CORPORA = third_leg.CORPORA
@@ -338,13 +339,7 @@ def _fourth_rows(
     return _ROWS[key]
 
 
-def _feature_chunk_zh() -> int:
-    from retrieval.search.fusion import FEATURES
-
-    return FEATURES.index("chunk_zh")
-
-
-FEATURE_CHUNK_ZH = _feature_chunk_zh()
+FEATURE_CHUNK_ZH = FEATURES.index("chunk_zh")  # the candidate's language, in its features
 
 
 def register(name: str) -> tuple[str, str]:

@@ -110,13 +110,15 @@ def _ranked_lists(
     walk_vector = vector is not None and approximate and unfiltered and query is not None
     walk_english = english is not None and unfiltered
     vector_walk = english_walk = None
+
+    def vector_statement() -> tuple[str, dict[str, Any]]:
+        assert vector is not None
+        return vector_query(params, version, vector, limit)
+
     if walk_vector or walk_english:
         snapshot = shared_snapshot.exported()
         if snapshot is not None and walk_vector:
-            assert vector is not None
-            vector_walk = shared_snapshot.read_soon(
-                snapshot, routing.db().alias, lambda: vector_query(params, version, vector, limit)
-            )
+            vector_walk = shared_snapshot.read_soon(snapshot, routing.db().alias, vector_statement)
         if snapshot is not None and english is not None and walk_english:
             english_walk = english_walk_started(snapshot, params, version, english, limit)
     keyword: tuple[list[tuple[Any, ...]], float | None] | None = None
@@ -131,9 +133,7 @@ def _ranked_lists(
             if not approximate:
                 rows = []
             elif vector_walk is not None:  # read by a reader meanwhile (in series if it failed)
-                rows = shared_snapshot.read_or_fetch(
-                    vector_walk, lambda: vector_query(params, version, vector, limit)
-                )
+                rows = shared_snapshot.read_or_fetch(vector_walk, vector_statement)
             else:
                 rows = approximate_rows(params, version, vector, limit)
             if len(rows) < limit:

@@ -12,9 +12,7 @@ Chinese, and the two legs' model ranks it.
 
 from __future__ import annotations
 
-import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import embeddings
@@ -23,6 +21,7 @@ from kb.models import IndexVersion
 from retrieval import routing
 from retrieval.search import shared_snapshot
 from retrieval.search.hits import Hit, Leg, hits_from_rows
+from retrieval.search.pools import process_pool
 from retrieval.search.snapshot import fetch
 from retrieval.search.vector import nearest_query, vector_literal
 from textkit.text import mostly_chinese
@@ -37,34 +36,14 @@ def reads_english(version: IndexVersion, query: str) -> bool:
 def english_query(version: IndexVersion, query: str) -> list[float] | None:
     """The query's English vector, or None when the list is not read for it (the version has
     none, or the query is in Chinese)."""
-    if not reads_english(version, query):
-        return None
-    provider = embeddings.get_provider(
-        provider=version.english_provider,
-        model=version.english_model,
-        dimensions=int(version.english_dimensions or 0),
-    )
-    return provider.embed([query])[0]
+    return _embedded(version, query) if reads_english(version, query) else None
 
 
 # A search embeds the English vector on a thread of this pool while it embeds its other vector
 # and reads its other legs, which need not wait for it (B9 with the English list: the model takes
 # 5-10 ms a query, as long as a leg's statement). onnxruntime and the database's socket both
-# release the GIL. One pool per process, made on first use (a forked child makes its own: the
-# parent's threads are not in it); the thread touches no database.
+# release the GIL; the thread touches no database.
 POOL_THREADS = 4
-_pools: dict[int, ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    with _pools_lock:
-        pool = _pools.get(os.getpid())
-        if pool is None:
-            pool = _pools[os.getpid()] = ThreadPoolExecutor(
-                max_workers=POOL_THREADS, thread_name_prefix="canon-english-query"
-            )
-        return pool
 
 
 def english_query_started(version: IndexVersion, query: str) -> Future[list[float]] | None:
@@ -74,13 +53,17 @@ def english_query_started(version: IndexVersion, query: str) -> Future[list[floa
     legs, a swap) finishes unread."""
     if not reads_english(version, query):
         return None
-    return _pool().submit(_embedded, version, query)
+    pool = process_pool("canon-english-query", POOL_THREADS)
+    return pool.executor.submit(_embedded, version, query)
 
 
 def _embedded(version: IndexVersion, query: str) -> list[float]:
-    vector = english_query(version, query)
-    assert vector is not None  # reads_english held when it was started
-    return vector
+    provider = embeddings.get_provider(
+        provider=version.english_provider,
+        model=version.english_model,
+        dimensions=int(version.english_dimensions or 0),
+    )
+    return provider.embed([query])[0]
 
 
 def english_list_query(

@@ -28,7 +28,7 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import psycopg
@@ -36,6 +36,7 @@ from django.conf import settings
 from django.db import connections
 
 from retrieval import routing
+from retrieval.search.pools import Pool, process_pool
 from retrieval.search.snapshot import fetch
 
 logger = logging.getLogger(__name__)
@@ -46,24 +47,13 @@ _SNAPSHOT_ID = re.compile(r"^[0-9A-F]+(-[0-9A-F]+)+$")
 Statement = tuple[str, dict[str, Any]]
 Rows = list[tuple[Any, ...]]
 
-# per process: the readers, and how many are idle (a search finding none reads in series rather
-# than wait behind another search's statements)
-_pools: dict[int, tuple[ThreadPoolExecutor, threading.BoundedSemaphore]] = {}
-_pools_lock = threading.Lock()
+_pools_lock = threading.Lock()  # guards `_opened`
 _local = threading.local()
 _opened: list[Any] = []  # every reader connection this process opened (`close_readers`)
 
 
-def _pool() -> tuple[ThreadPoolExecutor, threading.BoundedSemaphore]:
-    with _pools_lock:
-        pool = _pools.get(os.getpid())
-        if pool is None:
-            readers = settings.SEARCH_SNAPSHOT_READERS
-            pool = _pools[os.getpid()] = (
-                ThreadPoolExecutor(max_workers=readers, thread_name_prefix="canon-snapshot-reader"),
-                threading.BoundedSemaphore(readers),
-            )
-        return pool
+def _pool() -> Pool:
+    return process_pool("canon-snapshot-reader", settings.SEARCH_SNAPSHOT_READERS)
 
 
 def exported() -> str | None:
@@ -86,17 +76,17 @@ def read_soon(snapshot: str, using: str, statement: Callable[[], Statement]) -> 
     """`statement()` (made on the reader's thread, so it may wait for a vector being embedded)
     read on an idle reader's connection in `snapshot`; its rows when done (`.result()` raises
     what reading raised). None when every reader is busy: the caller reads it in series."""
-    pool, idle = _pool()
-    if not idle.acquire(blocking=False):
+    pool = _pool()
+    if not pool.idle.acquire(blocking=False):  # every reader busy: read in series, not wait
         return None
 
     def read() -> Rows:
         try:
             return _read(snapshot, using, statement)
         finally:
-            idle.release()
+            pool.idle.release()
 
-    return pool.submit(read)
+    return pool.executor.submit(read)
 
 
 def read_or_fetch(pending: Future[Rows] | None, statement: Callable[[], Statement]) -> Rows:

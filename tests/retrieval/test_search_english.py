@@ -182,10 +182,10 @@ def test_the_other_legs_are_read_while_the_english_vector_is_embedded(
 
     keyword_read = threading.Event()
     threads: list[str] = []
-    embed = english_module.english_query
+    embed = english_module._embedded
     read_keyword = engine.keyword_rows
 
-    def slow_embed(version: IndexVersion, query: str) -> list[float] | None:
+    def slow_embed(version: IndexVersion, query: str) -> list[float]:
         threads.append(threading.current_thread().name)
         # a model slower than the legs: it answers only once the keyword leg has been read
         assert keyword_read.wait(timeout=30), "the search waited for the English vector"
@@ -196,7 +196,7 @@ def test_the_other_legs_are_read_while_the_english_vector_is_embedded(
         keyword_read.set()
         return rows
 
-    monkeypatch.setattr(english_module, "english_query", slow_embed)
+    monkeypatch.setattr(english_module, "_embedded", slow_embed)
     monkeypatch.setattr(engine, "keyword_rows", keyword_rows)
 
     result = search(principal=reader(english), kb=english, query=PARAPHRASE, explain=True)
@@ -217,7 +217,7 @@ def test_a_model_that_fails_on_its_thread_fails_the_search_as_it_would_inline(
     def broken(version: IndexVersion, query: str) -> list[float]:
         raise ProviderUnavailable("the English model could not be loaded")
 
-    monkeypatch.setattr(english_module, "english_query", broken)
+    monkeypatch.setattr(english_module, "_embedded", broken)
     with pytest.raises(ProviderUnavailable, match="could not be loaded"):
         search(principal=reader(english), kb=english, query=PARAPHRASE)
     # a query the list is not read for never starts the model

@@ -161,7 +161,7 @@ def test_a_search_that_finds_no_reader_idle_reads_in_series(
     english: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = search(principal=reader(english), kb=english, query=PARAPHRASE)
-    _, idle = shared_snapshot._pool()
+    idle = shared_snapshot._pool().idle
     taken = 0
     while idle.acquire(blocking=False):  # every reader busy with another search
         taken += 1
